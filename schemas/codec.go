@@ -1,0 +1,100 @@
+package schemas
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Header names and content types used on the bus.
+const (
+	HeaderContentType = "Content-Type"
+	HeaderMsgID       = "Nats-Msg-Id"
+	ContentJSON       = "application/json"
+	ContentMsgpack    = "application/msgpack"
+)
+
+// Format is a wire encoding.
+type Format int
+
+const (
+	JSON Format = iota
+	Msgpack
+)
+
+func (f Format) String() string {
+	if f == Msgpack {
+		return ContentMsgpack
+	}
+	return ContentJSON
+}
+
+// FormatFromContentType maps a Content-Type header to a Format. An empty
+// header means JSON. Unknown types are an error so that a client sending
+// protobuf by mistake gets told so instead of a confusing decode failure.
+func FormatFromContentType(ct string) (Format, error) {
+	ct = strings.ToLower(strings.TrimSpace(ct))
+	if i := strings.IndexByte(ct, ';'); i >= 0 {
+		ct = strings.TrimSpace(ct[:i])
+	}
+	switch ct {
+	case "", ContentJSON, "json", "text/json":
+		return JSON, nil
+	case ContentMsgpack, "application/x-msgpack", "application/vnd.msgpack", "msgpack":
+		return Msgpack, nil
+	}
+	return JSON, &Error{Code: CodeUnsupportedContentType, Message: fmt.Sprintf("unsupported Content-Type %q: use %s or %s", ct, ContentJSON, ContentMsgpack)}
+}
+
+// Marshal encodes v in the given format. msgpack uses the json struct tags so
+// the two encodings always carry the same field names.
+func Marshal(f Format, v any) ([]byte, error) {
+	if f == Msgpack {
+		var buf bytes.Buffer
+		enc := msgpack.NewEncoder(&buf)
+		enc.SetCustomStructTag("json")
+		enc.SetOmitEmpty(true)
+		if err := enc.Encode(v); err != nil {
+			return nil, fmt.Errorf("msgpack encode %T: %w", v, err)
+		}
+		return buf.Bytes(), nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("json encode %T: %w", v, err)
+	}
+	return b, nil
+}
+
+// Unmarshal decodes data in the given format into v.
+func Unmarshal(f Format, data []byte, v any) error {
+	if f == Msgpack {
+		dec := msgpack.NewDecoder(bytes.NewReader(data))
+		dec.SetCustomStructTag("json")
+		if err := dec.Decode(v); err != nil {
+			return fmt.Errorf("msgpack decode %T: %w", v, err)
+		}
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("json decode %T: %w", v, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("json decode %T: trailing data after the object", v)
+	}
+	return nil
+}
+
+// MustMarshal is Marshal for values whose types are known to encode; it is
+// used for internal envelopes where a failure is a programming error.
+func MustMarshal(f Format, v any) []byte {
+	b, err := Marshal(f, v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

@@ -1,0 +1,264 @@
+package schemas
+
+import "time"
+
+// Priority classes, highest first. The class names appear in subjects
+// (sy.admitted.<class>...), metrics labels and reports.
+const (
+	PriorityCritical    = "critical"
+	PriorityInteractive = "interactive"
+	PriorityStandard    = "standard"
+	PriorityBatch       = "batch"
+)
+
+// Priorities lists the classes from highest to lowest.
+var Priorities = []string{PriorityCritical, PriorityInteractive, PriorityStandard, PriorityBatch}
+
+// PriorityRank returns 0 for the highest class, len(Priorities)-1 for the
+// lowest, and -1 for an unknown class.
+func PriorityRank(p string) int {
+	for i, c := range Priorities {
+		if c == p {
+			return i
+		}
+	}
+	return -1
+}
+
+// Message is one chat message, in the OpenAI shape.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// Workflow places a request inside a multi-step agentic workflow.
+type Workflow struct {
+	ID   string `json:"id"`
+	Step int    `json:"step"` // 1-based
+	Of   int    `json:"of"`   // total steps, 0 when unknown
+	// DeadlineMs is the whole workflow's latency budget from its first step,
+	// in milliseconds. Optional: without it only per-step deadlines apply.
+	DeadlineMs int64 `json:"deadline_ms,omitempty"`
+	// ToolState is an opaque digest of the tool results the step depends on;
+	// the semantic cache keys on it so a changed tool result never replays a
+	// stale answer.
+	ToolState string `json:"tool_state,omitempty"`
+}
+
+// Request is what a client publishes on sy.submit.<tenant>. The tenant is
+// taken from the subject, never from this payload.
+type Request struct {
+	V           int       `json:"v,omitempty"`
+	ID          string    `json:"id,omitempty"`
+	Model       string    `json:"model"`
+	Prompt      string    `json:"prompt,omitempty"`
+	Messages    []Message `json:"messages,omitempty"`
+	MaxTokens   int       `json:"max_tokens"`
+	Temperature *float64  `json:"temperature,omitempty"`
+	Seed        *int64    `json:"seed,omitempty"`
+	// Priority is one of Priorities; empty means the tenant's default.
+	Priority string `json:"priority,omitempty"`
+	// DeadlineMs is the latency budget from submission to final result.
+	DeadlineMs int64 `json:"deadline_ms,omitempty"`
+	// Deadline is an absolute deadline; when both are set the earlier wins.
+	Deadline   *time.Time        `json:"deadline,omitempty"`
+	Workflow   *Workflow         `json:"workflow,omitempty"`
+	SessionID  string            `json:"session_id,omitempty"`
+	PrefixHint string            `json:"prefix_hint,omitempty"`
+	Stream     bool              `json:"stream,omitempty"`
+	NoCache    bool              `json:"no_cache,omitempty"`
+	Metadata   map[string]string `json:"metadata,omitempty"`
+}
+
+// Deterministic reports whether the same request always yields the same
+// answer, which is what makes an exact response cache safe.
+func (r *Request) Deterministic() bool {
+	return (r.Temperature != nil && *r.Temperature == 0) || r.Seed != nil
+}
+
+// Admitted is the envelope the admitter publishes on
+// sy.admitted.<class>.<bucket>.<tenant> and the router consumes: the
+// client's request plus everything admission decided or measured.
+type Admitted struct {
+	V       int     `json:"v,omitempty"`
+	Request Request `json:"request"`
+	Tenant  string  `json:"tenant"`
+	// Priority is the effective class after tenant defaults.
+	Priority string `json:"priority"`
+	// Model is the effective model after a Move decision (may differ from
+	// Request.Model when `auto` or a downgrade applied).
+	Model       string    `json:"model"`
+	SubmittedAt time.Time `json:"submitted_at"`
+	Deadline    time.Time `json:"deadline"`
+	// PromptTokens is the tokenizer's count of the prompt.
+	PromptTokens int `json:"prompt_tokens"`
+	// BlockHashes are the chained hashes of the prompt's full KV blocks
+	// (internal/tokens), used for prefix-aware placement.
+	BlockHashes []uint64 `json:"block_hashes,omitempty"`
+	// Attempt is 0 for the first placement and counts retries after.
+	Attempt int `json:"attempt,omitempty"`
+	// ExcludeWorkers lists workers a retry must avoid.
+	ExcludeWorkers []string `json:"exclude_workers,omitempty"`
+	ResultFormat   string   `json:"result_format,omitempty"`
+}
+
+// Dispatch is what the router publishes on sy.dispatch.<worker>.
+type Dispatch struct {
+	V        int       `json:"v,omitempty"`
+	Admitted Admitted  `json:"admitted"`
+	WorkerID string    `json:"worker_id"`
+	RouterID string    `json:"router_id,omitempty"`
+	PlacedAt time.Time `json:"placed_at"`
+	// PredictedSeconds is the placement's predicted completion time, kept so
+	// the breaker can compare it with what happened.
+	PredictedSeconds float64 `json:"predicted_s,omitempty"`
+	CachedTokens     int     `json:"cached_tokens,omitempty"`
+}
+
+// Result statuses. Every final result has exactly one.
+const (
+	StatusOK       = "ok"
+	StatusRejected = "rejected" // the request was invalid or not allowed
+	StatusShed     = "shed"     // refused to protect deadlines under load
+	StatusFailed   = "failed"   // accepted but could not be completed
+)
+
+// Usage counts tokens, OpenAI style, plus cached prompt tokens.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	CachedTokens     int `json:"cached_tokens,omitempty"`
+}
+
+// Timing breaks down where a request's time went, in milliseconds.
+type Timing struct {
+	QueueMs float64 `json:"queue_ms"`
+	TTFTMs  float64 `json:"ttft_ms"`
+	// ITLMs is the mean inter-token latency of the decode phase.
+	ITLMs   float64 `json:"itl_ms"`
+	TotalMs float64 `json:"total_ms"`
+}
+
+// Result is the one final answer for a request, published on
+// sy.result.<tenant>.<id>.
+type Result struct {
+	V            int        `json:"v,omitempty"`
+	ID           string     `json:"id"`
+	Tenant       string     `json:"tenant"`
+	Status       string     `json:"status"`
+	Error        *Error     `json:"error,omitempty"`
+	Model        string     `json:"model,omitempty"`
+	Text         string     `json:"text,omitempty"`
+	FinishReason string     `json:"finish_reason,omitempty"`
+	Usage        Usage      `json:"usage"`
+	Timing       Timing     `json:"timing"`
+	WorkerID     string     `json:"worker_id,omitempty"`
+	GPU          string     `json:"gpu,omitempty"`
+	Simulated    bool       `json:"simulated"`
+	FromCache    string     `json:"from_cache,omitempty"` // "exact" or "semantic"
+	Priority     string     `json:"priority,omitempty"`
+	Attempt      int        `json:"attempt,omitempty"`
+	GPUSeconds   float64    `json:"gpu_seconds,omitempty"`
+	CostUSD      float64    `json:"cost_usd,omitempty"`
+	SLOMet       bool       `json:"slo_met"`
+	Deadline     *time.Time `json:"deadline,omitempty"`
+	FinishedAt   time.Time  `json:"finished_at"`
+}
+
+// ModelState is one model's residency on a worker.
+type ModelState struct {
+	Name  string `json:"name"`
+	Dtype string `json:"dtype,omitempty"`
+	// State is one of WeightHot, WeightSleeping, WeightLoading, WeightCold.
+	State       string  `json:"state"`
+	LoadSeconds float64 `json:"load_s,omitempty"`
+}
+
+// Weight residency states.
+const (
+	WeightHot      = "hot"      // in HBM, serving
+	WeightSleeping = "sleeping" // offloaded to host memory; fast wake
+	WeightLoading  = "loading"
+	WeightCold     = "cold" // on local disk only
+	WeightAbsent   = "absent"
+)
+
+// Heartbeat is what a worker publishes on sy.hb.<pool>.<worker> about once a
+// second. The router's fleet view is built from these and from KV events.
+type Heartbeat struct {
+	V         int    `json:"v,omitempty"`
+	WorkerID  string `json:"worker_id"`
+	Pool      string `json:"pool"`
+	GPU       string `json:"gpu"`                // catalog name, e.g. "h100"
+	GPUName   string `json:"gpu_name,omitempty"` // NVML's device name when real
+	Arch      string `json:"arch,omitempty"`
+	Simulated bool   `json:"simulated"`
+	Backend   string `json:"backend"`
+	TP        int    `json:"tp"`
+
+	HBMTotalBytes uint64  `json:"hbm_total_bytes"`
+	HBMFreeBytes  uint64  `json:"hbm_free_bytes"`
+	KVBlocksTotal int     `json:"kv_blocks_total"`
+	KVBlocksFree  int     `json:"kv_blocks_free"`
+	BlockSize     int     `json:"block_size"`
+	Utilization   float64 `json:"utilization"`
+
+	Models []ModelState `json:"models"`
+
+	Running        int       `json:"running"`
+	Waiting        int       `json:"waiting"`
+	QueuedTokens   int       `json:"queued_tokens"` // prompt tokens not yet prefilled
+	MaxBatch       int       `json:"max_batch"`
+	TokensPerSec   float64   `json:"tokens_per_s"`
+	SpecDecode     bool      `json:"spec_decode"`
+	Draining       bool      `json:"draining"`
+	KVSeq          uint64    `json:"kv_seq"` // last KV event sequence number published
+	Seq            uint64    `json:"seq"`
+	SentAt         time.Time `json:"sent_at"`
+	PricePerHour   float64   `json:"price_per_hour"`
+	CompletedTotal uint64    `json:"completed_total"`
+	ErrorsTotal    uint64    `json:"errors_total"`
+}
+
+// KV event kinds.
+const (
+	KVStored   = "stored"
+	KVEvicted  = "evicted"
+	KVCleared  = "cleared"
+	KVSnapshot = "snapshot" // the full set of resident block hashes
+)
+
+// KVEvent reports block-level prefix cache changes on one worker, on
+// sy.kv.<worker>. Seq increases by one per event so a receiver can detect a
+// gap and ask for a snapshot.
+type KVEvent struct {
+	V        int       `json:"v,omitempty"`
+	WorkerID string    `json:"worker_id"`
+	Seq      uint64    `json:"seq"`
+	Kind     string    `json:"kind"`
+	Hashes   []uint64  `json:"hashes,omitempty"`
+	At       time.Time `json:"at"`
+}
+
+// Event is a decision with its reasons, published on sy.event.<service>.<kind>.
+type Event struct {
+	V         int            `json:"v,omitempty"`
+	At        time.Time      `json:"at"`
+	Service   string         `json:"service"`
+	Kind      string         `json:"kind"`
+	RequestID string         `json:"request_id,omitempty"`
+	Tenant    string         `json:"tenant,omitempty"`
+	WorkerID  string         `json:"worker_id,omitempty"`
+	Reason    string         `json:"reason,omitempty"`
+	Fields    map[string]any `json:"fields,omitempty"`
+}
+
+// Cancel asks workers (and routers) to stop work on a request, on
+// sy.ctl.cancel.<tenant>.
+type Cancel struct {
+	V         int       `json:"v,omitempty"`
+	RequestID string    `json:"request_id"`
+	Tenant    string    `json:"tenant"`
+	Reason    string    `json:"reason"`
+	At        time.Time `json:"at"`
+}
