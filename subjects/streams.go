@@ -1,0 +1,105 @@
+package subjects
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Stream names.
+const (
+	StreamSubmit     = "SUBMIT"
+	StreamAdmitted   = "ADMITTED"
+	StreamDispatch   = "DISPATCH"
+	StreamResults    = "RESULTS"
+	StreamHeartbeats = "HEARTBEATS"
+	StreamEvents     = "EVENTS"
+	StreamControl    = "CONTROL"
+	StreamDLQ        = "DLQ"
+)
+
+// StreamOptions sizes the streams. The zero value gives the defaults used
+// by the one-machine setup.
+type StreamOptions struct {
+	Replicas int
+	Storage  jetstream.StorageType
+	// MaxAge bounds history (limits retention): long enough to replay an
+	// incident window, short enough that a laptop does not fill its disk.
+	MaxAge   time.Duration
+	MaxBytes int64
+	// DuplicateWindow is the Nats-Msg-Id dedupe window.
+	DuplicateWindow time.Duration
+}
+
+func (o StreamOptions) withDefaults() StreamOptions {
+	if o.Replicas == 0 {
+		o.Replicas = 1
+	}
+	if o.MaxAge == 0 {
+		o.MaxAge = 24 * time.Hour
+	}
+	if o.MaxBytes == 0 {
+		o.MaxBytes = 1 << 30
+	}
+	if o.DuplicateWindow == 0 {
+		o.DuplicateWindow = 2 * time.Minute
+	}
+	return o
+}
+
+// Streams returns every stream Switchyard uses. All keep history under
+// limits retention so that any window can be replayed; consumers track
+// their own progress with acks. Dedupe on Nats-Msg-Id (= request id, or
+// request id + attempt for dispatches) makes publishing idempotent.
+func Streams(o StreamOptions) []jetstream.StreamConfig {
+	o = o.withDefaults()
+	mk := func(name, desc string, subj []string, maxAge time.Duration, bytesShare int64) jetstream.StreamConfig {
+		return jetstream.StreamConfig{
+			Name:        name,
+			Description: desc,
+			Subjects:    subj,
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     o.Storage,
+			Replicas:    o.Replicas,
+			MaxAge:      maxAge,
+			MaxBytes:    o.MaxBytes / bytesShare,
+			Discard:     jetstream.DiscardOld,
+			Duplicates:  o.DuplicateWindow,
+		}
+	}
+	short := o.MaxAge
+	if short > 6*time.Hour {
+		short = 6 * time.Hour
+	}
+	admitted := mk(StreamAdmitted, "admitted requests by class, deadline bucket and tenant", []string{AdmittedAll}, o.MaxAge, 4)
+	// Batch-class work may be deferred to a trough with a scheduled message.
+	admitted.AllowMsgSchedules = true
+	return []jetstream.StreamConfig{
+		mk(StreamSubmit, "client submissions, as sent", []string{SubmitAll}, o.MaxAge, 4),
+		admitted,
+		mk(StreamDispatch, "router placements, one subject per worker", []string{DispatchAll}, o.MaxAge, 8),
+		mk(StreamResults, "final results, one per request id", []string{ResultAll}, o.MaxAge, 4),
+		mk(StreamHeartbeats, "worker heartbeats and KV events, recorded for replay", []string{HeartbeatAll, KVAll}, short, 8),
+		mk(StreamEvents, "every decision with its reasons", []string{EventAll}, o.MaxAge, 8),
+		mk(StreamControl, "control-plane commands", []string{ControlAll}, o.MaxAge, 16),
+		mk(StreamDLQ, "messages that could not be decoded, with the reason", []string{DLQAll}, o.MaxAge, 16),
+	}
+}
+
+// Provision creates or updates every stream. It is idempotent and safe to
+// call from every service at start.
+func Provision(ctx context.Context, js jetstream.JetStream, o StreamOptions) error {
+	for _, cfg := range Streams(o) {
+		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+			// Another service may be creating the same stream right now.
+			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+				continue
+			}
+			return fmt.Errorf("provision stream %s: %w", cfg.Name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,176 @@
+// Package subjects owns Switchyard's subject grammar and its JetStream
+// stream definitions: builders and parsers for every subject, and the
+// stream configs that are provisioned idempotently at start.
+//
+//	sy.submit.<tenant>                            any client → admitter      SUBMIT
+//	sy.admitted.<class>.<deadline-bucket>.<tenant> admitter → router         ADMITTED
+//	sy.dispatch.<worker>                          router → one worker        DISPATCH
+//	sy.result.<tenant>.<request-id>               any service → client       RESULTS
+//	sy.hb.<pool>.<worker>, sy.kv.<worker>         worker → router, control   HEARTBEATS
+//	sy.event.<service>.<kind>                     every service              EVENTS
+//	sy.ctl.>                                      controller, admitter → all CONTROL
+//	sy.dlq.<service>                              undecodable input          DLQ
+//	sy.tok.<tenant>.<request-id>                  worker → client (core NATS, not stored)
+package subjects
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Prefix is the root token of every Switchyard subject.
+const Prefix = "sy"
+
+// Subject wildcards used by consumers and permissions.
+const (
+	SubmitAll    = "sy.submit.*"
+	AdmittedAll  = "sy.admitted.>"
+	DispatchAll  = "sy.dispatch.*"
+	ResultAll    = "sy.result.>"
+	HeartbeatAll = "sy.hb.>"
+	KVAll        = "sy.kv.*"
+	EventAll     = "sy.event.>"
+	ControlAll   = "sy.ctl.>"
+	DLQAll       = "sy.dlq.>"
+	TokensAll    = "sy.tok.>"
+)
+
+// ValidToken reports whether s can stand as one subject token: non-empty,
+// no '.', '*', '>' or whitespace.
+func ValidToken(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '.', '*', '>', ' ', '\t', '\r', '\n':
+			return false
+		default:
+			if c < 0x21 || c > 0x7e {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func join(tokens ...string) string { return strings.Join(tokens, ".") }
+
+// Submit is sy.submit.<tenant>.
+func Submit(tenant string) string { return join(Prefix, "submit", tenant) }
+
+// Admitted is sy.admitted.<class>.<bucket>.<tenant>.
+func Admitted(class, bucket, tenant string) string {
+	return join(Prefix, "admitted", class, bucket, tenant)
+}
+
+// AdmittedClass is the filter for one priority class: sy.admitted.<class>.>.
+func AdmittedClass(class string) string { return join(Prefix, "admitted", class, ">") }
+
+// Dispatch is sy.dispatch.<worker>.
+func Dispatch(worker string) string { return join(Prefix, "dispatch", worker) }
+
+// Result is sy.result.<tenant>.<id>.
+func Result(tenant, id string) string { return join(Prefix, "result", tenant, id) }
+
+// Tokens is sy.tok.<tenant>.<id>, the core-NATS token stream of one request.
+func Tokens(tenant, id string) string { return join(Prefix, "tok", tenant, id) }
+
+// Heartbeat is sy.hb.<pool>.<worker>.
+func Heartbeat(pool, worker string) string { return join(Prefix, "hb", pool, worker) }
+
+// KV is sy.kv.<worker>.
+func KV(worker string) string { return join(Prefix, "kv", worker) }
+
+// KVSnapshotRequest is the core-NATS request subject on which a worker
+// answers with a KV snapshot: sy.ctl.kvsnap.<worker>.
+func KVSnapshotRequest(worker string) string { return join(Prefix, "ctl", "kvsnap", worker) }
+
+// Event is sy.event.<service>.<kind>.
+func Event(service, kind string) string { return join(Prefix, "event", service, kind) }
+
+// Cancel is sy.ctl.cancel.<tenant>: cancel a request or workflow step.
+func Cancel(tenant string) string { return join(Prefix, "ctl", "cancel", tenant) }
+
+// CancelAll matches every cancel.
+const CancelAll = "sy.ctl.cancel.*"
+
+// Control is sy.ctl.<kind>.<target>, used by the controller.
+func Control(kind, target string) string { return join(Prefix, "ctl", kind, target) }
+
+// DLQ is sy.dlq.<service>.
+func DLQ(service string) string { return join(Prefix, "dlq", service) }
+
+// ParseSubmit returns the tenant of sy.submit.<tenant>.
+func ParseSubmit(subj string) (tenant string, err error) {
+	t := strings.Split(subj, ".")
+	if len(t) != 3 || t[0] != Prefix || t[1] != "submit" || !ValidToken(t[2]) {
+		return "", fmt.Errorf("subject %q is not sy.submit.<tenant>", subj)
+	}
+	return t[2], nil
+}
+
+// AdmittedParts are the tokens of an admitted subject.
+type AdmittedParts struct{ Class, Bucket, Tenant string }
+
+// ParseAdmitted parses sy.admitted.<class>.<bucket>.<tenant>.
+func ParseAdmitted(subj string) (AdmittedParts, error) {
+	t := strings.Split(subj, ".")
+	if len(t) != 5 || t[0] != Prefix || t[1] != "admitted" {
+		return AdmittedParts{}, fmt.Errorf("subject %q is not sy.admitted.<class>.<bucket>.<tenant>", subj)
+	}
+	return AdmittedParts{Class: t[2], Bucket: t[3], Tenant: t[4]}, nil
+}
+
+// ParseResult returns tenant and id of sy.result.<tenant>.<id>.
+func ParseResult(subj string) (tenant, id string, err error) {
+	t := strings.Split(subj, ".")
+	if len(t) != 4 || t[0] != Prefix || t[1] != "result" {
+		return "", "", fmt.Errorf("subject %q is not sy.result.<tenant>.<id>", subj)
+	}
+	return t[2], t[3], nil
+}
+
+// ParseDispatch returns the worker of sy.dispatch.<worker>.
+func ParseDispatch(subj string) (string, error) {
+	t := strings.Split(subj, ".")
+	if len(t) != 3 || t[0] != Prefix || t[1] != "dispatch" {
+		return "", fmt.Errorf("subject %q is not sy.dispatch.<worker>", subj)
+	}
+	return t[2], nil
+}
+
+// ParseHeartbeat returns pool and worker of sy.hb.<pool>.<worker>.
+func ParseHeartbeat(subj string) (pool, worker string, err error) {
+	t := strings.Split(subj, ".")
+	if len(t) != 4 || t[0] != Prefix || t[1] != "hb" {
+		return "", "", fmt.Errorf("subject %q is not sy.hb.<pool>.<worker>", subj)
+	}
+	return t[2], t[3], nil
+}
+
+// Deadline buckets partition admitted work by how much time it has left, so
+// a consumer can look at the urgent lanes first and replay can slice by
+// urgency. Bounds are upper limits on the remaining budget.
+var deadlineBuckets = []struct {
+	name  string
+	upper time.Duration
+}{
+	{"d1s", time.Second},
+	{"d10s", 10 * time.Second},
+	{"d1m", time.Minute},
+	{"d10m", 10 * time.Minute},
+	{"d1h", time.Hour},
+	{"dlong", 0},
+}
+
+// DeadlineBucket names the bucket for a remaining latency budget.
+func DeadlineBucket(remaining time.Duration) string {
+	for _, b := range deadlineBuckets {
+		if b.upper == 0 || remaining <= b.upper {
+			return b.name
+		}
+	}
+	return "dlong"
+}
