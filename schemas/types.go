@@ -262,3 +262,17 @@ type Cancel struct {
 	Reason    string    `json:"reason"`
 	At        time.Time `json:"at"`
 }
+
+// TokenChunk is one piece of a streamed answer, published on core NATS at
+// sy.tok.<tenant>.<id> as tokens are generated. Seq starts at 1 and
+// increases by one per chunk so a follower can detect a gap; the chunk with
+// Done set is the last. Chunks are not stored: the durable answer is the
+// Result in RESULTS, which a late subscriber still gets.
+type TokenChunk struct {
+	V    int       `json:"v,omitempty"`
+	ID   string    `json:"id"`
+	Seq  uint64    `json:"seq"`
+	Text string    `json:"text"`
+	Done bool      `json:"done,omitempty"`
+	At   time.Time `json:"at"`
+}

@@ -1,0 +1,198 @@
+// Package client is the small Go client for Switchyard: submit a request on
+// sy.submit.<tenant>, then read its one final result from the RESULTS stream
+// (which also serves late readers) and, optionally, follow its token stream.
+// Any NATS client can do the same with plain publishes; this package only
+// saves Go users the subject grammar and the codec.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/switchyard-ai/switchyard/schemas"
+	"github.com/switchyard-ai/switchyard/subjects"
+)
+
+// Client submits requests and reads results for any tenant the connection
+// is permitted to use.
+type Client struct {
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	format schemas.Format
+}
+
+// New wraps a connection. Requests are sent as msgpack unless WithJSON.
+func New(nc *nats.Conn, opts ...Option) (*Client, error) {
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(1024))
+	if err != nil {
+		return nil, fmt.Errorf("client jetstream: %w", err)
+	}
+	c := &Client{nc: nc, js: js, format: schemas.Msgpack}
+	for _, o := range opts {
+		o(c)
+	}
+	return c, nil
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithJSON makes the client send JSON bodies.
+func WithJSON() Option { return func(c *Client) { c.format = schemas.JSON } }
+
+// NewID returns a fresh request id.
+func NewID() string { return nuid.Next() }
+
+// Submit publishes req for tenant and waits for JetStream's ack, so an
+// error-free return means the request is durably recorded. It fills in an
+// id when the request has none and returns it.
+func (c *Client) Submit(ctx context.Context, tenant string, req *schemas.Request) (string, error) {
+	msg, err := c.message(tenant, req)
+	if err != nil {
+		return "", err
+	}
+	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
+		return "", fmt.Errorf("submit %s: %w", req.ID, err)
+	}
+	return req.ID, nil
+}
+
+// SubmitAsync publishes without waiting for the ack; the returned future
+// reports it. Use it for bulk submission (batches, load generation).
+func (c *Client) SubmitAsync(tenant string, req *schemas.Request) (jetstream.PubAckFuture, error) {
+	msg, err := c.message(tenant, req)
+	if err != nil {
+		return nil, err
+	}
+	f, err := c.js.PublishMsgAsync(msg)
+	if err != nil {
+		return nil, fmt.Errorf("submit %s: %w", req.ID, err)
+	}
+	return f, nil
+}
+
+// PublishAsyncComplete is closed when every async submit has been acked.
+func (c *Client) PublishAsyncComplete() <-chan struct{} { return c.js.PublishAsyncComplete() }
+
+func (c *Client) message(tenant string, req *schemas.Request) (*nats.Msg, error) {
+	if !subjects.ValidToken(tenant) {
+		return nil, fmt.Errorf("tenant %q is not a valid subject token", tenant)
+	}
+	if req.ID == "" {
+		req.ID = NewID()
+	}
+	data, err := schemas.Marshal(c.format, req)
+	if err != nil {
+		return nil, err
+	}
+	msg := nats.NewMsg(subjects.Submit(tenant))
+	msg.Data = data
+	msg.Header.Set(schemas.HeaderContentType, c.format.String())
+	msg.Header.Set(schemas.HeaderMsgID, req.ID)
+	return msg, nil
+}
+
+// Result waits for the final result of one request. It reads the RESULTS
+// stream, so it works whether the result was published before or after
+// the call.
+func (c *Client) Result(ctx context.Context, tenant, id string) (schemas.Result, error) {
+	cons, err := c.js.OrderedConsumer(ctx, subjects.StreamResults, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{subjects.Result(tenant, id)},
+	})
+	if err != nil {
+		return schemas.Result{}, fmt.Errorf("result consumer: %w", err)
+	}
+	for {
+		wait := 5 * time.Second
+		if dl, ok := ctx.Deadline(); ok {
+			wait = time.Until(dl)
+			if wait <= 0 {
+				return schemas.Result{}, ctx.Err()
+			}
+			if wait > 5*time.Second {
+				wait = 5 * time.Second
+			}
+		}
+		msg, err := cons.Next(jetstream.FetchMaxWait(wait))
+		if err != nil {
+			if errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, nats.ErrTimeout) {
+				if ctx.Err() != nil {
+					return schemas.Result{}, ctx.Err()
+				}
+				continue
+			}
+			return schemas.Result{}, fmt.Errorf("result %s: %w", id, err)
+		}
+		return DecodeResult(msg.Headers(), msg.Data())
+	}
+}
+
+// DecodeResult decodes a result message body by its Content-Type.
+func DecodeResult(h nats.Header, data []byte) (schemas.Result, error) {
+	f, err := schemas.FormatFromContentType(h.Get(schemas.HeaderContentType))
+	if err != nil {
+		return schemas.Result{}, err
+	}
+	var r schemas.Result
+	if err := schemas.Unmarshal(f, data, &r); err != nil {
+		return schemas.Result{}, err
+	}
+	return r, nil
+}
+
+// Do submits and waits for the result.
+func (c *Client) Do(ctx context.Context, tenant string, req *schemas.Request) (schemas.Result, error) {
+	id, err := c.Submit(ctx, tenant, req)
+	if err != nil {
+		return schemas.Result{}, err
+	}
+	return c.Result(ctx, tenant, id)
+}
+
+// Results delivers every result published for tenant ("*" for all) from
+// now on to fn, until ctx ends. It is what a dashboard, a batch collector or
+// the demo's accountant uses.
+func (c *Client) Results(ctx context.Context, tenant string, fn func(schemas.Result)) error {
+	cons, err := c.js.OrderedConsumer(ctx, subjects.StreamResults, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{subjects.Result(tenant, "*")},
+		DeliverPolicy:  jetstream.DeliverNewPolicy,
+	})
+	if err != nil {
+		return fmt.Errorf("results consumer: %w", err)
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		r, err := DecodeResult(m.Headers(), m.Data())
+		if err != nil {
+			return
+		}
+		fn(r)
+	})
+	if err != nil {
+		return fmt.Errorf("results consume: %w", err)
+	}
+	<-ctx.Done()
+	cc.Stop()
+	return nil
+}
+
+// Stream follows a request's token stream, calling fn for each chunk in
+// order; unsubscribe after the Done chunk. Subscribe before submitting:
+// chunks are core NATS and are not stored.
+func (c *Client) Stream(tenant, id string, fn func(schemas.TokenChunk)) (*nats.Subscription, error) {
+	return c.nc.Subscribe(subjects.Tokens(tenant, id), func(m *nats.Msg) {
+		f, err := schemas.FormatFromContentType(m.Header.Get(schemas.HeaderContentType))
+		if err != nil {
+			return
+		}
+		var ch schemas.TokenChunk
+		if schemas.Unmarshal(f, m.Data, &ch) == nil {
+			fn(ch)
+		}
+	})
+}
