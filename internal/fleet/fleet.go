@@ -1,0 +1,367 @@
+// Package fleet owns the router's view of its workers, built from
+// schemas.Heartbeat and schemas.KVEvent: each worker's GPU generation, HBM
+// and KV-block capacity, resident models and their load-time estimates,
+// running and queued work, draining flag, and the prefix index of the KV
+// blocks it holds (internal/prefix). It also owns bookings: capacity the
+// router has promised to dispatched requests that the worker's heartbeats do
+// not show yet.
+//
+// Stale state fails closed: a worker not heard from within Staleness
+// (default 3 s, three missed heartbeats) is not a placement candidate. We
+// prefer refusing a worker that may be alive over dispatching to one that
+// may be dead or full, because a misplaced request loses its prefill and its
+// deadline, while a refused one just goes elsewhere or waits.
+//
+// KV events carry a per-worker Seq that increases by one per event. ApplyKV
+// reports a gap so the caller can ask the worker for a snapshot (the Dynamo
+// recovery scheme); until the snapshot arrives the events that did arrive are
+// still applied, since a partially right prefix index only mis-scores, never
+// misroutes. A heartbeat whose KVSeq is behind what we applied means the
+// worker restarted: its blocks are dropped.
+//
+// Bookings follow the Kubernetes Reserve/Unreserve contract: Reserve counts
+// a request's blocks, tokens and batch slot against the worker at once, so a
+// placement made before the next heartbeat sees it; Unreserve is idempotent.
+// A booking is absorbed (dropped, because the worker's own numbers now
+// include it) by the first heartbeat received at least Settle after it was
+// made.
+//
+// Concurrency: a Fleet is plain data with no goroutines and no locks; time
+// is passed in. The router shell owns it from one goroutine (or behind one
+// mutex) and serialises heartbeats, KV events, bookings and placements.
+// *Worker pointers stay valid until the worker is removed.
+package fleet
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/switchyard-ai/switchyard/internal/prefix"
+	"github.com/switchyard-ai/switchyard/schemas"
+)
+
+// Defaults for Options.
+const (
+	DefaultStaleness = 3 * time.Second
+	DefaultSettle    = time.Second
+)
+
+// Options configures a Fleet.
+type Options struct {
+	// Staleness is how long a worker stays a candidate after its last
+	// heartbeat.
+	Staleness time.Duration
+	// Settle is how long after a booking a heartbeat must arrive before it
+	// is trusted to include that booking.
+	Settle time.Duration
+	// PrefixCap bounds each worker's indexed blocks when its heartbeat does
+	// not give KVBlocksTotal (prefix.DefaultCap when 0).
+	PrefixCap int
+}
+
+// Worker is the router's view of one worker. Fields are read-only outside
+// this package.
+type Worker struct {
+	ID string
+	// Idx is the worker's small dense id, used by the prefix index and by
+	// placement scratch arrays. Ids are recycled after Remove.
+	Idx  int32
+	Pool string
+	GPU  string
+	Arch string
+	TP   int
+
+	HBMTotal, HBMFree           uint64
+	KVBlocksTotal, KVBlocksFree int
+	BlockSize                   int
+	Models                      []schemas.ModelState
+
+	Running, Waiting, QueuedTokens, MaxBatch int
+	Draining                                 bool
+	PricePerHour                             float64
+	Simulated                                bool
+
+	// LastSeen is the router's receive time of the last heartbeat; zero
+	// until the first one, so a worker known only from KV events is never
+	// a candidate.
+	LastSeen time.Time
+
+	// KVSeq is the last KV event sequence number applied; KVInSync is false
+	// from a detected gap until the next snapshot.
+	KVSeq    uint64
+	KVInSync bool
+
+	// Booked* are the bookings not yet absorbed by a heartbeat.
+	BookedBlocks, BookedPromptTokens, BookedOutputTokens, BookedRequests int
+
+	booked []string // request ids booked here, so absorb need not scan all bookings
+}
+
+// Fresh reports whether w was heard from within staleness of now.
+func (w *Worker) Fresh(now time.Time, staleness time.Duration) bool {
+	return !w.LastSeen.IsZero() && now.Sub(w.LastSeen) <= staleness
+}
+
+// FreeBlocks is the worker's free KV blocks net of bookings.
+func (w *Worker) FreeBlocks() int { return w.KVBlocksFree - w.BookedBlocks }
+
+// Model returns the residency of model on w (dtype "" matches any), or
+// ok=false when the worker does not list it.
+func (w *Worker) Model(model, dtype string) (schemas.ModelState, bool) {
+	for i := range w.Models {
+		m := &w.Models[i]
+		if m.Name == model && (dtype == "" || m.Dtype == "" || m.Dtype == dtype) {
+			return *m, true
+		}
+	}
+	return schemas.ModelState{}, false
+}
+
+type booking struct {
+	worker                             int32
+	at                                 time.Time
+	blocks, promptTokens, outputTokens int
+}
+
+// Fleet is the set of workers the router can place on.
+type Fleet struct {
+	opts     Options
+	workers  []*Worker // by Idx; nil for a free id
+	byID     map[string]int32
+	freeIdx  []int32
+	index    *prefix.Index
+	bookings map[string]booking
+	live     int
+}
+
+// New returns an empty fleet.
+func New(opts Options) *Fleet {
+	if opts.Staleness <= 0 {
+		opts.Staleness = DefaultStaleness
+	}
+	if opts.Settle <= 0 {
+		opts.Settle = DefaultSettle
+	}
+	return &Fleet{
+		opts:     opts,
+		byID:     make(map[string]int32),
+		index:    prefix.New(opts.PrefixCap),
+		bookings: make(map[string]booking),
+	}
+}
+
+// Staleness is the configured staleness bound.
+func (f *Fleet) Staleness() time.Duration { return f.opts.Staleness }
+
+// Prefix is the fleet's prefix index, keyed by Worker.Idx.
+func (f *Fleet) Prefix() *prefix.Index { return f.index }
+
+// Workers returns the worker table indexed by Idx; entries may be nil.
+// The slice is the fleet's own: do not modify it.
+func (f *Fleet) Workers() []*Worker { return f.workers }
+
+// Len is the number of workers known.
+func (f *Fleet) Len() int { return f.live }
+
+// Get returns the worker with id, or nil.
+func (f *Fleet) Get(id string) *Worker {
+	if i, ok := f.byID[id]; ok {
+		return f.workers[i]
+	}
+	return nil
+}
+
+// Candidates appends to dst the workers that may take new work at now:
+// heard from within Staleness and not draining.
+func (f *Fleet) Candidates(now time.Time, dst []*Worker) []*Worker {
+	for _, w := range f.workers {
+		if w != nil && !w.Draining && w.Fresh(now, f.opts.Staleness) {
+			dst = append(dst, w)
+		}
+	}
+	return dst
+}
+
+func (f *Fleet) ensure(id string) *Worker {
+	if i, ok := f.byID[id]; ok {
+		return f.workers[i]
+	}
+	var idx int32
+	if n := len(f.freeIdx); n > 0 {
+		idx = f.freeIdx[n-1]
+		f.freeIdx = f.freeIdx[:n-1]
+	} else {
+		idx = int32(len(f.workers))
+		f.workers = append(f.workers, nil)
+	}
+	w := &Worker{ID: id, Idx: idx}
+	f.workers[idx] = w
+	f.byID[id] = idx
+	f.live++
+	return w
+}
+
+// ApplyHeartbeat updates (or adds) the worker hb describes, received at now.
+// It reports needSnapshot when this is the first heartbeat we have from the
+// worker and it has already published KV events we never saw (the router
+// started after the worker): only a snapshot can fill the index.
+func (f *Fleet) ApplyHeartbeat(hb *schemas.Heartbeat, now time.Time) (needSnapshot bool) {
+	w := f.ensure(hb.WorkerID)
+	first := w.LastSeen.IsZero()
+	w.Pool, w.GPU, w.Arch, w.TP = hb.Pool, hb.GPU, hb.Arch, hb.TP
+	if w.TP < 1 {
+		w.TP = 1
+	}
+	w.HBMTotal, w.HBMFree = hb.HBMTotalBytes, hb.HBMFreeBytes
+	if w.KVBlocksTotal != hb.KVBlocksTotal {
+		// The worker cannot hold more blocks than its KV pool, so that is
+		// the natural bound on its index entries.
+		f.index.SetCap(w.Idx, hb.KVBlocksTotal)
+	}
+	w.KVBlocksTotal, w.KVBlocksFree = hb.KVBlocksTotal, hb.KVBlocksFree
+	w.BlockSize = hb.BlockSize
+	w.Models = append(w.Models[:0], hb.Models...)
+	w.Running, w.Waiting, w.QueuedTokens, w.MaxBatch = hb.Running, hb.Waiting, hb.QueuedTokens, hb.MaxBatch
+	w.Draining = hb.Draining
+	w.PricePerHour = hb.PricePerHour
+	w.Simulated = hb.Simulated
+	w.LastSeen = now
+
+	if hb.KVSeq < w.KVSeq {
+		// The worker's KV sequence went backwards: it restarted with an
+		// empty cache.
+		f.index.Cleared(w.Idx)
+		w.KVSeq = 0
+		w.KVInSync = true
+	} else if w.KVSeq == 0 && hb.KVSeq == 0 {
+		w.KVInSync = true
+	} else if first && w.KVSeq == 0 {
+		w.KVInSync = false
+		needSnapshot = true
+	}
+	f.absorb(w, now)
+	return needSnapshot
+}
+
+// absorb drops bookings on w old enough that this heartbeat includes them.
+func (f *Fleet) absorb(w *Worker, now time.Time) {
+	for i := 0; i < len(w.booked); {
+		id := w.booked[i]
+		if b := f.bookings[id]; now.Sub(b.at) >= f.opts.Settle {
+			f.release(id, b) // removes w.booked[i]
+			continue
+		}
+		i++
+	}
+}
+
+// ApplyKV applies a KV event and reports whether it revealed a gap in the
+// worker's event sequence, in which case the caller should request a
+// snapshot. Duplicates and events older than the last applied are ignored.
+func (f *Fleet) ApplyKV(ev *schemas.KVEvent, now time.Time) (gap bool) {
+	w := f.ensure(ev.WorkerID)
+	if ev.Kind == schemas.KVSnapshot {
+		if ev.Seq < w.KVSeq {
+			return false // a stale snapshot overtaken by newer events
+		}
+		f.index.Snapshot(w.Idx, ev.Hashes)
+		w.KVSeq = ev.Seq
+		w.KVInSync = true
+		return false
+	}
+	if ev.Seq != 0 && ev.Seq <= w.KVSeq {
+		return false
+	}
+	if ev.Seq != w.KVSeq+1 {
+		gap = true
+		w.KVInSync = false
+	}
+	w.KVSeq = ev.Seq
+	switch ev.Kind {
+	case schemas.KVStored:
+		f.index.Stored(w.Idx, ev.Hashes)
+	case schemas.KVEvicted:
+		f.index.Evicted(w.Idx, ev.Hashes)
+	case schemas.KVCleared:
+		f.index.Cleared(w.Idx)
+	}
+	return gap
+}
+
+// Remove drops a worker, its prefix entries and its bookings.
+func (f *Fleet) Remove(id string) {
+	idx, ok := f.byID[id]
+	if !ok {
+		return
+	}
+	w := f.workers[idx]
+	for _, rid := range w.booked {
+		delete(f.bookings, rid)
+	}
+	f.index.Cleared(idx)
+	f.index.SetCap(idx, 0)
+	f.workers[idx] = nil
+	delete(f.byID, id)
+	f.freeIdx = append(f.freeIdx, idx)
+	f.live--
+}
+
+// Errors from Reserve.
+var (
+	ErrUnknownWorker = errors.New("fleet: unknown worker")
+	ErrDuplicate     = errors.New("fleet: request already booked")
+)
+
+// Reserve books capacity on workerID for requestID at now: blocks KV blocks
+// (net of cached ones), promptTokens still to prefill, outputTokens to
+// decode, and one batch slot.
+func (f *Fleet) Reserve(workerID, requestID string, promptTokens, outputTokens, blocks int, now time.Time) error {
+	idx, ok := f.byID[workerID]
+	if !ok {
+		return fmt.Errorf("%w %q", ErrUnknownWorker, workerID)
+	}
+	if _, dup := f.bookings[requestID]; dup {
+		return fmt.Errorf("%w: %q", ErrDuplicate, requestID)
+	}
+	b := booking{worker: idx, at: now, blocks: blocks, promptTokens: promptTokens, outputTokens: outputTokens}
+	f.bookings[requestID] = b
+	w := f.workers[idx]
+	w.BookedBlocks += blocks
+	w.BookedPromptTokens += promptTokens
+	w.BookedOutputTokens += outputTokens
+	w.BookedRequests++
+	w.booked = append(w.booked, requestID)
+	return nil
+}
+
+// Unreserve releases requestID's booking, if it still has one, and reports
+// whether it did. Calling it twice, or after a heartbeat absorbed the
+// booking, is a no-op.
+func (f *Fleet) Unreserve(requestID string) bool {
+	b, ok := f.bookings[requestID]
+	if !ok {
+		return false
+	}
+	f.release(requestID, b)
+	return true
+}
+
+// Bookings is the number of bookings not yet absorbed or released.
+func (f *Fleet) Bookings() int { return len(f.bookings) }
+
+func (f *Fleet) release(id string, b booking) {
+	delete(f.bookings, id)
+	w := f.workers[b.worker]
+	w.BookedBlocks -= b.blocks
+	w.BookedPromptTokens -= b.promptTokens
+	w.BookedOutputTokens -= b.outputTokens
+	w.BookedRequests--
+	for i, x := range w.booked {
+		if x == id {
+			w.booked[i] = w.booked[len(w.booked)-1]
+			w.booked = w.booked[:len(w.booked)-1]
+			break
+		}
+	}
+}
