@@ -1,0 +1,17 @@
+// Package workflow owns Switchyard's view of multi-step agentic workflows:
+// which steps of a workflow have started, finished or failed, the
+// workflow's overall deadline, and the decision whether the workflow is
+// doomed.
+//
+// The decision logic (doom.go, budget.go) is pure: functions of a State
+// snapshot and the time, with no I/O, so the simulator and replay can run
+// it. The registry (registry.go) persists State in a JetStream KV bucket
+// with optimistic concurrency, so several admitters and result watchers can
+// update one workflow without losing a step.
+//
+// Why this exists: an agentic task succeeds only if every step does, so
+// computing step 7 of a workflow whose step 3 failed for good, or that can
+// no longer finish before its deadline, is GPU time spent on a task that
+// cannot succeed. Refusing those steps early (and cancelling the running
+// ones) is the cheapest way to raise cost per successful task.
+package workflow
