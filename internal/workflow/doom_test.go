@@ -22,7 +22,7 @@ func TestAssess(t *testing.T) {
 	}{
 		{name: "nil state is never doomed", s: nil, now: t0, perStep: sec(1)},
 		{name: "failure within retries is not doomed",
-			s: &State{Of: 3, MaxRetries: 1, Steps: map[int]*Step{1: {Number: 1, Status: StepFailed, Attempts: 1}}},
+			s:   &State{Of: 3, MaxRetries: 1, Steps: map[int]*Step{1: {Number: 1, Status: StepFailed, Attempts: 1}}},
 			now: t0, perStep: sec(1)},
 		{name: "failure beyond retries dooms and cancels running steps",
 			s: &State{Of: 4, MaxRetries: 1, Steps: map[int]*Step{

@@ -44,7 +44,7 @@ type State struct {
 	Deadline  time.Time `json:"deadline,omitzero"`
 	// MaxRetries is how many times one step may be retried after a failure
 	// before the workflow is doomed.
-	MaxRetries int            `json:"max_retries"`
+	MaxRetries int           `json:"max_retries"`
 	Steps      map[int]*Step `json:"steps"`
 
 	Doomed       bool      `json:"doomed,omitempty"`
