@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/switchyard-ai/switchyard/internal/stack"
+	"github.com/switchyard-ai/switchyard/loadgen"
+	"github.com/switchyard-ai/switchyard/loadgen/tally"
+	"github.com/switchyard-ai/switchyard/schemas"
+	"github.com/switchyard-ai/switchyard/services/client"
+	"github.com/switchyard-ai/switchyard/services/svc"
+	"github.com/switchyard-ai/switchyard/subjects"
+)
+
+func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	duration := fs.Duration("duration", 15*time.Second, "how long to generate load")
+	workers := fs.Int("workers", 4, "simulated workers (mixed GPU generations)")
+	jsonOut := fs.Bool("json", false, "end with one JSON summary line on stdout")
+	store := fs.String("store", "", "keep the streams in this directory so the run can be replayed")
+	seed := fs.Uint64("seed", 1, "workload seed")
+	rate := fs.Float64("rate", 0, "steady request rate per second (default: the workload's)")
+	verbose := fs.Bool("v", false, "debug logging")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	logger := newLogger(*verbose)
+	fleet := demoFleet(*workers)
+	st, err := stack.Start(ctx, stack.Config{StoreDir: *store, Fleet: fleet, Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	nc, err := st.Connect("demo-client")
+	if err != nil {
+		return err
+	}
+	cl, err := client.New(nc)
+	if err != nil {
+		return err
+	}
+	t := tally.New()
+	rctx, stopResults := context.WithCancel(ctx)
+	defer stopResults()
+	go cl.Results(rctx, "*", t.Observe)
+	evSub, err := nc.Subscribe(subjects.EventAll, func(m *nats.Msg) {
+		var ev schemas.Event
+		if svc.Decode(m.Header, m.Data, &ev) == nil {
+			t.Event(ev)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	defer evSub.Unsubscribe()
+	time.Sleep(100 * time.Millisecond) // let the ordered result consumer start
+
+	wl := loadgen.DefaultWorkload(*duration, *seed)
+	if *rate > 0 {
+		wl.Rate = *rate
+	}
+	arrivals := wl.Generate()
+	if !*jsonOut {
+		fmt.Fprintf(stdout, "switchyard demo: %d simulated workers %v, %d requests over %s (simulated GPUs: timings from the roofline model)\n",
+			len(fleet), fleetNames(fleet), len(arrivals), *duration)
+	}
+	start := time.Now()
+	var lastDeadline time.Time
+	for _, a := range arrivals {
+		if wait := time.Until(start.Add(a.Offset)); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(wait):
+			}
+		}
+		req := a.Request
+		req.ID = client.NewID()
+		if _, err := cl.SubmitAsync(a.Tenant, &req); err != nil {
+			logger.Warn("submit", "err", err)
+			continue
+		}
+		now := time.Now()
+		t.Submitted(req.ID, req.Priority, now)
+		if dl := req.EffectiveDeadline(now, time.Minute); dl.After(lastDeadline) {
+			lastDeadline = dl
+		}
+	}
+	select {
+	case <-cl.PublishAsyncComplete():
+	case <-time.After(10 * time.Second):
+	}
+	// Drain: every request gets its answer by its deadline (+ slack for the
+	// result to travel); whatever has none by then counts as lost.
+	drainUntil := lastDeadline.Add(5 * time.Second)
+	for time.Now().Before(drainUntil) && t.Outstanding() > 0 {
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // late duplicates, if any, get counted
+	sum := t.Summary()
+	if !*jsonOut {
+		printSummary(stdout, sum, time.Since(start))
+	} else {
+		b, err := json.Marshal(sum)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, string(b))
+	}
+	if err := st.Err(); err != nil {
+		return fmt.Errorf("a service failed during the demo: %w", err)
+	}
+	return nil
+}
+
+// demoFleet mixes GPU generations so placement has real choices.
+func demoFleet(n int) []stack.WorkerSpec {
+	gens := []string{"h100", "a100-80g", "h100", "l40s", "h200", "a100-80g"}
+	out := make([]stack.WorkerSpec, 0, n)
+	for i := 0; i < n; i++ {
+		out = append(out, stack.WorkerSpec{GPU: gens[i%len(gens)], Model: "llama-3.1-8b", Dtype: "bf16", TP: 1})
+	}
+	return out
+}
+
+func fleetNames(f []stack.WorkerSpec) []string {
+	out := make([]string, len(f))
+	for i, w := range f {
+		out[i] = w.GPU
+	}
+	return out
+}
+
+func printSummary(w io.Writer, s tally.Summary, took time.Duration) {
+	fmt.Fprintf(w, "\nafter %s:\n", took.Round(time.Millisecond))
+	fmt.Fprintf(w, "  submitted %d  completed %d  rejected %d  shed %d  failed %d  lost %d  duplicates %d\n",
+		s.Submitted, s.Completed, s.Rejected, s.Shed, s.Failed, s.Lost, s.Duplicates)
+	fmt.Fprintf(w, "  SLO attainment %.3f   cost per successful task $%.6f   simulated %v\n", s.SLOAttainment, s.CostPerSuccessUSD, s.Simulated)
+	fmt.Fprintf(w, "  cache hits %d  moved %d  workflows cancelled %d  GPU-seconds saved %.2f\n", s.CacheHits, s.Moved, s.WorkflowsCancelled, s.GPUSecondsSaved)
+	classes := make([]string, 0, len(s.SLOAttainmentByPriority))
+	for c := range s.SLOAttainmentByPriority {
+		classes = append(classes, c)
+	}
+	sort.Slice(classes, func(i, j int) bool { return schemas.PriorityRank(classes[i]) < schemas.PriorityRank(classes[j]) })
+	for _, c := range classes {
+		fmt.Fprintf(w, "  %-12s SLO attainment %.3f\n", c, s.SLOAttainmentByPriority[c])
+	}
+}

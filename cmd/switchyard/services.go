@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/switchyard-ai/switchyard/internal/bus"
+	"github.com/switchyard-ai/switchyard/internal/catalog"
+	"github.com/switchyard-ai/switchyard/internal/perf"
+	"github.com/switchyard-ai/switchyard/services/admitter"
+	"github.com/switchyard-ai/switchyard/services/router"
+	"github.com/switchyard-ai/switchyard/services/svc"
+	"github.com/switchyard-ai/switchyard/services/worker"
+	"github.com/switchyard-ai/switchyard/subjects"
+)
+
+// serviceFlags are the flags every standalone service takes.
+type serviceFlags struct {
+	natsURL     string
+	metrics     string
+	id          string
+	catalogPath string
+	replicas    int
+	verbose     bool
+}
+
+func (f *serviceFlags) register(fs *flag.FlagSet, defaultID string) {
+	fs.StringVar(&f.natsURL, "nats", bus.DefaultURL, "NATS server or cluster URL(s), comma-separated")
+	fs.StringVar(&f.metrics, "metrics", "", "serve Prometheus /metrics on this address (e.g. :9100)")
+	fs.StringVar(&f.id, "id", defaultID, "instance id (a subject token)")
+	fs.StringVar(&f.catalogPath, "catalog", "", "GPU/model catalog JSON merged over the built-in one")
+	fs.IntVar(&f.replicas, "stream-replicas", 1, "replicas for the streams this service provisions (3 on a cluster)")
+	fs.BoolVar(&f.verbose, "v", false, "debug logging")
+}
+
+// connect dials NATS, provisions the streams (idempotent) and builds the
+// service shell, serving metrics when asked.
+func (f *serviceFlags) connect(ctx context.Context, service string) (*svc.Shell, *catalog.Catalog, error) {
+	logger := newLogger(f.verbose)
+	cat, err := catalog.Load(f.catalogPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	nc, err := bus.Dial(ctx, f.natsURL, service+"-"+f.id, 30*time.Second)
+	if err != nil {
+		return nil, nil, err
+	}
+	sh, err := svc.New(service, f.id, nc, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := subjects.Provision(ctx, sh.JS, subjects.StreamOptions{Replicas: f.replicas}); err != nil {
+		return nil, nil, err
+	}
+	if f.metrics != "" {
+		reg := &svc.Registry{}
+		reg.Add(sh.Metrics)
+		addr, err := reg.Serve(ctx, f.metrics)
+		if err != nil {
+			return nil, nil, err
+		}
+		logger.Info("metrics", "addr", "http://"+addr+"/metrics")
+	}
+	return sh, cat, nil
+}
+
+func newLogger(verbose bool) *slog.Logger {
+	lvl := slog.LevelInfo
+	if verbose {
+		lvl = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+}
+
+func hostID(prefix string) string {
+	h, _ := os.Hostname()
+	if h == "" {
+		h = "local"
+	}
+	return fmt.Sprintf("%s-%s-%d", prefix, sanitize(h), os.Getpid())
+}
+
+func sanitize(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			b[i] = '-'
+		}
+	}
+	return string(b)
+}
+
+func runAdmitter(ctx context.Context, args []string, _ io.Writer) error {
+	fs := flag.NewFlagSet("admitter", flag.ContinueOnError)
+	var f serviceFlags
+	f.register(fs, hostID("admitter"))
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	sh, cat, err := f.connect(ctx, "admitter")
+	if err != nil {
+		return err
+	}
+	defer sh.NC.Drain()
+	return admitter.New(sh, admitter.Config{ModelKnown: func(m string) bool { _, ok := cat.Model(m); return ok }}).Run(ctx)
+}
+
+func runRouter(ctx context.Context, args []string, _ io.Writer) error {
+	fs := flag.NewFlagSet("router", flag.ContinueOnError)
+	var f serviceFlags
+	f.register(fs, hostID("router"))
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	sh, cat, err := f.connect(ctx, "router")
+	if err != nil {
+		return err
+	}
+	defer sh.NC.Drain()
+	return router.New(sh, router.Config{Cost: perf.NewPredictor(cat)}).Run(ctx)
+}
+
+func runWorker(ctx context.Context, args []string, _ io.Writer) error {
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	var f serviceFlags
+	f.register(fs, hostID("worker"))
+	gpu := fs.String("gpu", "h100", "GPU generation (catalog name)")
+	model := fs.String("model", "llama-3.1-8b", "model served")
+	dtype := fs.String("dtype", "bf16", "weights dtype: bf16, fp16 or fp8")
+	tp := fs.Int("tp", 1, "tensor-parallel degree")
+	backend := fs.String("backend", "sim", "backend: sim (simulated GPU)")
+	pool := fs.String("pool", "", "pool name (default: the GPU name)")
+	speed := fs.Float64("speedup", 1, "run the simulated GPU this many times faster than real time")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *backend != "sim" {
+		return fmt.Errorf("backend %q: this build's worker service runs the sim backend; the openai backend is the internal/backend/openai package", *backend)
+	}
+	sh, cat, err := f.connect(ctx, "worker")
+	if err != nil {
+		return err
+	}
+	defer sh.NC.Drain()
+	w, err := worker.New(sh, worker.Config{ID: f.id, Pool: *pool, GPU: *gpu, Model: *model, Dtype: *dtype, TP: *tp, SpeedUp: *speed, Catalog: cat})
+	if err != nil {
+		return err
+	}
+	return w.Run(ctx)
+}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/switchyard-ai/switchyard/internal/bus"
+	"github.com/switchyard-ai/switchyard/internal/stack"
+)
+
+func runNATS(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("nats", flag.ContinueOnError)
+	listen := fs.String("listen", "127.0.0.1:4222", "client listen address")
+	store := fs.String("store", "", "JetStream store directory (default: a temp dir removed on exit)")
+	conf := fs.String("config", "", "nats-server config file (e.g. from `switchyard auth`)")
+	httpPort := fs.Int("http", 0, "monitoring port for /jsz and /varz (0 = off)")
+	name := fs.String("name", "", "server name (required for clusters)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	srv, err := bus.StartServer(bus.ServerConfig{Listen: *listen, StoreDir: *store, ConfigFile: *conf, HTTPPort: *httpPort, ServerName: *name})
+	if err != nil {
+		return err
+	}
+	defer srv.Shutdown()
+	fmt.Fprintf(stdout, "nats: JetStream listening on %s\n", srv.ClientURL())
+	<-ctx.Done()
+	return nil
+}
+
+// parseFleet parses "h100:2,a100-80g:1" into worker specs for model.
+func parseFleet(s, model, dtype string) ([]stack.WorkerSpec, error) {
+	var out []stack.WorkerSpec
+	if s == "" {
+		return nil, nil
+	}
+	for _, part := range strings.Split(s, ",") {
+		gpu, n := part, 1
+		if i := strings.IndexByte(part, ':'); i >= 0 {
+			gpu = part[:i]
+			v, err := strconv.Atoi(part[i+1:])
+			if err != nil || v < 0 {
+				return nil, fmt.Errorf("fleet entry %q: want gpu:count", part)
+			}
+			n = v
+		}
+		for i := 0; i < n; i++ {
+			out = append(out, stack.WorkerSpec{GPU: strings.TrimSpace(gpu), Model: model, Dtype: dtype, TP: 1})
+		}
+	}
+	return out, nil
+}
+
+func runUp(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("up", flag.ContinueOnError)
+	listen := fs.String("listen", "127.0.0.1:4222", "NATS address for outside clients")
+	store := fs.String("store", "", "JetStream store directory (default: temp)")
+	workers := fs.Int("workers", 3, "number of simulated workers (default GPU h100)")
+	fleetFlag := fs.String("fleet", "", "fleet as gpu:count,... (overrides --workers), e.g. h100:2,a100-80g:2")
+	model := fs.String("model", "llama-3.1-8b", "model the workers serve")
+	metricsAddr := fs.String("metrics", "127.0.0.1:9100", "Prometheus /metrics address (empty = off)")
+	speed := fs.Float64("speedup", 1, "simulated GPU speed-up over real time")
+	verbose := fs.Bool("v", false, "debug logging")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	fleet, err := parseFleet(*fleetFlag, *model, "bf16")
+	if err != nil {
+		return err
+	}
+	if fleet == nil {
+		for i := 0; i < *workers; i++ {
+			fleet = append(fleet, stack.WorkerSpec{GPU: "h100", Model: *model, Dtype: "bf16", TP: 1})
+		}
+	}
+	logger := newLogger(*verbose)
+	st, err := stack.Start(ctx, stack.Config{Listen: *listen, StoreDir: *store, Fleet: fleet, MetricsAddr: *metricsAddr, SpeedUp: *speed, Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	fmt.Fprintf(stdout, "switchyard up: NATS %s, %d simulated workers (GPU timings from the roofline model; no real GPU)\n", st.URL, len(fleet))
+	if st.MetricsAddr != "" {
+		fmt.Fprintf(stdout, "metrics: http://%s/metrics\n", st.MetricsAddr)
+	}
+	fmt.Fprintf(stdout, "try: nats --server %s pub sy.submit.acme '{\"model\":\"llama-3.1-8b\",\"prompt\":\"hello\",\"max_tokens\":16}' -H Nats-Msg-Id:req1\n", st.URL)
+	<-ctx.Done()
+	slog.Info("shutting down: workers drain first")
+	_ = os.Stdout.Sync()
+	return nil
+}

@@ -1,0 +1,324 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	gw "github.com/switchyard-ai/switchyard/internal/gateway"
+	"github.com/switchyard-ai/switchyard/schemas"
+	"github.com/switchyard-ai/switchyard/services/client"
+	"github.com/switchyard-ai/switchyard/subjects"
+)
+
+type endpoint int
+
+const (
+	chatEndpoint endpoint = iota
+	textEndpoint
+)
+
+// Cancel reasons the gateway publishes.
+const (
+	ReasonClientDisconnected = "client_disconnected"
+	ReasonDeadlineExceeded   = "deadline_exceeded"
+)
+
+func (s *Server) chat(w http.ResponseWriter, r *http.Request)       { s.complete(w, r, chatEndpoint) }
+func (s *Server) completion(w http.ResponseWriter, r *http.Request) { s.complete(w, r, textEndpoint) }
+
+// parse turns the HTTP request into the bus request.
+func (s *Server) parse(r *http.Request, data []byte, ep endpoint, id string) (schemas.Request, bool, *schemas.Error) {
+	if ep == chatEndpoint {
+		var b gw.ChatCompletionRequest
+		if err := gw.DecodeJSON(data, &b); err != nil {
+			return schemas.Request{}, false, err
+		}
+		rt, err := gw.ParseRouting(r.Header, b.Metadata)
+		if err != nil {
+			return schemas.Request{}, false, err
+		}
+		req, err := gw.ChatToRequest(id, b, rt, s.cfg.DefaultMaxTokens)
+		return req, b.StreamOptions != nil && b.StreamOptions.IncludeUsage, err
+	}
+	var b gw.CompletionRequest
+	if err := gw.DecodeJSON(data, &b); err != nil {
+		return schemas.Request{}, false, err
+	}
+	rt, err := gw.ParseRouting(r.Header, b.Metadata)
+	if err != nil {
+		return schemas.Request{}, false, err
+	}
+	req, err := gw.CompletionToRequest(id, b, rt, s.cfg.DefaultMaxTokens)
+	return req, b.StreamOptions != nil && b.StreamOptions.IncludeUsage, err
+}
+
+// complete serves one chat or text completion, streamed or not.
+func (s *Server) complete(w http.ResponseWriter, r *http.Request, ep endpoint) {
+	tenant := tenantOf(r)
+	data, aerr := s.readBody(w, r)
+	if aerr != nil {
+		writeError(w, *aerr)
+		return
+	}
+	id := client.NewID()
+	req, includeUsage, serr := s.parse(r, data, ep, id)
+	now := s.cfg.Now()
+	if serr == nil {
+		// The same checks the admitter makes, so a malformed request costs
+		// no bus round trip; the model and tenant policy stay the
+		// admitter's, whose catalog may carry operator overrides.
+		serr = req.Validate(now, nil, schemas.Limits{})
+	}
+	if serr != nil {
+		writeError(w, gw.FromError(serr))
+		return
+	}
+	w.Header().Set(gw.HeaderRequestID, id)
+
+	// Subscribe before submitting: token chunks are core NATS and not
+	// stored. Both subscriptions feed one channel, which the connection's
+	// read loop fills in the server's order, so the result can never
+	// overtake the chunks published before it.
+	ch := make(chan *nats.Msg, 1024)
+	resSubj, tokSubj := subjects.Result(tenant, id), subjects.Tokens(tenant, id)
+	subs := make([]*nats.Subscription, 0, 2)
+	defer func() {
+		for _, sub := range subs {
+			sub.Unsubscribe()
+		}
+	}()
+	for _, subj := range []string{resSubj, tokSubj} {
+		if subj == tokSubj && !req.Stream {
+			continue
+		}
+		sub, err := s.nc.ChanSubscribe(subj, ch)
+		if err != nil {
+			s.unavailable(w, "subscribe", err)
+			return
+		}
+		subs = append(subs, sub)
+	}
+
+	submitCtx, cancelSubmit := context.WithTimeout(r.Context(), 10*time.Second)
+	_, err := s.client.Submit(submitCtx, tenant, &req)
+	cancelSubmit()
+	if err != nil {
+		if r.Context().Err() != nil {
+			// The publish may have landed before the client left.
+			s.publishCancel(tenant, id, ReasonClientDisconnected)
+			return
+		}
+		s.unavailable(w, "submit", err)
+		return
+	}
+
+	limit := s.cfg.MaxWait
+	if req.DeadlineMs > 0 {
+		limit = time.Duration(req.DeadlineMs)*time.Millisecond + s.cfg.DeadlineGrace
+	}
+	timer := time.NewTimer(limit - s.cfg.Now().Sub(now))
+	defer timer.Stop()
+	poll := time.NewTicker(s.cfg.PollInterval)
+	defer poll.Stop()
+
+	out := &responder{w: w, ep: ep, id: id, created: now.Unix(), model: req.Model, stream: req.Stream, includeUsage: includeUsage}
+	var state gw.StreamState
+	for {
+		select {
+		case m := <-ch:
+			if m.Subject == tokSubj {
+				c, err := decodeChunk(m)
+				if err != nil {
+					s.log.Warn("undecodable token chunk", "id", id, "err", err)
+					continue
+				}
+				if text := state.Chunk(c); text != "" {
+					if err := out.delta(text); err != nil {
+						s.publishCancel(tenant, id, ReasonClientDisconnected)
+						return
+					}
+				}
+				continue
+			}
+			res, err := client.DecodeResult(m.Header, m.Data)
+			if err != nil {
+				s.log.Error("undecodable result", "id", id, "err", err)
+				res = schemas.Result{ID: id, Status: schemas.StatusFailed, Error: schemas.Errf(schemas.CodeInternal, "", "undecodable result: %v", err)}
+			}
+			out.finish(res, &state)
+			return
+		case <-poll.C:
+			if res, ok := s.lookupResult(r.Context(), resSubj); ok {
+				out.finish(res, &state)
+				return
+			}
+		case <-timer.C:
+			s.publishCancel(tenant, id, ReasonDeadlineExceeded)
+			out.fail(gw.FromError(schemas.Errf(schemas.CodeDeadlineExceeded, "", "no result within %s", limit.Round(time.Millisecond))))
+			return
+		case <-r.Context().Done():
+			s.publishCancel(tenant, id, ReasonClientDisconnected)
+			return
+		}
+	}
+}
+
+func (s *Server) unavailable(w http.ResponseWriter, what string, err error) {
+	s.log.Error("bus unavailable", "op", what, "err", err)
+	e := gw.NewError(http.StatusServiceUnavailable, gw.TypeServer, gw.CodeUnavailable, "", what+" on the bus failed; retry")
+	e.RetryAfter = 1
+	writeError(w, e)
+}
+
+func decodeChunk(m *nats.Msg) (schemas.TokenChunk, error) {
+	f, err := schemas.FormatFromContentType(m.Header.Get(schemas.HeaderContentType))
+	if err != nil {
+		return schemas.TokenChunk{}, err
+	}
+	var c schemas.TokenChunk
+	err = schemas.Unmarshal(f, m.Data, &c)
+	return c, err
+}
+
+var (
+	resultsOnce   sync.Mutex
+	resultsStream jetstream.Stream
+)
+
+// lookupResult reads the last message on a result subject from RESULTS.
+func (s *Server) lookupResult(ctx context.Context, subj string) (schemas.Result, bool) {
+	resultsOnce.Lock()
+	st := resultsStream
+	resultsOnce.Unlock()
+	if st == nil {
+		var err error
+		if st, err = s.js.Stream(ctx, subjects.StreamResults); err != nil {
+			return schemas.Result{}, false
+		}
+		resultsOnce.Lock()
+		resultsStream = st
+		resultsOnce.Unlock()
+	}
+	m, err := st.GetLastMsgForSubject(ctx, subj)
+	if err != nil {
+		if !errors.Is(err, jetstream.ErrMsgNotFound) && ctx.Err() == nil {
+			s.log.Warn("result lookup failed", "subject", subj, "err", err)
+		}
+		return schemas.Result{}, false
+	}
+	res, err := client.DecodeResult(m.Header, m.Data)
+	return res, err == nil
+}
+
+// responder writes one completion's answer: a JSON body, or a stream of
+// server-sent events whose headers are held back until the first event so
+// that a request refused before any token (shed, quota, deadline) still
+// gets its proper HTTP status.
+type responder struct {
+	w            http.ResponseWriter
+	ep           endpoint
+	id           string
+	created      int64
+	model        string
+	stream       bool
+	includeUsage bool
+	started      bool
+}
+
+func (o *responder) event(v any) error {
+	b, err := gw.SSEEvent(v)
+	if err != nil {
+		return err
+	}
+	return o.write(b)
+}
+
+func (o *responder) write(b []byte) error {
+	if !o.started {
+		h := o.w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		h.Set("Connection", "keep-alive")
+		// Tell nginx-style proxies not to buffer the stream.
+		h.Set("X-Accel-Buffering", "no")
+		o.w.WriteHeader(http.StatusOK)
+		o.started = true
+	}
+	if _, err := o.w.Write(b); err != nil {
+		return err
+	}
+	return http.NewResponseController(o.w).Flush()
+}
+
+func (o *responder) delta(text string) error {
+	if o.ep == chatEndpoint {
+		role := ""
+		if !o.started {
+			role = "assistant"
+		}
+		return o.event(gw.ChatChunk(o.id, o.created, o.model, role, text))
+	}
+	return o.event(gw.TextChunk(o.id, o.created, o.model, text))
+}
+
+func (o *responder) fail(e gw.APIError) {
+	if !o.started {
+		writeError(o.w, e)
+		return
+	}
+	// OpenAI clients raise an error event as an API error mid-stream.
+	if o.event(e.Body) == nil {
+		o.write([]byte(gw.SSEDone))
+	}
+}
+
+func (o *responder) finish(res schemas.Result, state *gw.StreamState) {
+	if e, isErr := gw.FromResult(res); isErr {
+		o.fail(e)
+		return
+	}
+	if !o.stream {
+		if o.ep == chatEndpoint {
+			writeJSON(o.w, http.StatusOK, gw.ChatResponse(o.id, o.created, o.model, res))
+		} else {
+			writeJSON(o.w, http.StatusOK, gw.CompletionResponse(o.id, o.created, o.model, res))
+		}
+		return
+	}
+	if res.Model != "" {
+		o.model = res.Model
+	}
+	if rest, _ := state.Final(res.Text); rest != "" || !o.started {
+		if o.delta(rest) != nil {
+			return
+		}
+	}
+	u := gw.UsageOf(res.Usage)
+	finish := gw.FinishReason(res)
+	var err error
+	if o.ep == chatEndpoint {
+		err = o.event(gw.ChatFinalChunk(o.id, o.created, o.model, finish, u))
+		if err == nil && o.includeUsage {
+			err = o.event(gw.ChatUsageChunk(o.id, o.created, o.model, u))
+		}
+	} else {
+		err = o.event(gw.TextFinalChunk(o.id, o.created, o.model, finish, u))
+	}
+	if err == nil {
+		o.write([]byte(gw.SSEDone))
+	}
+}
+
+// retryAfter parses a Retry-After header value in seconds (for tests and
+// the bench's client side).
+func retryAfter(h http.Header) int {
+	n, _ := strconv.Atoi(h.Get("Retry-After"))
+	return n
+}

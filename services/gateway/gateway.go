@@ -1,0 +1,238 @@
+// Package gateway is Switchyard's OpenAI-compatible HTTP front door: a
+// stateless net/http shell that authenticates an API key to a tenant,
+// submits the request on sy.submit.<tenant>, relays the request's token
+// chunks (sy.tok.<tenant>.<id>) as server-sent events, answers with the
+// final result from RESULTS, and cancels the request on the bus when the
+// client goes away. Every decision (mapping, routing context, error
+// statuses) is in internal/gateway; any number of replicas can run behind
+// a load balancer because all state lives in NATS.
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchyard-ai/switchyard/internal/catalog"
+	gw "github.com/switchyard-ai/switchyard/internal/gateway"
+	"github.com/switchyard-ai/switchyard/schemas"
+	"github.com/switchyard-ai/switchyard/services/client"
+	"github.com/switchyard-ai/switchyard/subjects"
+)
+
+// Config configures a Server.
+type Config struct {
+	NC   *nats.Conn
+	Keys gw.Keys
+	// Models is what GET /v1/models lists; nil means catalog.Default().
+	Models []catalog.Model
+	Logger *slog.Logger
+	// DefaultMaxTokens applies when a body sets no max_tokens.
+	DefaultMaxTokens int
+	// MaxWait bounds how long a request without a deadline is waited for.
+	MaxWait time.Duration
+	// DeadlineGrace is how long past a request's deadline the gateway waits
+	// for the system's own deadline_exceeded result before it answers 504
+	// itself and cancels: the admitter and workers enforce deadlines, the
+	// gateway only refuses to hang when they cannot answer.
+	DeadlineGrace time.Duration
+	// MaxBodyBytes bounds a request body (files have their own bound).
+	MaxBodyBytes int64
+	// MaxFileBytes bounds an uploaded batch input file.
+	MaxFileBytes int64
+	// PollInterval is how often a waiting request also looks in RESULTS
+	// directly, in case its result was published while the connection was
+	// reconnecting and the live subscription missed it.
+	PollInterval time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+func (c Config) withDefaults() Config {
+	if c.Models == nil {
+		c.Models = catalog.Default().Models()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.DefaultMaxTokens <= 0 {
+		c.DefaultMaxTokens = gw.DefaultMaxTokens
+	}
+	if c.MaxWait <= 0 {
+		c.MaxWait = 10 * time.Minute
+	}
+	if c.DeadlineGrace <= 0 {
+		c.DeadlineGrace = 2 * time.Second
+	}
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = int64(schemas.DefaultLimits.MaxPromptBytes) + 1<<20
+	}
+	if c.MaxFileBytes <= 0 {
+		c.MaxFileBytes = 200 << 20
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = 5 * time.Second
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Server serves the OpenAI-compatible API.
+type Server struct {
+	cfg    Config
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	client *client.Client
+	log    *slog.Logger
+	models []byte
+	batch  *batchAPI
+	mux    *http.ServeMux
+}
+
+// New builds a Server on an open connection. The streams must already be
+// provisioned (subjects.Provision), as for every service.
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	cfg = cfg.withDefaults()
+	if cfg.NC == nil {
+		return nil, errors.New("gateway: no NATS connection")
+	}
+	js, err := jetstream.New(cfg.NC, jetstream.WithPublishAsyncMaxPending(1024))
+	if err != nil {
+		return nil, fmt.Errorf("gateway jetstream: %w", err)
+	}
+	// JSON on the bus: a person reading SUBMIT with `nats sub` sees what
+	// the HTTP client sent.
+	cl, err := client.New(cfg.NC, client.WithJSON())
+	if err != nil {
+		return nil, err
+	}
+	models, err := json.Marshal(gw.Models(cfg.Models))
+	if err != nil {
+		return nil, fmt.Errorf("gateway models: %w", err)
+	}
+	s := &Server{cfg: cfg, nc: cfg.NC, js: js, client: cl, log: cfg.Logger.With("service", "gateway"), models: models}
+	if s.batch, err = newBatchAPI(ctx, s); err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", s.auth(s.chat))
+	mux.HandleFunc("POST /v1/completions", s.auth(s.completion))
+	mux.HandleFunc("GET /v1/models", s.auth(s.listModels))
+	mux.HandleFunc("GET /v1/models/{model}", s.auth(s.getModel))
+	s.batch.register(mux)
+	mux.HandleFunc("GET /healthz", s.health)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, gw.NewError(http.StatusNotFound, gw.TypeNotFound, gw.CodeNotFound, "", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)))
+	})
+	s.mux = mux
+	return s, nil
+}
+
+// Handler is the HTTP handler.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+type ctxKey struct{}
+
+func tenantOf(r *http.Request) string { t, _ := r.Context().Value(ctxKey{}).(string); return t }
+
+func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		key, ok := gw.BearerKey(r.Header.Get("Authorization"))
+		if !ok {
+			writeError(w, gw.Unauthorized("missing API key: send Authorization: Bearer <key>"))
+			return
+		}
+		tenant, ok := s.cfg.Keys.Tenant(key)
+		if !ok {
+			writeError(w, gw.Unauthorized("incorrect API key provided"))
+			return
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, tenant)))
+	}
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	if s.nc.Status() != nats.CONNECTED {
+		writeError(w, gw.NewError(http.StatusServiceUnavailable, gw.TypeServer, gw.CodeUnavailable, "", "not connected to NATS: "+s.nc.Status().String()))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	io.WriteString(w, `{"status":"ok"}`)
+}
+
+func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(s.models)
+}
+
+func (s *Server) getModel(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("model")
+	for _, m := range gw.Models(s.cfg.Models).Data {
+		if m.ID == name {
+			writeJSON(w, http.StatusOK, m)
+			return
+		}
+	}
+	writeError(w, gw.NewError(http.StatusNotFound, gw.TypeNotFound, gw.CodeModelNotFound, "model", fmt.Sprintf("the model %q does not exist", name)))
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"error":{"message":"response encoding failed","type":"server_error","param":null,"code":"internal"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+func writeError(w http.ResponseWriter, e gw.APIError) {
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
+	writeJSON(w, e.Status, e.Body)
+}
+
+// readBody reads a bounded body; an oversized one is a 413.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *gw.APIError) {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			e := gw.NewError(http.StatusRequestEntityTooLarge, gw.TypeInvalidRequest, schemas.CodeOversized, "", fmt.Sprintf("request body exceeds %d bytes", mbe.Limit))
+			return nil, &e
+		}
+		e := gw.BadRequest(schemas.CodeMalformed, "", "reading request body: "+err.Error())
+		return nil, &e
+	}
+	return data, nil
+}
+
+// publishCancel tells workers and routers to stop on id. It runs after the
+// HTTP request's context is done, so it gets its own short deadline.
+func (s *Server) publishCancel(tenant, id, reason string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	c := schemas.Cancel{V: schemas.Version, RequestID: id, Tenant: tenant, Reason: reason, At: s.cfg.Now().UTC()}
+	msg := nats.NewMsg(subjects.Cancel(tenant))
+	msg.Data = schemas.MustMarshal(schemas.JSON, c)
+	msg.Header.Set(schemas.HeaderContentType, schemas.ContentJSON)
+	msg.Header.Set(schemas.HeaderMsgID, "cancel-"+id)
+	if _, err := s.js.PublishMsg(ctx, msg); err != nil {
+		s.log.Warn("cancel publish failed", "tenant", tenant, "id", id, "reason", reason, "err", err)
+		return
+	}
+	s.log.Info("cancelled", "tenant", tenant, "id", id, "reason", reason)
+}

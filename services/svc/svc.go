@@ -1,0 +1,164 @@
+// Package svc holds what every Switchyard service shell shares: its NATS
+// connection and JetStream handle, publishing results, events and
+// dead letters in the wire format, and its Prometheus metrics set. It
+// decides nothing.
+package svc
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchyard-ai/switchyard/schemas"
+	"github.com/switchyard-ai/switchyard/subjects"
+)
+
+// Shell is one service instance's connection to the bus.
+type Shell struct {
+	Service  string // "admitter", "router", "worker", ...
+	Instance string
+	NC       *nats.Conn
+	JS       jetstream.JetStream
+	Log      *slog.Logger
+	Metrics  *metrics.Set
+	// Now is the clock; tests and replay may replace it.
+	Now func() time.Time
+}
+
+// New builds a shell over an open connection.
+func New(service, instance string, nc *nats.Conn, log *slog.Logger) (*Shell, error) {
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(1024))
+	if err != nil {
+		return nil, fmt.Errorf("%s jetstream: %w", service, err)
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Shell{
+		Service:  service,
+		Instance: instance,
+		NC:       nc,
+		JS:       js,
+		Log:      log.With("service", service, "instance", instance),
+		Metrics:  metrics.NewSet(),
+		Now:      time.Now,
+	}, nil
+}
+
+// Encode marshals v as msgpack into a message for subject with the
+// Content-Type header set; msgID, when set, becomes Nats-Msg-Id.
+func Encode(subject string, f schemas.Format, v any, msgID string) (*nats.Msg, error) {
+	data, err := schemas.Marshal(f, v)
+	if err != nil {
+		return nil, err
+	}
+	m := nats.NewMsg(subject)
+	m.Data = data
+	m.Header.Set(schemas.HeaderContentType, f.String())
+	if msgID != "" {
+		m.Header.Set(schemas.HeaderMsgID, msgID)
+	}
+	return m, nil
+}
+
+// Decode unmarshals a message body by its Content-Type header.
+func Decode(h nats.Header, data []byte, v any) error {
+	f, err := schemas.FormatFromContentType(h.Get(schemas.HeaderContentType))
+	if err != nil {
+		return err
+	}
+	return schemas.Unmarshal(f, data, v)
+}
+
+// ResultFormat is the format a result goes back in: the one the request
+// came in, so a JSON client reads JSON.
+func ResultFormat(name string) schemas.Format {
+	if name == schemas.ContentMsgpack {
+		return schemas.Msgpack
+	}
+	return schemas.JSON
+}
+
+// PublishResult publishes a final result, deduplicated by request id, and
+// waits for the stream's ack: a result is only final once it is stored.
+func (s *Shell) PublishResult(ctx context.Context, res schemas.Result, f schemas.Format) error {
+	res.V = schemas.Version
+	if res.FinishedAt.IsZero() {
+		res.FinishedAt = s.Now()
+	}
+	m, err := Encode(subjects.Result(res.Tenant, res.ID), f, res, res.ID)
+	if err != nil {
+		return err
+	}
+	ack, err := s.JS.PublishMsg(ctx, m)
+	if err != nil {
+		return fmt.Errorf("publish result %s: %w", res.ID, err)
+	}
+	s.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_results_total{service=%q,status=%q,class=%q}`, s.Service, res.Status, res.Priority)).Inc()
+	if ack.Duplicate {
+		s.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_results_duplicate_suppressed_total{service=%q}`, s.Service)).Inc()
+		s.Log.Debug("duplicate result suppressed by stream dedupe", "id", res.ID)
+	}
+	return nil
+}
+
+// ErrorResult is the final result for a request that failed with e.
+func ErrorResult(id, tenant, priority string, e *schemas.Error, now time.Time) schemas.Result {
+	return schemas.Result{
+		ID:         id,
+		Tenant:     tenant,
+		Status:     schemas.StatusForCode(e.Code),
+		Error:      e,
+		Priority:   priority,
+		FinishedAt: now,
+	}
+}
+
+// Emit publishes a decision event asynchronously: events are recorded for
+// replay and dashboards, but a slow EVENTS stream must not stall decisions.
+func (s *Shell) Emit(ev schemas.Event) {
+	ev.V = schemas.Version
+	if ev.At.IsZero() {
+		ev.At = s.Now()
+	}
+	ev.Service = s.Service
+	if ev.Fields == nil {
+		ev.Fields = map[string]any{}
+	}
+	ev.Fields["instance"] = s.Instance
+	m, err := Encode(subjects.Event(s.Service, ev.Kind), schemas.Msgpack, ev, "")
+	if err != nil {
+		s.Log.Error("encode event", "kind", ev.Kind, "err", err)
+		return
+	}
+	if _, err := s.JS.PublishMsgAsync(m); err != nil {
+		s.Log.Warn("publish event", "kind", ev.Kind, "err", err)
+	}
+	s.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_events_total{service=%q,kind=%q}`, s.Service, ev.Kind)).Inc()
+}
+
+// DeadLetter records a message that could not be processed, with the
+// reason, in the DLQ stream, keeping the original bytes and headers.
+func (s *Shell) DeadLetter(ctx context.Context, orig *nats.Msg, reason string) error {
+	m := nats.NewMsg(subjects.DLQ(s.Service))
+	m.Data = orig.Data
+	for k, vs := range orig.Header {
+		for _, v := range vs {
+			m.Header.Add(k, v)
+		}
+	}
+	m.Header.Del(schemas.HeaderMsgID)
+	m.Header.Set("Sy-Dlq-Reason", reason)
+	m.Header.Set("Sy-Dlq-Subject", orig.Subject)
+	m.Header.Set("Sy-Dlq-At", s.Now().UTC().Format(time.RFC3339Nano))
+	if _, err := s.JS.PublishMsg(ctx, m); err != nil {
+		return fmt.Errorf("dead-letter: %w", err)
+	}
+	s.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_dead_letters_total{service=%q}`, s.Service)).Inc()
+	return nil
+}

@@ -1,0 +1,497 @@
+// Package worker is the GPU worker service shell: it consumes its own
+// dispatch subject, feeds the requests to its backend (the simulated GPU
+// engine, driven in real time), publishes heartbeats, KV events, token
+// chunks and one final result per request, and aborts work on a cancel.
+// The engine decides everything about batching and timing; this package
+// moves bytes and keeps time.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchyard-ai/switchyard/internal/catalog"
+	"github.com/switchyard-ai/switchyard/internal/engine"
+	"github.com/switchyard-ai/switchyard/internal/perf"
+	"github.com/switchyard-ai/switchyard/schemas"
+	"github.com/switchyard-ai/switchyard/services/svc"
+	"github.com/switchyard-ai/switchyard/subjects"
+)
+
+// Config configures one worker.
+type Config struct {
+	ID    string
+	Pool  string
+	GPU   string
+	Model string
+	Dtype string
+	TP    int
+	// SpeedUp runs the simulated GPU faster than real time (tests, demos);
+	// reported timings stay in simulated GPU time.
+	SpeedUp           float64
+	HeartbeatInterval time.Duration
+	MaxBatch          int
+	Catalog           *catalog.Catalog
+	// InitialWeights is the weight state at start (hot by default); a
+	// scaled-from-zero worker starts cold and pays the load time.
+	InitialWeights string
+}
+
+// Worker is one simulated GPU worker.
+type Worker struct {
+	sh      *svc.Shell
+	cfg     Config
+	replica perf.Replica
+
+	mu       sync.Mutex
+	eng      *engine.Engine
+	inflight map[string]*job
+	wake     chan struct{}
+	clock    simClock
+	kvSeq    uint64
+	hbSeq    uint64
+	done     uint64
+	errs     uint64
+	draining bool
+}
+
+type job struct {
+	d       schemas.Dispatch
+	msg     jetstream.Msg
+	emitted uint64
+	gpuSec  float64
+	stream  bool
+}
+
+// New builds a worker. The replica must fit the GPU.
+func New(sh *svc.Shell, cfg Config) (*Worker, error) {
+	if cfg.Catalog == nil {
+		cfg.Catalog = catalog.Default()
+	}
+	if cfg.Pool == "" {
+		cfg.Pool = strings.ToLower(cfg.GPU)
+	}
+	if cfg.Dtype == "" {
+		cfg.Dtype = "bf16"
+	}
+	if cfg.TP == 0 {
+		cfg.TP = 1
+	}
+	if cfg.SpeedUp <= 0 {
+		cfg.SpeedUp = 1
+	}
+	if cfg.HeartbeatInterval == 0 {
+		cfg.HeartbeatInterval = 500 * time.Millisecond
+	}
+	if !subjects.ValidToken(cfg.ID) || !subjects.ValidToken(cfg.Pool) {
+		return nil, fmt.Errorf("worker id %q and pool %q must be subject tokens", cfg.ID, cfg.Pool)
+	}
+	rep, err := perf.NewReplica(cfg.Catalog, cfg.GPU, cfg.Model, cfg.Dtype, cfg.TP)
+	if err != nil {
+		return nil, fmt.Errorf("worker %s: %w", cfg.ID, err)
+	}
+	eng, err := engine.New(engine.Config{Replica: rep, MaxBatch: cfg.MaxBatch, InitialWeights: cfg.InitialWeights})
+	if err != nil {
+		return nil, fmt.Errorf("worker %s engine: %w", cfg.ID, err)
+	}
+	w := &Worker{sh: sh, cfg: cfg, replica: rep, eng: eng, inflight: map[string]*job{}, wake: make(chan struct{}, 1)}
+	w.clock = simClock{real0: sh.Now(), sim0: sh.Now(), speed: cfg.SpeedUp}
+	sh.Metrics.NewGauge(fmt.Sprintf(`switchyard_worker_simulated{worker=%q,gpu=%q}`, cfg.ID, rep.GPU.Name), func() float64 { return 1 })
+	return w, nil
+}
+
+// simClock maps real time onto simulated GPU time at a fixed speed-up.
+type simClock struct {
+	real0, sim0 time.Time
+	speed       float64
+}
+
+func (c simClock) now(real time.Time) time.Time {
+	return c.sim0.Add(time.Duration(float64(real.Sub(c.real0)) * c.speed))
+}
+
+// ConsumerName is the worker's durable dispatch consumer. It survives a
+// worker restart, so a worker that comes back finds what it held.
+func ConsumerName(id string) string { return "worker-" + id }
+
+// Run serves until ctx ends, then drains: it stops taking dispatches and
+// finishes what it holds before returning.
+func (w *Worker) Run(ctx context.Context) error {
+	w.sh.Log.Info("worker starting", "gpu", w.replica.GPU.Name, "model", w.cfg.Model, "simulated", true,
+		"note", "simulated GPU: timings come from the roofline model in internal/perf, not a real device")
+	maxAck := w.cfg.MaxBatch * 2
+	if maxAck <= 0 {
+		maxAck = 512
+	}
+	cons, err := w.sh.JS.CreateOrUpdateConsumer(ctx, subjects.StreamDispatch, jetstream.ConsumerConfig{
+		Durable:       ConsumerName(w.cfg.ID),
+		FilterSubject: subjects.Dispatch(w.cfg.ID),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       30 * time.Second,
+		MaxAckPending: maxAck,
+		DeliverPolicy: jetstream.DeliverNewPolicy,
+		// A worker that is gone for good leaves nothing behind.
+		InactiveThreshold: time.Hour,
+	})
+	if err != nil {
+		return fmt.Errorf("worker consumer: %w", err)
+	}
+	cancelSub, err := w.sh.NC.Subscribe(subjects.CancelAll, w.onCancel)
+	if err != nil {
+		return fmt.Errorf("cancel subscription: %w", err)
+	}
+	defer cancelSub.Unsubscribe()
+	snapSub, err := w.sh.NC.Subscribe(subjects.KVSnapshotRequest(w.cfg.ID), w.onSnapshot)
+	if err != nil {
+		return fmt.Errorf("snapshot subscription: %w", err)
+	}
+	defer snapSub.Unsubscribe()
+
+	runCtx, stopLoop := context.WithCancel(context.Background())
+	loopDone := make(chan struct{})
+	go func() { defer close(loopDone); w.loop(runCtx) }()
+	hbDone := make(chan struct{})
+	go func() { defer close(hbDone); w.heartbeats(runCtx) }()
+	w.heartbeat()
+
+	cc, err := cons.Consume(func(m jetstream.Msg) { w.onDispatch(ctx, m) }, jetstream.PullMaxMessages(maxAck))
+	if err != nil {
+		stopLoop()
+		return fmt.Errorf("worker consume: %w", err)
+	}
+	<-ctx.Done()
+	cc.Stop()
+	w.mu.Lock()
+	w.draining = true
+	w.mu.Unlock()
+	w.heartbeat()
+	// Drain: finish what is held (bounded), so a scale-down loses nothing.
+	drainUntil := time.Now().Add(30 * time.Second)
+	for time.Now().Before(drainUntil) {
+		w.mu.Lock()
+		n := len(w.inflight)
+		w.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stopLoop()
+	<-loopDone
+	<-hbDone
+	w.sh.Log.Info("worker stopped", "completed", w.done)
+	return nil
+}
+
+func (w *Worker) onDispatch(ctx context.Context, m jetstream.Msg) {
+	var d schemas.Dispatch
+	if err := svc.Decode(m.Headers(), m.Data(), &d); err != nil {
+		// The router only publishes what it encoded; keep the evidence.
+		w.sh.DeadLetter(ctx, &nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}, "undecodable dispatch: "+err.Error())
+		m.Term()
+		return
+	}
+	id := d.Admitted.Request.ID
+	w.mu.Lock()
+	if _, dup := w.inflight[id]; dup {
+		w.mu.Unlock()
+		m.Ack() // a redelivery of something already running here
+		return
+	}
+	now := w.clock.now(w.sh.Now())
+	err := w.eng.Add(engine.Sequence{
+		ID:           id,
+		PromptTokens: d.Admitted.PromptTokens,
+		BlockHashes:  d.Admitted.BlockHashes,
+		MaxTokens:    d.Admitted.Request.MaxTokens,
+		Arrival:      now,
+	})
+	if err == nil {
+		w.inflight[id] = &job{d: d, msg: m, stream: d.Admitted.Request.Stream}
+	}
+	w.mu.Unlock()
+	if err != nil {
+		e := schemas.Errf(schemas.CodeUnplaceable, "", "worker %s cannot run it: %v", w.cfg.ID, err)
+		w.finish(ctx, d, m, svc.ErrorResult(id, d.Admitted.Tenant, d.Admitted.Priority, e, w.sh.Now()))
+		return
+	}
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// loop drives the engine: plan a step at the current simulated time, wait
+// for it to elapse, then publish what it produced.
+func (w *Worker) loop(ctx context.Context) {
+	for {
+		w.mu.Lock()
+		has := w.eng.HasWork()
+		w.mu.Unlock()
+		if !has {
+			select {
+			case <-ctx.Done():
+				return
+			case <-w.wake:
+				continue
+			case <-time.After(50 * time.Millisecond):
+				continue
+			}
+		}
+		w.mu.Lock()
+		start := w.clock.now(w.sh.Now())
+		st := w.eng.Step(start)
+		w.mu.Unlock()
+		realDur := time.Duration(float64(st.Duration) / w.clock.speed)
+		if realDur > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(realDur):
+			}
+		}
+		w.afterStep(ctx, st)
+	}
+}
+
+func (w *Worker) afterStep(ctx context.Context, st engine.Step) {
+	w.mu.Lock()
+	if len(st.Stored) > 0 || len(st.Evicted) > 0 {
+		w.publishKV(st.Stored, st.Evicted)
+	}
+	active := len(st.Emitted)
+	for _, e := range st.Emitted {
+		j := w.inflight[e.ID]
+		if j == nil {
+			continue
+		}
+		if active > 0 {
+			j.gpuSec += st.GPUSeconds / float64(active)
+		}
+		if j.stream {
+			w.publishTokens(j, e.Tokens, false)
+		}
+	}
+	type fin struct {
+		j *job
+		f engine.Finished
+	}
+	var fins []fin
+	for _, f := range st.Finished {
+		if j := w.inflight[f.ID]; j != nil {
+			delete(w.inflight, f.ID)
+			fins = append(fins, fin{j, f})
+		}
+	}
+	w.mu.Unlock()
+	for _, x := range fins {
+		w.complete(ctx, x.j, x.f)
+	}
+}
+
+func (w *Worker) complete(ctx context.Context, j *job, f engine.Finished) {
+	a := j.d.Admitted
+	ttft := f.FirstTokenAt.Sub(f.Arrival)
+	total := f.FinishedAt.Sub(f.Arrival)
+	itl := 0.0
+	if f.OutputTokens > 1 {
+		itl = float64(f.FinishedAt.Sub(f.FirstTokenAt).Milliseconds()) / float64(f.OutputTokens-1)
+	}
+	queue := j.d.PlacedAt.Sub(a.SubmittedAt)
+	finished := w.sh.Now()
+	res := schemas.Result{
+		ID:           a.Request.ID,
+		Tenant:       a.Tenant,
+		Status:       schemas.StatusOK,
+		Model:        a.Model,
+		Text:         SimulatedText(a.Request.ID, a.Model, f.OutputTokens),
+		FinishReason: "length",
+		Usage:        schemas.Usage{PromptTokens: f.PromptTokens, CompletionTokens: f.OutputTokens, CachedTokens: f.CachedTokens},
+		Timing: schemas.Timing{
+			QueueMs: float64(queue.Microseconds()) / 1000,
+			TTFTMs:  float64((queue + ttft).Microseconds()) / 1000,
+			ITLMs:   itl,
+			TotalMs: float64((queue + total).Microseconds()) / 1000,
+		},
+		WorkerID:   w.cfg.ID,
+		GPU:        w.replica.GPU.Name,
+		Simulated:  true,
+		Priority:   a.Priority,
+		Attempt:    a.Attempt,
+		GPUSeconds: j.gpuSec,
+		CostUSD:    j.gpuSec / 3600 * w.replica.PricePerHour() / float64(max(1, w.cfg.TP)),
+		FinishedAt: finished,
+	}
+	dl := a.Deadline
+	res.Deadline = &dl
+	res.SLOMet = !a.Deadline.IsZero() && !finished.After(a.Deadline)
+	if j.stream {
+		w.publishTokens(j, 0, true)
+	}
+	w.finish(ctx, j.d, j.msg, res)
+}
+
+// finish publishes the one final result and only then acks the dispatch:
+// a crash in between redelivers, and result dedupe keeps it to one.
+func (w *Worker) finish(ctx context.Context, d schemas.Dispatch, m jetstream.Msg, res schemas.Result) {
+	pubCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := w.sh.PublishResult(pubCtx, res, svc.ResultFormat(d.Admitted.ResultFormat)); err != nil {
+		w.sh.Log.Warn("publish result", "id", res.ID, "err", err)
+		m.NakWithDelay(time.Second)
+		return
+	}
+	w.mu.Lock()
+	if res.Status == schemas.StatusOK {
+		w.done++
+	} else {
+		w.errs++
+	}
+	w.mu.Unlock()
+	if err := m.Ack(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		w.sh.Log.Debug("ack dispatch", "id", res.ID, "err", err)
+	}
+}
+
+func (w *Worker) onCancel(msg *nats.Msg) {
+	var c schemas.Cancel
+	if err := svc.Decode(msg.Header, msg.Data, &c); err != nil {
+		return
+	}
+	w.mu.Lock()
+	j := w.inflight[c.RequestID]
+	if j == nil || j.d.Admitted.Tenant != c.Tenant {
+		w.mu.Unlock()
+		return
+	}
+	w.eng.Cancel(c.RequestID)
+	delete(w.inflight, c.RequestID)
+	w.mu.Unlock()
+	w.sh.Emit(schemas.Event{Kind: "cancelled", RequestID: c.RequestID, Tenant: c.Tenant, WorkerID: w.cfg.ID, Reason: c.Reason,
+		Fields: map[string]any{"gpu_seconds_spent": j.gpuSec}})
+	e := schemas.Errf(schemas.CodeCancelled, "", "cancelled: %s", c.Reason)
+	res := svc.ErrorResult(c.RequestID, c.Tenant, j.d.Admitted.Priority, e, w.sh.Now())
+	res.WorkerID, res.Simulated, res.GPUSeconds = w.cfg.ID, true, j.gpuSec
+	if j.stream {
+		w.publishTokens(j, 0, true)
+	}
+	w.finish(context.Background(), j.d, j.msg, res)
+}
+
+// publishTokens sends n simulated tokens (or the final marker) on the
+// request's token subject. Core NATS: a chunk nobody reads costs nothing.
+func (w *Worker) publishTokens(j *job, n int, done bool) {
+	a := j.d.Admitted
+	text := ""
+	if n > 0 {
+		text = SimulatedText(a.Request.ID+fmt.Sprint(j.emitted), a.Model, n) + " "
+	}
+	j.emitted++
+	ch := schemas.TokenChunk{V: schemas.Version, ID: a.Request.ID, Seq: j.emitted, Text: text, Done: done, At: w.sh.Now()}
+	m, err := svc.Encode(subjects.Tokens(a.Tenant, a.Request.ID), svc.ResultFormat(a.ResultFormat), ch, "")
+	if err == nil {
+		w.sh.NC.PublishMsg(m)
+	}
+}
+
+func (w *Worker) publishKV(stored, evicted []uint64) {
+	now := w.sh.Now()
+	for _, ev := range []struct {
+		kind string
+		h    []uint64
+	}{{schemas.KVStored, stored}, {schemas.KVEvicted, evicted}} {
+		if len(ev.h) == 0 {
+			continue
+		}
+		w.kvSeq++
+		e := schemas.KVEvent{V: schemas.Version, WorkerID: w.cfg.ID, Seq: w.kvSeq, Kind: ev.kind, Hashes: append([]uint64(nil), ev.h...), At: now}
+		if m, err := svc.Encode(subjects.KV(w.cfg.ID), schemas.Msgpack, e, ""); err == nil {
+			w.sh.NC.PublishMsg(m)
+		}
+	}
+}
+
+func (w *Worker) onSnapshot(msg *nats.Msg) {
+	w.mu.Lock()
+	e := schemas.KVEvent{V: schemas.Version, WorkerID: w.cfg.ID, Seq: w.kvSeq, Kind: schemas.KVSnapshot, Hashes: w.eng.CachedHashes(), At: w.sh.Now()}
+	w.mu.Unlock()
+	if m, err := svc.Encode(msg.Reply, schemas.Msgpack, e, ""); err == nil {
+		w.sh.NC.PublishMsg(m)
+	}
+}
+
+func (w *Worker) heartbeats(ctx context.Context) {
+	t := time.NewTicker(w.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			w.heartbeat()
+		}
+	}
+}
+
+// Heartbeat is the worker's current telemetry.
+func (w *Worker) Heartbeat() schemas.Heartbeat {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st := w.eng.State()
+	w.hbSeq++
+	g := w.replica.GPU
+	total := uint64(g.HBMGiB*float64(1<<30)) * uint64(w.cfg.TP)
+	// HBM in use: weights plus the KV pool's occupied share of what the
+	// engine reserves for KV (about 90 % of HBM, vLLM's gpu_memory_utilization).
+	weights := float64(w.replica.Model.Params) * catalog.DtypeBytes(w.cfg.Dtype)
+	kvPool := max(0, float64(total)*0.9-weights)
+	used := uint64(weights + kvPool*(1-float64(st.KVBlocksFree)/float64(max(1, st.KVBlocksTotal))))
+	return schemas.Heartbeat{
+		V: schemas.Version, WorkerID: w.cfg.ID, Pool: w.cfg.Pool, GPU: g.Name, Arch: g.Arch,
+		Simulated: true, Backend: "sim", TP: w.cfg.TP,
+		HBMTotalBytes: total, HBMFreeBytes: total - min(total, used),
+		KVBlocksTotal: st.KVBlocksTotal, KVBlocksFree: st.KVBlocksFree, BlockSize: 16,
+		Utilization: st.Utilization,
+		Models:      []schemas.ModelState{{Name: w.replica.Model.Name, Dtype: w.cfg.Dtype, State: st.Weights, LoadSeconds: w.replica.LoadSeconds(schemas.WeightCold)}},
+		Running:     st.Running, Waiting: st.Waiting, QueuedTokens: st.QueuedTokens, MaxBatch: st.MaxBatch,
+		TokensPerSec: st.TokensPerSec, SpecDecode: st.SpecDecode, Draining: w.draining,
+		KVSeq: w.kvSeq, Seq: w.hbSeq, SentAt: w.sh.Now(), PricePerHour: w.replica.PricePerHour(),
+		CompletedTotal: w.done, ErrorsTotal: w.errs,
+	}
+}
+
+func (w *Worker) heartbeat() {
+	hb := w.Heartbeat()
+	if m, err := svc.Encode(subjects.Heartbeat(w.cfg.Pool, w.cfg.ID), schemas.Msgpack, hb, ""); err == nil {
+		w.sh.NC.PublishMsg(m)
+	}
+}
+
+var vocab = strings.Fields("the a model token answer result cache prefix batch worker router queue deadline tenant gpu memory value step plan tool")
+
+// SimulatedText is a deterministic stand-in answer of n words. It is
+// labelled as simulated in every result (Simulated: true).
+func SimulatedText(seed, model string, n int) string {
+	h := fnv.New64a()
+	h.Write([]byte(seed))
+	x := h.Sum64()
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(vocab[x%uint64(len(vocab))])
+	}
+	return b.String()
+}
