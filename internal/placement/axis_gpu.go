@@ -1,0 +1,59 @@
+package placement
+
+import (
+	"strings"
+
+	"github.com/switchyard-ai/switchyard/schemas"
+)
+
+// Axis: GPU generation.
+//
+// Reads the worker's GPU, architecture and TP (heartbeat), the model's
+// weight size (Options.WeightBytes), and the cost model's speed and $/hour
+// for that GPU. Why: generations differ several-fold in both speed and
+// price, so the same request is fast-and-dear on one and slow-and-cheap on
+// another; and some cannot run it at all. The capability checks are hard,
+// unresolvable filters. The speed shows up in every seconds term (they are
+// all asked of the cost model for this GPU); the price is gpu_usd.
+//
+// Disabled: every worker is costed as Options.ReferenceGPU at its price,
+// i.e. the router treats the fleet as uniform. The capability filters stay.
+
+func gpuFilter(p *Placer, c *cand, r *Request, weight uint64) Reason {
+	if isFP8(r.Dtype) && !p.wclass[c.w.Idx].fp8 {
+		return ReasonDtypeUnsupported
+	}
+	if weight > 0 && weight > c.w.HBMTotal && !weightsInHBM(c) {
+		return ReasonModelTooLarge
+	}
+	if isInf(c.c.prefillFull) {
+		return ReasonCannotRun
+	}
+	return ReasonNone
+}
+
+// gpuCostTerm prices the GPU-seconds this request occupies: its own
+// loading and prefill, and its share of the batch's decode steps.
+func gpuCostTerm(p *Placer, c *cand, _ *Request) {
+	price := c.c.price
+	if p.on[axGPU] && c.w.PricePerHour > 0 {
+		price = c.w.PricePerHour // the worker knows its own contract price
+	}
+	gpuSeconds := c.t.LoadSeconds + c.t.PrefillSeconds + c.t.DecodeSeconds/float64(c.batch)
+	c.t.GPUUSD = gpuSeconds * price / 3600
+}
+
+func isFP8(dtype string) bool { return strings.HasPrefix(strings.ToLower(dtype), "fp8") }
+
+// weightsInHBM reports whether the model's weights are, or are being put,
+// in this worker's memory, which proves they fit.
+func weightsInHBM(c *cand) bool {
+	if !c.resident {
+		return false
+	}
+	switch c.ms.State {
+	case schemas.WeightHot, schemas.WeightSleeping, schemas.WeightLoading:
+		return true
+	}
+	return false
+}

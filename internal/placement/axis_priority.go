@@ -1,0 +1,25 @@
+package placement
+
+// Axis: tenant priority.
+//
+// Reads the request's effective priority class (the admitter applied the
+// tenant's default). Why: a second of latency is worth far more to an
+// interactive tenant than to a batch job, so the class sets value_of_time,
+// the dollars per second that turn predicted completion time into cost:
+// high classes buy speed (fast GPUs, warm weights), low classes buy price.
+// The class also caps how full a worker's KV cache it may make
+// (Options.KVCeiling), a busy-now filter that keeps headroom for higher
+// classes instead of preempting them later.
+//
+// Disabled: every request is valued as standard and no ceiling applies.
+
+func priorityFilter(p *Placer, c *cand, _ *Request) Reason {
+	if p.on[axPriority] && c.usedFrac > p.rp.ceiling {
+		return ReasonPriorityReserve
+	}
+	return ReasonNone
+}
+
+func priorityTerm(p *Placer, c *cand, _ *Request) {
+	c.t.ValueOfTime = p.rp.valueOfTime
+}

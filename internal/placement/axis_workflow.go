@@ -1,0 +1,47 @@
+package placement
+
+import "time"
+
+// Axis: workflow context.
+//
+// Reads the request's workflow position (step k of n) and the workflow's
+// deadline. Why: in an agentic chain, a late or failed step wastes every
+// step before it, so (1) the closer a workflow is to finishing, the more
+// its time is worth: workflow_factor = 1 + FinishWeight × (k−1)/n
+// multiplies value_of_time, favouring fast placements for steps that
+// finish workflows; and (2) the workflow's deadline is split across the
+// steps left: this step must finish early enough to leave the remaining
+// n−k steps, each estimated at this step's own prefill+decode, before the
+// workflow deadline. That per-step deadline feeds the latency axis, so a
+// step that would doom its workflow on a slow worker is not put there.
+// Steps of one workflow share their prefix, so the KV axis keeps them on
+// the worker that holds it.
+//
+// Disabled: workflow_factor is 1 and only the request's own deadline counts.
+
+func workflowTerm(p *Placer, c *cand, r *Request, _ time.Time) {
+	c.t.WorkflowFactor = 1
+	c.deadline = r.Deadline
+	wf := r.Workflow
+	if !p.on[axWorkflow] || wf == nil {
+		return
+	}
+	if wf.Of > 0 && wf.Step > 1 {
+		done := float64(wf.Step-1) / float64(wf.Of)
+		if done > 1 {
+			done = 1
+		}
+		c.t.WorkflowFactor = 1 + p.opts.FinishWeight*done
+	}
+	if !r.WorkflowDeadline.IsZero() {
+		left := 0
+		if wf.Of > wf.Step {
+			left = wf.Of - wf.Step
+		}
+		reserve := time.Duration(float64(left) * (c.t.PrefillSeconds + c.t.DecodeSeconds) * float64(time.Second))
+		stepDeadline := r.WorkflowDeadline.Add(-reserve)
+		if c.deadline.IsZero() || stepDeadline.Before(c.deadline) {
+			c.deadline = stepDeadline
+		}
+	}
+}

@@ -1,0 +1,38 @@
+// Package placement owns the router's placement decision: given the fleet
+// view (internal/fleet) and one admitted request, which worker should run
+// it, and why. It is a pure function of (fleet, request, time): no
+// goroutines, no I/O, no clock.
+//
+// The pipeline is Filter → Score → Pick, in the style of the Kubernetes
+// scheduler framework and Nomad's feasibility-then-rank iterators. Each of
+// the seven axes of DESIGN.md lives in its own axis_*.go file with its hard
+// filter (if any) and its cost term. Every term is a prediction in seconds
+// or US dollars, never an arbitrary score, and they meet in one formula:
+//
+//	completion_s = queue_s + load_s + prefill_s + decode_s + preempt_s
+//	total_usd    = completion_s × value_of_time_usd_per_s × workflow_factor
+//	             + gpu_usd
+//	             + miss_usd
+//
+//	queue_s     work already queued or booked on the worker (always on: every baseline sees load)
+//	load_s      weight warmth: cold-start seconds for the model on that worker
+//	prefill_s   prefill of the prompt tokens not already in that worker's KV cache
+//	decode_s    decode of the expected output at the worker's batch size
+//	preempt_s   memory headroom: expected seconds lost to preemption at the KV fill after placement
+//	value_of_time  tenant priority: what a second of this request's latency is worth
+//	workflow_factor  workflow context: later steps of a workflow carry its sunk spend
+//	gpu_usd     GPU generation: GPU-seconds used × that GPU's $/hour
+//	miss_usd    latency budget: P(miss deadline) × the class's miss penalty
+//
+// The worker with the lowest total_usd wins. Hard filters record why each
+// rejected worker was rejected and whether the reason is unresolvable
+// (waiting will not help: "no GPU here can hold this model") or busy-now.
+//
+// Times and prices come from a CostModel (internal/perf's Predictor in
+// production). Its answers are cached per worker class (GPU, TP) within a
+// placement, so a 1,000-worker fleet costs a handful of model calls, not
+// thousands.
+//
+// A Placer is not safe for concurrent use: it owns scratch buffers that the
+// returned Decision points into, valid until the next Place.
+package placement

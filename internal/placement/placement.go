@@ -1,0 +1,469 @@
+package placement
+
+import (
+	"math"
+	"time"
+
+	"github.com/switchyard-ai/switchyard/internal/fleet"
+	"github.com/switchyard-ai/switchyard/schemas"
+)
+
+// CostModel predicts times and prices; *perf.Predictor implements it.
+type CostModel interface {
+	PrefillSeconds(gpu, model, dtype string, tp, newTokens, cachedTokens int) float64
+	DecodeSeconds(gpu, model, dtype string, tp, outputTokens, batch, ctx int) float64
+	LoadSeconds(gpu, model, dtype string, tp int, fromState string) float64 // fromState: schemas.WeightCold/WeightSleeping/WeightAbsent/WeightLoading; 0 for hot
+	PricePerHour(gpu string, tp int) float64
+}
+
+// Policy is anything that places requests: the Placer, or a baseline
+// (round-robin, least-loaded, llm-d, Dynamo, SGLang) plugged into the same
+// simulator and router shell.
+type Policy interface {
+	Name() string
+	// Place chooses a worker for req among f's workers at now. The Decision
+	// may point into the policy's scratch and is valid until the next call.
+	Place(f *fleet.Fleet, req *Request, now time.Time) *Decision
+}
+
+// Request is what placement needs to know about one admitted request.
+type Request struct {
+	ID       string
+	Tenant   string
+	Model    string
+	Dtype    string // "" means Options.DefaultDtype
+	Priority string // one of schemas.Priorities; "" means standard
+	// PromptTokens and OutputTokens size the work; OutputTokens is the
+	// expected (or max) completion length.
+	PromptTokens, OutputTokens int
+	// BlockHashes are the prompt's chained KV block hashes.
+	BlockHashes []uint64
+	// Deadline is the request's absolute deadline; zero means none.
+	Deadline time.Time
+	// Workflow places the request in a multi-step workflow; nil if none.
+	Workflow *schemas.Workflow
+	// WorkflowDeadline is the workflow's absolute deadline (its first
+	// step's submission plus Workflow.DeadlineMs); zero means none.
+	WorkflowDeadline time.Time
+	// Exclude lists workers a retry must avoid.
+	Exclude []string
+}
+
+// FromAdmitted builds a Request from the admitter's envelope. The expected
+// output length is the request's max_tokens; workflowStart is when the
+// workflow's first step was submitted (zero if unknown).
+func FromAdmitted(a *schemas.Admitted, dtype string, workflowStart time.Time) Request {
+	r := Request{
+		ID: a.Request.ID, Tenant: a.Tenant, Model: a.Model, Dtype: dtype,
+		Priority: a.Priority, PromptTokens: a.PromptTokens, OutputTokens: a.Request.MaxTokens,
+		BlockHashes: a.BlockHashes, Deadline: a.Deadline, Workflow: a.Request.Workflow,
+		Exclude: a.ExcludeWorkers,
+	}
+	if w := a.Request.Workflow; w != nil && w.DeadlineMs > 0 && !workflowStart.IsZero() {
+		r.WorkflowDeadline = workflowStart.Add(time.Duration(w.DeadlineMs) * time.Millisecond)
+	}
+	return r
+}
+
+// Terms is one candidate's cost breakdown; see the package doc for the
+// formula. Seconds are predictions for this request on this worker.
+type Terms struct {
+	QueueSeconds   float64 `json:"queue_s"`
+	LoadSeconds    float64 `json:"load_s"`
+	PrefillSeconds float64 `json:"prefill_s"`
+	// SavedSeconds is the prefill time the cached prefix saves; it is
+	// already left out of PrefillSeconds and is reported to explain it.
+	SavedSeconds      float64 `json:"saved_s"`
+	DecodeSeconds     float64 `json:"decode_s"`
+	PreemptSeconds    float64 `json:"preempt_s"`
+	CompletionSeconds float64 `json:"completion_s"`
+	// SlackSeconds is the time left before the effective deadline after
+	// the predicted completion; +Inf without a deadline.
+	SlackSeconds   float64 `json:"slack_s"`
+	ValueOfTime    float64 `json:"value_of_time_usd_per_s"`
+	WorkflowFactor float64 `json:"workflow_factor"`
+	PMiss          float64 `json:"p_miss"`
+	TimeUSD        float64 `json:"time_usd"`
+	GPUUSD         float64 `json:"gpu_usd"`
+	MissUSD        float64 `json:"miss_usd"`
+	TotalUSD       float64 `json:"total_usd"`
+	CachedTokens   int     `json:"cached_tokens"`
+	// Blocks is the KV blocks the request needs beyond its cached prefix.
+	Blocks int `json:"blocks"`
+}
+
+// Candidate is a worker that passed every filter, with its breakdown.
+type Candidate struct {
+	Worker *fleet.Worker
+	Terms  Terms
+}
+
+// Rejection records why a worker was filtered out.
+type Rejection struct {
+	Worker *fleet.Worker
+	Reason Reason
+}
+
+// Decision is the outcome of one placement. Candidates and Rejections live
+// in the Placer's scratch: copy them to keep them past the next Place.
+type Decision struct {
+	Policy    string
+	RequestID string
+	// Worker is the chosen worker, nil when none passed the filters.
+	Worker *fleet.Worker
+	// Terms is the chosen worker's breakdown.
+	Terms Terms
+	// Unresolvable is set when no worker was chosen and every rejection
+	// was unresolvable: waiting will not help, so the router should fail
+	// the request rather than queue it.
+	Unresolvable bool
+	Candidates   []Candidate
+	Rejections   []Rejection
+	// Counts is the number of rejections per Reason.
+	Counts [NumReasons]int
+}
+
+// OK reports whether a worker was chosen.
+func (d *Decision) OK() bool { return d.Worker != nil }
+
+// Options configures a Placer. Zero values take the documented defaults.
+type Options struct {
+	// Disabled turns axes off by name (the Axis* constants) for ablations.
+	// A disabled axis contributes no filter and a neutral term: the placer
+	// behaves as if it could not see that information. The GPU axis's
+	// capability filters (dtype support, model fits) stay on, since
+	// without them requests would be sent where they cannot run at all.
+	Disabled map[string]bool
+	// DefaultDtype is used when a request names none (default "bf16").
+	DefaultDtype string
+	// WeightBytes returns the model's weight size in bytes at dtype, 0 when
+	// unknown (the fits-in-HBM and HBM-headroom checks are then skipped).
+	WeightBytes func(model, dtype string) uint64
+	// ReferenceGPU is the GPU every worker is assumed to be when the GPU
+	// axis is disabled (default "h100").
+	ReferenceGPU string
+	// FP8Arches are the architectures with FP8 tensor cores that placement
+	// trusts for FP8 weights (default hopper, blackwell, cdna3).
+	FP8Arches []string
+	// ValueOfTime is USD per second of predicted completion time, per
+	// priority class.
+	ValueOfTime map[string]float64
+	// MissPenalty is the USD lost when a request misses its deadline, per
+	// priority class.
+	MissPenalty map[string]float64
+	// KVCeiling is the highest KV-cache fill (0..1] a class may push a
+	// worker to, keeping headroom for higher classes.
+	KVCeiling map[string]float64
+	// HeadroomKnee is the KV fill above which preemption risk starts
+	// (default 0.8).
+	HeadroomKnee float64
+	// PredictionError is the relative standard error of completion-time
+	// predictions, used for P(miss) (default 0.25).
+	PredictionError float64
+	// FinishWeight scales how much a workflow's completed fraction raises
+	// the value of its next step's time (default 3).
+	FinishWeight float64
+}
+
+// Default class parameters. Values of time are set so interactive latency
+// dominates GPU price ($2–4/h ≈ $0.0006–0.0011/s) while batch work is
+// price-led.
+var (
+	DefaultValueOfTime = map[string]float64{
+		schemas.PriorityCritical: 0.05, schemas.PriorityInteractive: 0.01,
+		schemas.PriorityStandard: 0.002, schemas.PriorityBatch: 0.0002,
+	}
+	DefaultMissPenalty = map[string]float64{
+		schemas.PriorityCritical: 2, schemas.PriorityInteractive: 0.5,
+		schemas.PriorityStandard: 0.1, schemas.PriorityBatch: 0.02,
+	}
+	DefaultKVCeiling = map[string]float64{
+		schemas.PriorityCritical: 1, schemas.PriorityInteractive: 1,
+		schemas.PriorityStandard: 0.95, schemas.PriorityBatch: 0.85,
+	}
+)
+
+func (o *Options) fill() {
+	if o.DefaultDtype == "" {
+		o.DefaultDtype = "bf16"
+	}
+	if o.ReferenceGPU == "" {
+		o.ReferenceGPU = "h100"
+	}
+	if o.FP8Arches == nil {
+		o.FP8Arches = []string{"hopper", "blackwell", "cdna3"}
+	}
+	if o.ValueOfTime == nil {
+		o.ValueOfTime = DefaultValueOfTime
+	}
+	if o.MissPenalty == nil {
+		o.MissPenalty = DefaultMissPenalty
+	}
+	if o.KVCeiling == nil {
+		o.KVCeiling = DefaultKVCeiling
+	}
+	if o.HeadroomKnee <= 0 || o.HeadroomKnee >= 1 {
+		o.HeadroomKnee = 0.8
+	}
+	if o.PredictionError <= 0 {
+		o.PredictionError = 0.25
+	}
+	if o.FinishWeight <= 0 {
+		o.FinishWeight = 3
+	}
+}
+
+// Placer is the Switchyard placement policy. It keeps scratch space so a
+// placement allocates nothing.
+type Placer struct {
+	cost CostModel
+	opts Options
+	on   [numAxes]bool
+
+	classes  []class
+	classIdx map[classKey]int32
+	wclass   []workerClass // by worker Idx
+	epoch    uint64
+
+	lens     []int32 // prefix match lengths by worker Idx
+	touched  []int32
+	excluded []bool
+	cached   []cachedPrefill
+
+	rp reqParams
+
+	dec   Decision
+	cands []Candidate
+	rejs  []Rejection
+}
+
+// New returns a Placer using cost for predictions.
+func New(cost CostModel, opts Options) *Placer {
+	opts.fill()
+	p := &Placer{cost: cost, opts: opts, classIdx: make(map[classKey]int32)}
+	for i := range p.on {
+		p.on[i] = !opts.Disabled[axisNames[i]]
+	}
+	return p
+}
+
+// Name implements Policy.
+func (p *Placer) Name() string {
+	for _, on := range p.on {
+		if !on {
+			return "switchyard-ablated"
+		}
+	}
+	return "switchyard"
+}
+
+// Options returns the Placer's options with defaults filled in.
+func (p *Placer) Options() Options { return p.opts }
+
+// reqParams are the request's class parameters, looked up once per
+// placement rather than once per worker.
+type reqParams struct {
+	valueOfTime, missPenalty, ceiling float64
+}
+
+func (p *Placer) params(prio string) reqParams {
+	if !p.on[axPriority] {
+		prio = schemas.PriorityStandard
+	}
+	rp := reqParams{valueOfTime: p.opts.ValueOfTime[prio], missPenalty: p.opts.MissPenalty[prio], ceiling: 1}
+	if c, ok := p.opts.KVCeiling[prio]; ok && c > 0 {
+		rp.ceiling = c
+	}
+	return rp
+}
+
+// cand is the working state for one worker during a placement.
+type cand struct {
+	w        *fleet.Worker
+	c        *class
+	ms       schemas.ModelState
+	resident bool
+	t        Terms
+	deadline time.Time // effective deadline (workflow-propagated)
+	batch    int
+	usedFrac float64 // KV fill after placement, 0 when unknown
+}
+
+// Place implements Policy.
+func (p *Placer) Place(f *fleet.Fleet, req *Request, now time.Time) *Decision {
+	p.epoch++
+	r := *req
+	if r.Dtype == "" {
+		r.Dtype = p.opts.DefaultDtype
+	}
+	if r.Priority == "" {
+		r.Priority = schemas.PriorityStandard
+	}
+	if r.OutputTokens < 1 {
+		r.OutputTokens = 1
+	}
+	if r.PromptTokens < 1 {
+		r.PromptTokens = 1
+	}
+
+	workers := f.Workers()
+	p.grow(len(workers), f.Prefix().MaxWorker())
+	p.cached = p.cached[:0]
+	if p.on[axKV] {
+		p.touched = f.Prefix().Match(r.BlockHashes, p.lens, p.touched[:0])
+	}
+	for _, id := range r.Exclude {
+		if w := f.Get(id); w != nil {
+			p.excluded[w.Idx] = true
+		}
+	}
+	p.rp = p.params(r.Priority)
+	var weight uint64
+	if p.opts.WeightBytes != nil {
+		weight = p.opts.WeightBytes(r.Model, r.Dtype)
+	}
+
+	d := &p.dec
+	*d = Decision{Policy: p.Name(), RequestID: r.ID}
+	p.cands, p.rejs = p.cands[:0], p.rejs[:0]
+	staleness := f.Staleness()
+	best, bestCost := -1, math.Inf(1)
+	var c cand
+	for _, w := range workers {
+		if w == nil {
+			continue
+		}
+		reason := p.evaluate(&c, w, &r, weight, now, staleness)
+		if reason != ReasonNone {
+			p.rejs = append(p.rejs, Rejection{Worker: w, Reason: reason})
+			d.Counts[reason]++
+			continue
+		}
+		p.cands = append(p.cands, Candidate{Worker: w, Terms: c.t})
+		if c.t.TotalUSD < bestCost || (c.t.TotalUSD == bestCost && best >= 0 && less(w, p.cands[best].Worker)) {
+			best, bestCost = len(p.cands)-1, c.t.TotalUSD
+		}
+	}
+	for _, w := range p.touched {
+		p.lens[w] = 0
+	}
+	for _, id := range r.Exclude {
+		if w := f.Get(id); w != nil {
+			p.excluded[w.Idx] = false
+		}
+	}
+
+	d.Candidates, d.Rejections = p.cands, p.rejs
+	if best >= 0 {
+		d.Worker = p.cands[best].Worker
+		d.Terms = p.cands[best].Terms
+	} else {
+		d.Unresolvable = len(p.rejs) > 0
+		for _, rj := range p.rejs {
+			if !rj.Reason.Unresolvable() {
+				d.Unresolvable = false
+				break
+			}
+		}
+	}
+	return d
+}
+
+// less breaks exact cost ties toward the less loaded worker, then the lower
+// id, so decisions are deterministic.
+func less(a, b *fleet.Worker) bool {
+	la, lb := a.Running+a.BookedRequests, b.Running+b.BookedRequests
+	if la != lb {
+		return la < lb
+	}
+	return a.Idx < b.Idx
+}
+
+func (p *Placer) grow(nWorkers, nIndex int) {
+	n := nWorkers
+	if nIndex > n {
+		n = nIndex
+	}
+	for len(p.lens) < n {
+		p.lens = append(p.lens, 0)
+	}
+	for len(p.excluded) < n {
+		p.excluded = append(p.excluded, false)
+	}
+	for len(p.wclass) < n {
+		p.wclass = append(p.wclass, workerClass{id: -1})
+	}
+}
+
+// evaluate runs every filter and every scorer for w, in a fixed order: the
+// cheap, unresolvable filters first so most rejections cost little.
+func (p *Placer) evaluate(c *cand, w *fleet.Worker, r *Request, weight uint64, now time.Time, staleness time.Duration) Reason {
+	if p.excluded[w.Idx] {
+		return ReasonExcluded
+	}
+	if w.Draining {
+		return ReasonDraining
+	}
+	if !w.Fresh(now, staleness) {
+		return ReasonStale
+	}
+	*c = cand{w: w}
+	c.ms, c.resident = w.Model(r.Model, r.Dtype)
+	c.c = p.classFor(w, r)
+
+	// Filters and terms, one axis at a time; each axis file says what it
+	// reads and why. Terms that later filters need come first.
+	if reason := gpuFilter(p, c, r, weight); reason != ReasonNone {
+		return reason
+	}
+	queueTerm(p, c, r)
+	if reason := warmthTerm(p, c, r); reason != ReasonNone {
+		return reason
+	}
+	kvTerm(p, c, r)
+	decodeTerm(p, c, r)
+	if reason := headroomFilter(p, c, r, weight); reason != ReasonNone {
+		return reason
+	}
+	if reason := priorityFilter(p, c, r); reason != ReasonNone {
+		return reason
+	}
+	headroomTerm(p, c, r)
+	workflowTerm(p, c, r, now)
+	completion(c)
+	if reason := latencyFilter(p, c, r, now); reason != ReasonNone {
+		return reason
+	}
+	priorityTerm(p, c, r)
+	gpuCostTerm(p, c, r)
+	total(c)
+	return ReasonNone
+}
+
+// queueTerm predicts the wait behind work already on the worker: prompt
+// tokens queued for prefill (its heartbeat) plus those booked since. It is
+// not one of the seven axes because every baseline sees load too.
+func queueTerm(p *Placer, c *cand, r *Request) {
+	q := c.w.QueuedTokens + c.w.BookedPromptTokens
+	if q > 0 {
+		c.t.QueueSeconds = float64(q) * p.queueRate(c.c, r)
+	}
+	c.batch = c.w.Running + c.w.BookedRequests + 1
+}
+
+// decodeTerm predicts the decode time at the batch the request would join.
+func decodeTerm(p *Placer, c *cand, r *Request) {
+	c.t.DecodeSeconds = p.decode(c.c, r, c.batch)
+}
+
+func completion(c *cand) {
+	t := &c.t
+	t.CompletionSeconds = t.QueueSeconds + t.LoadSeconds + t.PrefillSeconds + t.DecodeSeconds + t.PreemptSeconds
+}
+
+// total applies the package formula.
+func total(c *cand) {
+	t := &c.t
+	t.TimeUSD = t.CompletionSeconds * t.ValueOfTime * t.WorkflowFactor
+	t.TotalUSD = t.TimeUSD + t.GPUUSD + t.MissUSD
+}

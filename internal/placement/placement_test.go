@@ -1,0 +1,362 @@
+package placement
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/switchyard-ai/switchyard/internal/fleet"
+	"github.com/switchyard-ai/switchyard/schemas"
+)
+
+// testCost is linear in tokens with per-GPU speeds, so expected decisions
+// can be worked out by hand: "fast" runs 2000+200 tokens in 0.2+2 s at
+// $6/h, "slow" in 0.5+4 s at $1/h.
+type testCost struct{}
+
+var testGPUs = map[string]struct{ prefill, decode, price float64 }{
+	"fast": {10000, 100, 6},
+	"slow": {4000, 50, 1},
+}
+
+func (testCost) PrefillSeconds(gpu, _, _ string, _, newTokens, _ int) float64 {
+	g, ok := testGPUs[gpu]
+	if !ok {
+		return math.Inf(1)
+	}
+	return float64(newTokens) / g.prefill
+}
+
+func (testCost) DecodeSeconds(gpu, _, _ string, _, out, batch, _ int) float64 {
+	g, ok := testGPUs[gpu]
+	if !ok {
+		return math.Inf(1)
+	}
+	return float64(out) / g.decode * (1 + 0.05*float64(batch-1))
+}
+
+func (testCost) LoadSeconds(gpu, _, _ string, _ int, from string) float64 {
+	switch from {
+	case schemas.WeightHot:
+		return 0
+	case schemas.WeightSleeping:
+		return 2
+	}
+	return 20
+}
+
+func (testCost) PricePerHour(gpu string, _ int) float64 {
+	if g, ok := testGPUs[gpu]; ok {
+		return g.price
+	}
+	return math.Inf(1)
+}
+
+var now = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+type spec struct {
+	gpu, arch       string
+	state           string // model residency; "" = hot
+	kvFree, kvTotal int
+	running, queued int
+	hbmTotal        uint64
+	draining        bool
+	seenAgo         time.Duration
+}
+
+func build(specs ...spec) *fleet.Fleet {
+	f := fleet.New(fleet.Options{})
+	for i, s := range specs {
+		if s.kvTotal == 0 {
+			s.kvTotal = 1000
+		}
+		if s.kvFree == 0 {
+			s.kvFree = 800
+		}
+		if s.hbmTotal == 0 {
+			s.hbmTotal = 80 << 30
+		}
+		st := s.state
+		if st == "" {
+			st = schemas.WeightHot
+		}
+		var models []schemas.ModelState
+		if st != schemas.WeightAbsent {
+			models = []schemas.ModelState{{Name: "m", Dtype: "bf16", State: st}}
+		}
+		f.ApplyHeartbeat(&schemas.Heartbeat{
+			WorkerID: string(rune('A' + i)), GPU: s.gpu, Arch: s.arch, TP: 1,
+			HBMTotalBytes: s.hbmTotal, HBMFreeBytes: 40 << 30,
+			KVBlocksTotal: s.kvTotal, KVBlocksFree: s.kvFree, BlockSize: 16,
+			Models: models, Running: s.running, QueuedTokens: s.queued, Draining: s.draining,
+		}, now.Add(-s.seenAgo))
+	}
+	return f
+}
+
+func req(prio string) *Request {
+	return &Request{ID: "r", Model: "m", Dtype: "bf16", Priority: prio, PromptTokens: 2000, OutputTokens: 200}
+}
+
+// testOpts pins class values so the hand-worked numbers above hold.
+func testOpts() Options {
+	return Options{
+		ValueOfTime: map[string]float64{
+			schemas.PriorityCritical: 0.05, schemas.PriorityInteractive: 0.01,
+			schemas.PriorityStandard: 0.002, schemas.PriorityBatch: 0.0004,
+		},
+	}
+}
+
+func place(t *testing.T, f *fleet.Fleet, r *Request, opts Options) *Decision {
+	t.Helper()
+	return New(testCost{}, opts).Place(f, r, now)
+}
+
+func winner(d *Decision) string {
+	if d.Worker == nil {
+		return "-"
+	}
+	return d.Worker.ID
+}
+
+// Each axis: a base case and the same case with only that axis's input
+// changed; the decision must move the way the axis says it should.
+func TestEachAxisChangesTheDecision(t *testing.T) {
+	hashes := make([]uint64, 100)
+	for i := range hashes {
+		hashes[i] = uint64(1000 + i)
+	}
+	withPrefix := func(f *fleet.Fleet, id string) *fleet.Fleet {
+		f.ApplyKV(&schemas.KVEvent{WorkerID: id, Seq: 1, Kind: schemas.KVStored, Hashes: hashes}, now)
+		return f
+	}
+	cases := []struct {
+		name string
+		f    *fleet.Fleet
+		r    *Request
+		opts func(*Options)
+		want string
+	}{
+		{"gpu: interactive takes the faster GPU", build(spec{gpu: "slow"}, spec{gpu: "fast"}), req(schemas.PriorityInteractive), nil, "B"},
+		{"gpu: ...wherever it is", build(spec{gpu: "fast"}, spec{gpu: "slow"}), req(schemas.PriorityInteractive), nil, "A"},
+
+		{"headroom: prefer the emptier cache", build(spec{gpu: "fast", kvFree: 150}, spec{gpu: "fast", kvFree: 800}), req(schemas.PriorityCritical), nil, "B"},
+		{"headroom: ...swapped", build(spec{gpu: "fast", kvFree: 800}, spec{gpu: "fast", kvFree: 150}), req(schemas.PriorityCritical), nil, "A"},
+
+		{"kv: prefix holder wins", withPrefix(build(spec{gpu: "fast"}, spec{gpu: "fast"}), "B"), withHashes(req(schemas.PriorityStandard), hashes), nil, "B"},
+		{"kv: ...moved", withPrefix(build(spec{gpu: "fast"}, spec{gpu: "fast"}), "A"), withHashes(req(schemas.PriorityStandard), hashes), nil, "A"},
+
+		{"warmth: hot beats cold", build(spec{gpu: "fast", state: schemas.WeightCold}, spec{gpu: "fast"}), req(schemas.PriorityStandard), nil, "B"},
+		{"warmth: ...swapped", build(spec{gpu: "fast"}, spec{gpu: "fast", state: schemas.WeightCold}), req(schemas.PriorityStandard), nil, "A"},
+		{"warmth: sleeping beats cold", build(spec{gpu: "fast", state: schemas.WeightCold}, spec{gpu: "fast", state: schemas.WeightSleeping}), req(schemas.PriorityStandard), nil, "B"},
+
+		{"priority: interactive buys speed", build(spec{gpu: "slow"}, spec{gpu: "fast"}), req(schemas.PriorityInteractive), nil, "B"},
+		{"priority: batch buys price", build(spec{gpu: "slow"}, spec{gpu: "fast"}), req(schemas.PriorityBatch), nil, "A"},
+
+		{"latency: no deadline, batch goes cheap", build(spec{gpu: "slow"}, spec{gpu: "fast"}), req(schemas.PriorityBatch), nil, "A"},
+		{"latency: a 3 s deadline rules the slow GPU out", build(spec{gpu: "slow"}, spec{gpu: "fast"}), withDeadline(req(schemas.PriorityBatch), 3*time.Second), nil, "B"},
+
+		{"workflow: first step of ten goes cheap", build(spec{gpu: "slow"}, spec{gpu: "fast"}), withWorkflow(req(schemas.PriorityBatch), 1, 10, 0), nil, "A"},
+		{"workflow: last step of ten buys speed", build(spec{gpu: "slow"}, spec{gpu: "fast"}), withWorkflow(req(schemas.PriorityBatch), 10, 10, 0), nil, "B"},
+		{"workflow: no workflow deadline, step 2 of 4 goes cheap", build(spec{gpu: "slow"}, spec{gpu: "fast"}), withWorkflow(req(schemas.PriorityBatch), 2, 4, 0), nil, "A"},
+		{"workflow: a 12 s workflow deadline leaves no room for 2 more slow steps", build(spec{gpu: "slow"}, spec{gpu: "fast"}), withWorkflow(req(schemas.PriorityBatch), 2, 4, 12*time.Second), nil, "B"},
+		{"workflow: ...unless the axis is off", build(spec{gpu: "slow"}, spec{gpu: "fast"}), withWorkflow(req(schemas.PriorityBatch), 2, 4, 12*time.Second), disable(AxisWorkflow), "A"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o := testOpts()
+			if c.opts != nil {
+				c.opts(&o)
+			}
+			d := place(t, c.f, c.r, o)
+			if got := winner(d); got != c.want {
+				t.Errorf("picked %s, want %s; candidates:", got, c.want)
+				for _, cd := range d.Candidates {
+					t.Logf("  %s %+v", cd.Worker.ID, cd.Terms)
+				}
+			}
+		})
+	}
+}
+
+func withHashes(r *Request, h []uint64) *Request { r.BlockHashes = h; return r }
+
+func withDeadline(r *Request, d time.Duration) *Request { r.Deadline = now.Add(d); return r }
+
+func withWorkflow(r *Request, step, of int, deadline time.Duration) *Request {
+	r.Workflow = &schemas.Workflow{ID: "wf", Step: step, Of: of}
+	if deadline > 0 {
+		r.WorkflowDeadline = now.Add(deadline)
+	}
+	return r
+}
+
+func disable(axes ...string) func(*Options) {
+	return func(o *Options) {
+		o.Disabled = map[string]bool{}
+		for _, a := range axes {
+			o.Disabled[a] = true
+		}
+	}
+}
+
+func TestFilterReasons(t *testing.T) {
+	weights := func(o *Options) { o.WeightBytes = func(string, string) uint64 { return 100 << 30 } }
+	cases := []struct {
+		name         string
+		s            spec
+		r            *Request
+		opts         func(*Options)
+		want         Reason
+		unresolvable bool
+	}{
+		{"fp8 on ampere", spec{gpu: "fast", arch: "ampere"}, withDtype(req(schemas.PriorityStandard), "fp8"), nil, ReasonDtypeUnsupported, true},
+		{"fp8 arch from the GPU name", spec{gpu: "a100"}, withDtype(req(schemas.PriorityStandard), "fp8"), nil, ReasonDtypeUnsupported, true},
+		{"model larger than HBM", spec{gpu: "fast", state: schemas.WeightAbsent}, req(schemas.PriorityStandard), weights, ReasonModelTooLarge, true},
+		{"GPU the cost model cannot run", spec{gpu: "tpu"}, req(schemas.PriorityStandard), nil, ReasonCannotRun, true},
+		{"deadline missed even idle", spec{gpu: "slow"}, withDeadline(req(schemas.PriorityStandard), 3*time.Second), nil, ReasonDeadlineUnreachable, true},
+		{"deadline missed because of the queue", spec{gpu: "fast", queued: 20000}, withDeadline(req(schemas.PriorityStandard), 3*time.Second), nil, ReasonDeadlineBusy, false},
+		{"deadline missed because of a cold load", spec{gpu: "fast", state: schemas.WeightCold}, withDeadline(req(schemas.PriorityStandard), 3*time.Second), nil, ReasonDeadlineBusy, false},
+		{"stale", spec{gpu: "fast", seenAgo: 4 * time.Second}, req(schemas.PriorityStandard), nil, ReasonStale, false},
+		{"draining", spec{gpu: "fast", draining: true}, req(schemas.PriorityStandard), nil, ReasonDraining, false},
+		{"would preempt", spec{gpu: "fast", kvFree: 100}, req(schemas.PriorityCritical), nil, ReasonWouldPreempt, false},
+		{"no HBM free to load", spec{gpu: "fast", state: schemas.WeightCold, hbmTotal: 200 << 30}, req(schemas.PriorityStandard), weights, ReasonHBMBusy, false},
+		{"batch may not fill the last headroom", spec{gpu: "fast", kvFree: 200}, req(schemas.PriorityBatch), nil, ReasonPriorityReserve, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o := testOpts()
+			if c.opts != nil {
+				c.opts(&o)
+			}
+			d := place(t, build(c.s), c.r, o)
+			if d.OK() || len(d.Rejections) != 1 {
+				t.Fatalf("want one rejection, got worker %s and %d rejections", winner(d), len(d.Rejections))
+			}
+			if got := d.Rejections[0].Reason; got != c.want || d.Counts[c.want] != 1 {
+				t.Fatalf("reason %v, want %v", got, c.want)
+			}
+			if d.Unresolvable != c.unresolvable || c.want.Unresolvable() != c.unresolvable {
+				t.Fatalf("unresolvable = %v, want %v", d.Unresolvable, c.unresolvable)
+			}
+		})
+	}
+	// A hot resident model proves it fits, whatever the size table says.
+	o := testOpts()
+	weights(&o)
+	if d := place(t, build(spec{gpu: "fast"}), req(schemas.PriorityStandard), o); !d.OK() {
+		t.Fatalf("hot model rejected: %v", d.Rejections[0].Reason)
+	}
+	// One busy rejection among unresolvable ones means waiting may help.
+	d := place(t, build(spec{gpu: "tpu"}, spec{gpu: "fast", draining: true}), req(schemas.PriorityStandard), testOpts())
+	if d.OK() || d.Unresolvable {
+		t.Fatal("mixed rejections must not be unresolvable")
+	}
+	// Retries avoid excluded workers.
+	r := req(schemas.PriorityStandard)
+	r.Exclude = []string{"A"}
+	d = place(t, build(spec{gpu: "fast"}, spec{gpu: "slow"}), r, testOpts())
+	if winner(d) != "B" || d.Counts[ReasonExcluded] != 1 {
+		t.Fatalf("exclusion ignored: picked %s", winner(d))
+	}
+}
+
+func withDtype(r *Request, dt string) *Request { r.Dtype = dt; return r }
+
+func TestBookingIsSeenBeforeTheNextHeartbeat(t *testing.T) {
+	f := build(spec{gpu: "fast", running: 1}, spec{gpu: "fast"})
+	p := New(testCost{}, testOpts())
+	r := req(schemas.PriorityCritical)
+	if d := p.Place(f, r, now); winner(d) != "B" {
+		t.Fatalf("picked %s, want the idle B", winner(d))
+	}
+	if err := f.Reserve("B", "other", 0, 0, 700, now); err != nil {
+		t.Fatal(err)
+	}
+	d := p.Place(f, r, now)
+	if winner(d) != "A" || d.Counts[ReasonWouldPreempt] != 1 {
+		t.Fatalf("booking ignored: picked %s", winner(d))
+	}
+}
+
+func TestBreakdownFollowsTheFormula(t *testing.T) {
+	hashes := make([]uint64, 50)
+	for i := range hashes {
+		hashes[i] = uint64(i + 1)
+	}
+	f := build(spec{gpu: "fast", running: 3, queued: 1000})
+	f.ApplyKV(&schemas.KVEvent{WorkerID: "A", Seq: 1, Kind: schemas.KVStored, Hashes: hashes}, now)
+	r := withDeadline(withHashes(req(schemas.PriorityInteractive), hashes), 30*time.Second)
+	d := place(t, f, r, testOpts())
+	tm := d.Terms
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+	if tm.CachedTokens != 800 || !near(tm.PrefillSeconds, 0.12) || !near(tm.SavedSeconds, 0.08) {
+		t.Fatalf("kv terms: %+v", tm)
+	}
+	if !near(tm.QueueSeconds, 0.1) || !near(tm.DecodeSeconds, 2*1.15) {
+		t.Fatalf("queue/decode: %+v", tm)
+	}
+	if tm.Blocks != (2200+15)/16-50 {
+		t.Fatalf("blocks %d", tm.Blocks)
+	}
+	want := tm.CompletionSeconds*tm.ValueOfTime*tm.WorkflowFactor + tm.GPUUSD + tm.MissUSD
+	if !near(tm.TotalUSD, want) || !near(tm.CompletionSeconds, 0.1+0.12+2.3) || tm.PMiss <= 0 || tm.PMiss > 0.5 {
+		t.Fatalf("formula: %+v", tm)
+	}
+	if !near(tm.GPUUSD, (0.12+2.3/4)*6/3600) {
+		t.Fatalf("gpu usd %v", tm.GPUUSD)
+	}
+}
+
+func TestAblationsBlindTheAxis(t *testing.T) {
+	hashes := []uint64{1, 2, 3, 4, 5, 6, 7, 8}
+	f := build(spec{gpu: "fast"}, spec{gpu: "fast", state: schemas.WeightCold})
+	f.ApplyKV(&schemas.KVEvent{WorkerID: "A", Seq: 1, Kind: schemas.KVStored, Hashes: hashes}, now)
+	r := withHashes(req(schemas.PriorityStandard), hashes)
+	all := New(testCost{}, testOpts())
+	if all.Name() != "switchyard" {
+		t.Fatal(all.Name())
+	}
+	d := all.Place(f, r, now)
+	if d.Terms.CachedTokens != 128 {
+		t.Fatalf("cached %d", d.Terms.CachedTokens)
+	}
+	o := testOpts()
+	disable(AxisKV, AxisWarmth)(&o)
+	blind := New(testCost{}, o)
+	if blind.Name() == "switchyard" {
+		t.Fatal("an ablated placer must not claim the full name")
+	}
+	d = blind.Place(f, r, now)
+	for _, c := range d.Candidates {
+		if c.Terms.CachedTokens != 0 || c.Terms.LoadSeconds != 0 {
+			t.Fatalf("disabled axes still seen: %+v", c.Terms)
+		}
+	}
+	// The GPU axis off: both GPUs cost as the reference, so ties go by load.
+	o = testOpts()
+	disable(AxisGPU)(&o)
+	o.ReferenceGPU = "slow"
+	d = New(testCost{}, o).Place(build(spec{gpu: "slow"}, spec{gpu: "fast"}), req(schemas.PriorityInteractive), now)
+	if winner(d) != "A" || d.Candidates[0].Terms.TotalUSD != d.Candidates[1].Terms.TotalUSD {
+		t.Fatal("GPU-blind placer still tells GPUs apart")
+	}
+}
+
+func TestPlaceDoesNotAllocate(t *testing.T) {
+	specs := make([]spec, 64)
+	for i := range specs {
+		specs[i] = spec{gpu: []string{"fast", "slow"}[i%2], running: i % 7}
+	}
+	f := build(specs...)
+	hashes := []uint64{1, 2, 3}
+	f.ApplyKV(&schemas.KVEvent{WorkerID: "C", Seq: 1, Kind: schemas.KVStored, Hashes: hashes}, now)
+	p := New(testCost{}, testOpts())
+	r := withDeadline(withHashes(req(schemas.PriorityInteractive), hashes), 10*time.Second)
+	r.Exclude = []string{"A"}
+	p.Place(f, r, now) // warm the scratch
+	if a := testing.AllocsPerRun(100, func() { p.Place(f, r, now) }); a != 0 {
+		t.Fatalf("Place allocates %v per call", a)
+	}
+}

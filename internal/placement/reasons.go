@@ -1,0 +1,70 @@
+package placement
+
+// Reason says why a worker was filtered out.
+type Reason uint8
+
+// Rejection reasons. The unresolvable ones (see Unresolvable) cannot change
+// by waiting; the others are busy-now.
+const (
+	ReasonNone Reason = iota
+	// Unresolvable for this request on this worker.
+	ReasonExcluded            // a retry must avoid this worker
+	ReasonDtypeUnsupported    // the GPU architecture cannot run the dtype (FP8 before Hopper)
+	ReasonModelTooLarge       // the weights exceed the worker's total HBM
+	ReasonCannotRun           // the cost model says this GPU cannot run the model (+Inf)
+	ReasonDeadlineUnreachable // even without queueing or loading, the deadline is missed
+	// Busy now; may clear.
+	ReasonStale           // no heartbeat within the fleet's staleness bound
+	ReasonDraining        // the worker is draining
+	ReasonWouldPreempt    // not enough free KV blocks: running work would be preempted
+	ReasonHBMBusy         // the model is not loaded and free HBM cannot take its weights
+	ReasonPriorityReserve // the KV headroom left is reserved for higher classes
+	ReasonDeadlineBusy    // queueing or loading here would miss the deadline
+	NumReasons
+)
+
+var reasonNames = [NumReasons]string{
+	"", "excluded", "dtype_unsupported", "model_too_large", "cannot_run", "deadline_unreachable",
+	"stale", "draining", "would_preempt", "hbm_busy", "priority_reserve", "deadline_busy",
+}
+
+// String is the reason's stable name, used in events and metrics.
+func (r Reason) String() string {
+	if r < NumReasons {
+		return reasonNames[r]
+	}
+	return "unknown"
+}
+
+// Unresolvable reports whether waiting cannot make this worker eligible
+// for the request.
+func (r Reason) Unresolvable() bool {
+	return r >= ReasonExcluded && r <= ReasonDeadlineUnreachable
+}
+
+// Axis names for Options.Disabled.
+const (
+	AxisGPU      = "gpu"
+	AxisHeadroom = "headroom"
+	AxisKV       = "kv"
+	AxisWarmth   = "warmth"
+	AxisPriority = "priority"
+	AxisLatency  = "latency"
+	AxisWorkflow = "workflow"
+)
+
+const (
+	axGPU = iota
+	axHeadroom
+	axKV
+	axWarmth
+	axPriority
+	axLatency
+	axWorkflow
+	numAxes
+)
+
+// Axes lists every axis name, in pipeline order.
+var Axes = []string{AxisGPU, AxisHeadroom, AxisKV, AxisWarmth, AxisPriority, AxisLatency, AxisWorkflow}
+
+var axisNames = [numAxes]string{AxisGPU, AxisHeadroom, AxisKV, AxisWarmth, AxisPriority, AxisLatency, AxisWorkflow}
