@@ -1,0 +1,229 @@
+// Package queue owns the router's wait queue: weighted priority classes
+// with earliest-deadline-first order inside each class, a starvation
+// guarantee across classes, and explicit expiry of requests whose deadline
+// can no longer be met.
+//
+// Between classes the queue runs smooth weighted round-robin (the nginx
+// scheme) over the classes that have work: with weights 8/4/2/1 and every
+// class backlogged, every window of 15 pops serves 8/4/2/1 requests, so the
+// lowest class always gets its share and is never starved, while an idle
+// class's share goes to the others. Inside a class the earliest deadline
+// goes first (no deadline sorts last), ties in arrival order.
+//
+// A request expires when now + its predicted minimum service time is past
+// its deadline: computing it would waste GPU time on an answer nobody can
+// use, so PopReady hands it back as expired for an explicit
+// deadline_exceeded result instead. Expiry is found through a second heap
+// keyed by each request's latest feasible start, so it costs O(log n) too.
+//
+// A Queue is plain data: no goroutines, no locks, time passed in. The
+// router shell serialises access.
+package queue
+
+import (
+	"container/heap"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/switchyard-ai/switchyard/schemas"
+)
+
+// DefaultWeights are the per-class shares, highest class first.
+var DefaultWeights = map[string]int{
+	schemas.PriorityCritical: 8, schemas.PriorityInteractive: 4,
+	schemas.PriorityStandard: 2, schemas.PriorityBatch: 1,
+}
+
+// Item is one queued request. Payload carries whatever the caller needs
+// back (typically the admitted envelope).
+type Item[T any] struct {
+	ID       string
+	Priority string
+	// Deadline is zero when the request has none (it then never expires).
+	Deadline time.Time
+	// MinService is the predicted minimum time to serve the request on the
+	// best worker, the bar for expiry.
+	MinService time.Duration
+	Enqueued   time.Time
+	Payload    T
+}
+
+// Errors from Push.
+var (
+	ErrUnknownPriority = errors.New("queue: unknown priority class")
+	ErrDuplicate       = errors.New("queue: request already queued")
+)
+
+type entry[T any] struct {
+	item      Item[T]
+	class     int
+	seq       uint64
+	dl        int64 // deadline in unix ns, MaxInt64 for none
+	lastStart int64 // dl - MinService
+	ci, ei    int   // positions in the class heap and the expiry heap
+}
+
+type classHeap[T any] []*entry[T]
+
+func (h classHeap[T]) Len() int { return len(h) }
+func (h classHeap[T]) Less(i, j int) bool {
+	if h[i].dl != h[j].dl {
+		return h[i].dl < h[j].dl
+	}
+	return h[i].seq < h[j].seq
+}
+func (h classHeap[T]) Swap(i, j int) { h[i], h[j] = h[j], h[i]; h[i].ci = i; h[j].ci = j }
+func (h *classHeap[T]) Push(x any)   { e := x.(*entry[T]); e.ci = len(*h); *h = append(*h, e) }
+func (h *classHeap[T]) Pop() any {
+	o := *h
+	e := o[len(o)-1]
+	o[len(o)-1] = nil
+	*h = o[:len(o)-1]
+	return e
+}
+
+type expiryHeap[T any] []*entry[T]
+
+func (h expiryHeap[T]) Len() int           { return len(h) }
+func (h expiryHeap[T]) Less(i, j int) bool { return h[i].lastStart < h[j].lastStart }
+func (h expiryHeap[T]) Swap(i, j int)      { h[i], h[j] = h[j], h[i]; h[i].ei = i; h[j].ei = j }
+func (h *expiryHeap[T]) Push(x any)        { e := x.(*entry[T]); e.ei = len(*h); *h = append(*h, e) }
+func (h *expiryHeap[T]) Pop() any {
+	o := *h
+	e := o[len(o)-1]
+	o[len(o)-1] = nil
+	*h = o[:len(o)-1]
+	return e
+}
+
+// Queue is the router's wait queue.
+type Queue[T any] struct {
+	names   []string
+	weights []int
+	current []int // smooth WRR state
+	classes []classHeap[T]
+	expiry  expiryHeap[T]
+	byID    map[string]*entry[T]
+	seq     uint64
+}
+
+// New returns an empty queue with one class per schemas.Priorities entry,
+// weighted by weights (DefaultWeights when nil; a class missing from it, or
+// with weight < 1, gets 1 so it can never starve).
+func New[T any](weights map[string]int) *Queue[T] {
+	if weights == nil {
+		weights = DefaultWeights
+	}
+	n := len(schemas.Priorities)
+	q := &Queue[T]{
+		names: schemas.Priorities, weights: make([]int, n), current: make([]int, n),
+		classes: make([]classHeap[T], n), byID: make(map[string]*entry[T]),
+	}
+	for i, p := range schemas.Priorities {
+		q.weights[i] = max(weights[p], 1)
+	}
+	return q
+}
+
+// Push enqueues it.
+func (q *Queue[T]) Push(it Item[T]) error {
+	c := schemas.PriorityRank(it.Priority)
+	if c < 0 {
+		return fmt.Errorf("%w: %q", ErrUnknownPriority, it.Priority)
+	}
+	if _, dup := q.byID[it.ID]; dup {
+		return fmt.Errorf("%w: %q", ErrDuplicate, it.ID)
+	}
+	q.seq++
+	e := &entry[T]{item: it, class: c, seq: q.seq, dl: math.MaxInt64, lastStart: math.MaxInt64}
+	if !it.Deadline.IsZero() {
+		e.dl = it.Deadline.UnixNano()
+		e.lastStart = e.dl - int64(it.MinService)
+	}
+	heap.Push(&q.classes[c], e)
+	heap.Push(&q.expiry, e)
+	q.byID[it.ID] = e
+	return nil
+}
+
+// PopReady returns the next request to place at now, or ok=false when the
+// queue is empty. Requests found expired on the way are appended to
+// expired and returned; they are removed from the queue.
+func (q *Queue[T]) PopReady(now time.Time, expired []Item[T]) (it Item[T], ok bool, exp []Item[T]) {
+	expired = q.Expire(now, expired)
+	c := q.pick()
+	if c < 0 {
+		return it, false, expired
+	}
+	e := q.classes[c][0]
+	q.remove(e)
+	return e.item, true, expired
+}
+
+// Expire removes and appends to dst every request that can no longer meet
+// its deadline at now.
+func (q *Queue[T]) Expire(now time.Time, dst []Item[T]) []Item[T] {
+	t := now.UnixNano()
+	for len(q.expiry) > 0 && q.expiry[0].lastStart < t {
+		e := q.expiry[0]
+		q.remove(e)
+		dst = append(dst, e.item)
+	}
+	return dst
+}
+
+// pick chooses the class to serve by smooth weighted round-robin over the
+// non-empty classes, or -1 when all are empty.
+func (q *Queue[T]) pick() int {
+	best, total := -1, 0
+	for i := range q.classes {
+		if len(q.classes[i]) == 0 {
+			continue
+		}
+		q.current[i] += q.weights[i]
+		total += q.weights[i]
+		if best < 0 || q.current[i] > q.current[best] {
+			best = i
+		}
+	}
+	if best >= 0 {
+		q.current[best] -= total
+	}
+	return best
+}
+
+// Remove takes a request out of the queue (a cancel), reporting whether it
+// was queued.
+func (q *Queue[T]) Remove(id string) (Item[T], bool) {
+	e, ok := q.byID[id]
+	if !ok {
+		var zero Item[T]
+		return zero, false
+	}
+	q.remove(e)
+	return e.item, true
+}
+
+func (q *Queue[T]) remove(e *entry[T]) {
+	heap.Remove(&q.classes[e.class], e.ci)
+	heap.Remove(&q.expiry, e.ei)
+	delete(q.byID, e.item.ID)
+	if len(q.classes[e.class]) == 0 {
+		// An emptied class restarts from zero credit, so a burst after an
+		// idle spell cannot cash in credit it banked while others waited.
+		q.current[e.class] = 0
+	}
+}
+
+// Len is the number of queued requests.
+func (q *Queue[T]) Len() int { return len(q.byID) }
+
+// LenClass is the number queued in priority class p.
+func (q *Queue[T]) LenClass(p string) int {
+	if c := schemas.PriorityRank(p); c >= 0 {
+		return len(q.classes[c])
+	}
+	return 0
+}

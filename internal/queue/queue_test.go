@@ -1,0 +1,166 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/switchyard-ai/switchyard/schemas"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func item(id, prio string, deadline time.Duration) Item[int] {
+	it := Item[int]{ID: id, Priority: prio, Enqueued: t0}
+	if deadline > 0 {
+		it.Deadline = t0.Add(deadline)
+	}
+	return it
+}
+
+func TestEDFWithinClass(t *testing.T) {
+	q := New[int](nil)
+	for _, it := range []Item[int]{
+		item("none1", schemas.PriorityStandard, 0),
+		item("late", schemas.PriorityStandard, 30*time.Second),
+		item("early", schemas.PriorityStandard, 5*time.Second),
+		item("none2", schemas.PriorityStandard, 0),
+		item("mid", schemas.PriorityStandard, 10*time.Second),
+	} {
+		if err := q.Push(it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"early", "mid", "late", "none1", "none2"}
+	for _, w := range want {
+		it, ok, _ := q.PopReady(t0, nil)
+		if !ok || it.ID != w {
+			t.Fatalf("popped %q, want %q", it.ID, w)
+		}
+	}
+	if _, ok, _ := q.PopReady(t0, nil); ok || q.Len() != 0 {
+		t.Fatal("queue should be empty")
+	}
+}
+
+func TestWeightedSharesAndNoStarvation(t *testing.T) {
+	q := New[int](nil)
+	for i := 0; i < 100; i++ {
+		for _, p := range schemas.Priorities {
+			_ = q.Push(item(fmt.Sprintf("%s-%d", p, i), p, 0))
+		}
+	}
+	// Every window of 15 pops serves the classes 8/4/2/1.
+	for w := 0; w < 5; w++ {
+		got := map[string]int{}
+		for i := 0; i < 15; i++ {
+			it, _, _ := q.PopReady(t0, nil)
+			got[it.Priority]++
+		}
+		for p, want := range DefaultWeights {
+			if got[p] != want {
+				t.Fatalf("window %d: %s served %d, want %d (%v)", w, p, got[p], want, got)
+			}
+		}
+	}
+	// Configurable weights; a class left out still gets a share.
+	q2 := New[int](map[string]int{schemas.PriorityCritical: 3})
+	for i := 0; i < 20; i++ {
+		_ = q2.Push(item(fmt.Sprintf("c%d", i), schemas.PriorityCritical, 0))
+		_ = q2.Push(item(fmt.Sprintf("b%d", i), schemas.PriorityBatch, 0))
+	}
+	batch := 0
+	for i := 0; i < 8; i++ {
+		it, _, _ := q2.PopReady(t0, nil)
+		if it.Priority == schemas.PriorityBatch {
+			batch++
+		}
+	}
+	if batch != 2 {
+		t.Fatalf("batch got %d of 8 pops at weights 3:1, want 2", batch)
+	}
+}
+
+func TestIdleClassShareGoesToOthers(t *testing.T) {
+	q := New[int](nil)
+	for i := 0; i < 10; i++ {
+		_ = q.Push(item(fmt.Sprintf("b%d", i), schemas.PriorityBatch, 0))
+	}
+	for i := 0; i < 10; i++ {
+		if it, ok, _ := q.PopReady(t0, nil); !ok || it.Priority != schemas.PriorityBatch {
+			t.Fatal("a lone class must be served every pop")
+		}
+	}
+	// A critical request arriving into a batch backlog goes next.
+	for i := 0; i < 5; i++ {
+		_ = q.Push(item(fmt.Sprintf("b2-%d", i), schemas.PriorityBatch, 0))
+	}
+	_ = q.Push(item("crit", schemas.PriorityCritical, 0))
+	if it, _, _ := q.PopReady(t0, nil); it.ID != "crit" {
+		t.Fatalf("popped %s, want crit", it.ID)
+	}
+}
+
+func TestExpiry(t *testing.T) {
+	q := New[int](nil)
+	a := item("a", schemas.PriorityInteractive, 10*time.Second)
+	a.MinService = 4 * time.Second // latest start t0+6s
+	b := item("b", schemas.PriorityInteractive, 8*time.Second)
+	b.MinService = time.Second // latest start t0+7s, earlier deadline
+	c := item("c", schemas.PriorityBatch, 0)
+	c.MinService = time.Hour // no deadline: never expires
+	for _, it := range []Item[int]{a, b, c} {
+		_ = q.Push(it)
+	}
+	// At t0+6.5s, a cannot finish by t0+10s, though its deadline is later
+	// than b's; b is fine.
+	it, ok, exp := q.PopReady(t0.Add(6500*time.Millisecond), nil)
+	if len(exp) != 1 || exp[0].ID != "a" {
+		t.Fatalf("expired %v, want [a]", exp)
+	}
+	if !ok || it.ID != "b" {
+		t.Fatalf("popped %s, want b", it.ID)
+	}
+	if _, ok := q.Remove("a"); ok {
+		t.Fatal("an expired request is still queued")
+	}
+	exp = q.Expire(t0.Add(24*time.Hour), nil)
+	if len(exp) != 0 || q.Len() != 1 {
+		t.Fatal("a request without deadline expired")
+	}
+	// Exactly at the bar is still feasible.
+	d := item("d", schemas.PriorityStandard, 5*time.Second)
+	d.MinService = 2 * time.Second
+	_ = q.Push(d)
+	if exp := q.Expire(t0.Add(3*time.Second), nil); len(exp) != 0 {
+		t.Fatal("expired at exactly deadline - min service")
+	}
+}
+
+func TestPushErrorsAndRemove(t *testing.T) {
+	q := New[string](nil)
+	if err := q.Push(Item[string]{ID: "x", Priority: "vip"}); !errors.Is(err, ErrUnknownPriority) {
+		t.Fatal(err)
+	}
+	_ = q.Push(Item[string]{ID: "x", Priority: schemas.PriorityBatch, Payload: "p"})
+	if err := q.Push(Item[string]{ID: "x", Priority: schemas.PriorityBatch}); !errors.Is(err, ErrDuplicate) {
+		t.Fatal(err)
+	}
+	if it, ok := q.Remove("x"); !ok || it.Payload != "p" || q.Len() != 0 || q.LenClass(schemas.PriorityBatch) != 0 {
+		t.Fatal("remove")
+	}
+}
+
+func BenchmarkPushPop(b *testing.B) {
+	q := New[int](nil)
+	for i := 0; i < 10000; i++ {
+		_ = q.Push(item(fmt.Sprint(i), schemas.Priorities[i%4], time.Duration(i%977)*time.Millisecond+time.Hour))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		it, _, _ := q.PopReady(t0, nil)
+		_ = q.Push(it) // back in, so the queue stays at 10,000
+	}
+}
