@@ -1,0 +1,432 @@
+package batch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchyard-ai/switchyard/schemas"
+	"github.com/switchyard-ai/switchyard/services/client"
+	"github.com/switchyard-ai/switchyard/subjects"
+)
+
+// Bucket is the JetStream KV bucket holding batch records.
+const Bucket = "sy_batches"
+
+// chunkSize bounds how many items one KV value holds: a 10,000-line batch
+// would not fit in one value under NATS's default 1 MiB payload limit.
+const chunkSize = 1000
+
+// Record is a batch's state. The header lives under key <id>; its items
+// (request id ↔ custom_id) under <id>.items.<k> and its bad lines under
+// <id>.errors.<k>, chunkSize to a value.
+type Record struct {
+	V        int       `json:"v"`
+	ID       string    `json:"id"`
+	Tenant   string    `json:"tenant"`
+	Source   string    `json:"source,omitempty"`
+	Created  time.Time `json:"created"`
+	Deadline time.Time `json:"deadline"`
+	// Requests counts the lines that became requests, Invalid those that
+	// did not.
+	Requests  int `json:"requests"`
+	Invalid   int `json:"invalid"`
+	Published int `json:"published"`
+	// Completed and Failed count final results seen by the last status or
+	// wait (ok, and any other status).
+	Completed  int        `json:"completed"`
+	Failed     int        `json:"failed"`
+	ItemChunks int        `json:"item_chunks"`
+	ErrChunks  int        `json:"error_chunks"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+}
+
+// Finished reports whether every request has a final result.
+func (r Record) Finished() bool { return r.Completed+r.Failed >= r.Requests }
+
+// Store reads and writes batch records.
+type Store struct {
+	js jetstream.JetStream
+	kv jetstream.KeyValue
+}
+
+// StoreOptions sizes the bucket.
+type StoreOptions struct {
+	Replicas int
+	// TTL is how long a record is kept; zero means 30 days, OpenAI's
+	// retention for batch files.
+	TTL time.Duration
+}
+
+// OpenStore creates the bucket if needed and returns a Store.
+func OpenStore(ctx context.Context, js jetstream.JetStream, o StoreOptions) (*Store, error) {
+	if o.Replicas == 0 {
+		o.Replicas = 1
+	}
+	if o.TTL == 0 {
+		o.TTL = 30 * 24 * time.Hour
+	}
+	kv, err := js.KeyValue(ctx, Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      Bucket,
+			Description: "batch records: counts and request id <-> custom_id",
+			History:     1,
+			TTL:         o.TTL,
+			Replicas:    o.Replicas,
+			Storage:     jetstream.FileStorage,
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = js.KeyValue(ctx, Bucket)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kv bucket %s: %w", Bucket, err)
+	}
+	return &Store{js: js, kv: kv}, nil
+}
+
+// ErrNotFound is returned for an unknown batch id.
+var ErrNotFound = errors.New("batch not found")
+
+// Create writes a new record with its items and bad lines. The chunks go
+// first and the header last, so a header that exists always has its
+// chunks.
+func (s *Store) Create(ctx context.Context, rec Record, items []Item, bad []LineError) (Record, error) {
+	rec.V = 1
+	rec.Requests, rec.Invalid = len(items), len(bad)
+	rec.ItemChunks, rec.ErrChunks = 0, 0
+	for i := 0; i < len(items); i += chunkSize {
+		if err := s.putJSON(ctx, fmt.Sprintf("%s.items.%d", rec.ID, rec.ItemChunks), items[i:min(i+chunkSize, len(items))]); err != nil {
+			return rec, err
+		}
+		rec.ItemChunks++
+	}
+	for i := 0; i < len(bad); i += chunkSize {
+		if err := s.putJSON(ctx, fmt.Sprintf("%s.errors.%d", rec.ID, rec.ErrChunks), bad[i:min(i+chunkSize, len(bad))]); err != nil {
+			return rec, err
+		}
+		rec.ErrChunks++
+	}
+	return rec, s.Put(ctx, rec)
+}
+
+// Put writes the header.
+func (s *Store) Put(ctx context.Context, rec Record) error { return s.putJSON(ctx, rec.ID, rec) }
+
+func (s *Store) putJSON(ctx context.Context, key string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", key, err)
+	}
+	if _, err := s.kv.Put(ctx, key, b); err != nil {
+		return fmt.Errorf("kv put %s: %w", key, err)
+	}
+	return nil
+}
+
+func (s *Store) getJSON(ctx context.Context, key string, v any) error {
+	e, err := s.kv.Get(ctx, key)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return fmt.Errorf("%s: %w", key, ErrNotFound)
+		}
+		return fmt.Errorf("kv get %s: %w", key, err)
+	}
+	if err := json.Unmarshal(e.Value(), v); err != nil {
+		return fmt.Errorf("decode %s: %w", key, err)
+	}
+	return nil
+}
+
+// Get reads a header.
+func (s *Store) Get(ctx context.Context, id string) (Record, error) {
+	var rec Record
+	err := s.getJSON(ctx, id, &rec)
+	return rec, err
+}
+
+// Items reads a record's items in line order.
+func (s *Store) Items(ctx context.Context, rec Record) ([]Item, error) {
+	out := make([]Item, 0, rec.Requests)
+	for k := 0; k < rec.ItemChunks; k++ {
+		var chunk []Item
+		if err := s.getJSON(ctx, fmt.Sprintf("%s.items.%d", rec.ID, k), &chunk); err != nil {
+			return nil, err
+		}
+		out = append(out, chunk...)
+	}
+	return out, nil
+}
+
+// LineErrors reads a record's bad lines in line order.
+func (s *Store) LineErrors(ctx context.Context, rec Record) ([]LineError, error) {
+	out := make([]LineError, 0, rec.Invalid)
+	for k := 0; k < rec.ErrChunks; k++ {
+		var chunk []LineError
+		if err := s.getJSON(ctx, fmt.Sprintf("%s.errors.%d", rec.ID, k), &chunk); err != nil {
+			return nil, err
+		}
+		out = append(out, chunk...)
+	}
+	return out, nil
+}
+
+// PublishWindow bounds in-flight async publishes. It sits well under the
+// client's own pending limit so a submit of a huge file never trips
+// JetStream's stall error and never floods the SUBMIT stream faster than
+// it acks.
+const PublishWindow = 256
+
+// Publish submits every item for tenant with a bounded async window and
+// reports progress as acks arrive. Each request's Nats-Msg-Id is its
+// deterministic id, so publishing the same batch again is deduplicated by
+// the SUBMIT stream.
+func Publish(ctx context.Context, c *client.Client, tenant string, items []Item, progress func(acked int)) (int, error) {
+	inflight := make([]jetstream.PubAckFuture, 0, PublishWindow)
+	acked := 0
+	wait := func(f jetstream.PubAckFuture) error {
+		select {
+		case <-f.Ok():
+			acked++
+			if progress != nil {
+				progress(acked)
+			}
+			return nil
+		case err := <-f.Err():
+			return fmt.Errorf("publish %s: %w", f.Msg().Header.Get(schemas.HeaderMsgID), err)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	for i := range items {
+		if len(inflight) == PublishWindow {
+			if err := wait(inflight[0]); err != nil {
+				return acked, err
+			}
+			inflight = inflight[1:]
+		}
+		req := items[i].Request
+		f, err := c.SubmitAsync(tenant, &req)
+		if err != nil {
+			return acked, err
+		}
+		inflight = append(inflight, f)
+	}
+	for _, f := range inflight {
+		if err := wait(f); err != nil {
+			return acked, err
+		}
+	}
+	return acked, nil
+}
+
+// clockSkew is how far before the record's creation time (the submitter's
+// clock) results are searched for, since the stream stamps messages with
+// the server's clock.
+const clockSkew = 5 * time.Minute
+
+// Collect reads the final results of a batch's items from the RESULTS
+// stream. With follow it waits until every item has a result or ctx ends;
+// without, it returns what the stream holds now. progress, when set, is
+// called with the number of items that have a result.
+func Collect(ctx context.Context, js jetstream.JetStream, rec Record, items []Item, follow bool, progress func(done int)) (map[string]schemas.Result, error) {
+	want := make(map[string]bool, len(items))
+	for _, it := range items {
+		want[it.RequestID] = true
+	}
+	got := make(map[string]schemas.Result, len(items))
+	if len(items) == 0 {
+		return got, nil
+	}
+	filter := subjects.Result(rec.Tenant, "*")
+	start := rec.Created.Add(-clockSkew)
+	if !follow {
+		// An ordered consumer with nothing to deliver would just wait, so
+		// ask the stream first whether anything for the tenant is newer
+		// than the batch.
+		st, err := js.Stream(ctx, subjects.StreamResults)
+		if err != nil {
+			return nil, fmt.Errorf("results stream: %w", err)
+		}
+		last, err := st.GetLastMsgForSubject(ctx, filter)
+		if errors.Is(err, jetstream.ErrMsgNotFound) || (err == nil && last.Time.Before(start)) {
+			return got, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("last result for %s: %w", rec.Tenant, err)
+		}
+	}
+	cons, err := js.OrderedConsumer(ctx, subjects.StreamResults, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{filter},
+		DeliverPolicy:  jetstream.DeliverByStartTimePolicy,
+		OptStartTime:   &start,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("results consumer: %w", err)
+	}
+	for len(got) < len(want) {
+		if err := ctx.Err(); err != nil {
+			return got, err
+		}
+		mb, err := cons.Fetch(512, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			return got, fmt.Errorf("fetch results: %w", err)
+		}
+		n, caughtUp := 0, false
+		for m := range mb.Messages() {
+			n++
+			if md, err := m.Metadata(); err == nil && md.NumPending == 0 {
+				caughtUp = true
+			}
+			_, id, err := subjects.ParseResult(m.Subject())
+			if err != nil || !want[id] {
+				continue
+			}
+			if _, dup := got[id]; dup {
+				continue
+			}
+			r, err := client.DecodeResult(m.Headers(), m.Data())
+			if err != nil {
+				// A result we cannot decode is still final for the request;
+				// report it as failed rather than waiting forever.
+				r = schemas.Result{ID: id, Tenant: rec.Tenant, Status: schemas.StatusFailed,
+					Error: schemas.Errf(schemas.CodeInternal, "", "undecodable result: %v", err)}
+			}
+			got[id] = r
+		}
+		if err := mb.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
+			return got, fmt.Errorf("fetch results: %w", err)
+		}
+		if progress != nil {
+			progress(len(got))
+		}
+		if !follow && (n == 0 || caughtUp) {
+			break
+		}
+	}
+	return got, nil
+}
+
+// Tally counts results into the record and marks it finished when every
+// request has one.
+func Tally(rec Record, results map[string]schemas.Result, now time.Time) Record {
+	rec.Completed, rec.Failed = 0, 0
+	for _, r := range results {
+		if r.Status == schemas.StatusOK {
+			rec.Completed++
+		} else {
+			rec.Failed++
+		}
+	}
+	if rec.Finished() && rec.FinishedAt == nil {
+		t := now.UTC()
+		rec.FinishedAt = &t
+	}
+	return rec
+}
+
+// Submission is one `batch submit`.
+type Submission struct {
+	Tenant string
+	// Source names the input (a file name), for status output only.
+	Source  string
+	Content []byte
+	// ID overrides the content-derived batch id.
+	ID      string
+	Options Options
+	// Progress, when set, is called with (acked, total) while publishing.
+	Progress func(acked, total int)
+}
+
+// Submit parses a batch file, records it and publishes its requests. A
+// batch already fully published under the same id is not published again
+// (resubmitting a file is safe); a partly published one is published
+// again in full, and the SUBMIT stream's dedupe drops the repeats that are
+// still inside its duplicate window.
+func Submit(ctx context.Context, st *Store, c *client.Client, sub Submission, now time.Time) (rec Record, resumed bool, err error) {
+	if !subjects.ValidToken(sub.Tenant) {
+		return rec, false, fmt.Errorf("tenant %q is not a valid subject token", sub.Tenant)
+	}
+	id := sub.ID
+	if id == "" {
+		id = NewID(sub.Tenant, sub.Content)
+	}
+	items, bad, err := Parse(bytesReader(sub.Content), id, sub.Options)
+	if err != nil {
+		return rec, false, err
+	}
+	rec, err = st.Get(ctx, id)
+	switch {
+	case err == nil:
+		if rec.Tenant != sub.Tenant {
+			return rec, false, fmt.Errorf("batch %s belongs to tenant %s", id, rec.Tenant)
+		}
+		if rec.Published >= rec.Requests {
+			return rec, true, nil
+		}
+		resumed = true
+	case errors.Is(err, ErrNotFound):
+		o := sub.Options.withDefaults()
+		rec = Record{ID: id, Tenant: sub.Tenant, Source: sub.Source, Created: now.UTC(), Deadline: now.UTC().Add(o.Deadline)}
+		if rec, err = st.Create(ctx, rec, items, bad); err != nil {
+			return rec, false, err
+		}
+	default:
+		return rec, false, err
+	}
+	total := len(items)
+	n, err := Publish(ctx, c, sub.Tenant, items, func(acked int) {
+		if sub.Progress != nil {
+			sub.Progress(acked, total)
+		}
+	})
+	rec.Published = max(rec.Published, n)
+	if perr := st.Put(ctx, rec); perr != nil && err == nil {
+		err = perr
+	}
+	return rec, resumed, err
+}
+
+// Progressed is a batch's record together with its items and the results
+// found for them.
+type Progressed struct {
+	Record  Record
+	Items   []Item
+	Results map[string]schemas.Result
+}
+
+// Refresh reads a batch, collects its results (waiting for all of them
+// with follow) and writes the updated counts back to its record, so the
+// record in sy_batches reflects the last look anyone took.
+func Refresh(ctx context.Context, js jetstream.JetStream, st *Store, id string, follow bool, progress func(done, total int)) (Progressed, error) {
+	rec, err := st.Get(ctx, id)
+	if err != nil {
+		return Progressed{}, err
+	}
+	items, err := st.Items(ctx, rec)
+	if err != nil {
+		return Progressed{}, err
+	}
+	results, cerr := Collect(ctx, js, rec, items, follow, func(done int) {
+		if progress != nil {
+			progress(done, len(items))
+		}
+	})
+	if results == nil {
+		return Progressed{}, cerr
+	}
+	// Counts are written back even when ctx ended mid-wait: what was seen
+	// is still true.
+	rec = Tally(rec, results, time.Now())
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := st.Put(wctx, rec); err != nil && cerr == nil {
+		cerr = err
+	}
+	return Progressed{Record: rec, Items: items, Results: results}, cerr
+}
