@@ -32,6 +32,8 @@ func commands() map[string]command {
 		"admitter": {"run the admitter service against --nats URL", runAdmitter},
 		"router":   {"run the router service against --nats URL", runRouter},
 		"worker":   {"run one GPU worker against --nats URL", runWorker},
+		"batch":    {"submit, track and collect OpenAI-format batch files (--nats URL)", runBatch},
+		"bench":    {"measure placement, the bus pipeline and the gateway against baselines", runBench},
 	}
 }
 

@@ -45,9 +45,11 @@ type Config struct {
 	// SpeedUp runs simulated GPUs faster than real time.
 	SpeedUp     float64
 	MetricsAddr string
-	Logger      *slog.Logger
-	Catalog     *catalog.Catalog
-	Streams     subjects.StreamOptions
+	// InstantWorkers answer at once with zero GPU time (bench bus).
+	InstantWorkers bool
+	Logger         *slog.Logger
+	Catalog        *catalog.Catalog
+	Streams        subjects.StreamOptions
 }
 
 // DefaultWorker is the worker a bare `switchyard up` starts.
@@ -233,7 +235,7 @@ func (s *Stack) AddWorker(spec WorkerSpec) (string, error) {
 		return "", err
 	}
 	w, err := worker.New(sh, worker.Config{ID: id, GPU: spec.GPU, Model: spec.Model, Dtype: spec.Dtype, TP: spec.TP,
-		SpeedUp: s.cfg.SpeedUp, Catalog: s.Catalog})
+		SpeedUp: s.cfg.SpeedUp, Catalog: s.Catalog, Instant: s.cfg.InstantWorkers})
 	if err != nil {
 		return "", err
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strconv"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -187,24 +185,19 @@ func decodeChunk(m *nats.Msg) (schemas.TokenChunk, error) {
 	return c, err
 }
 
-var (
-	resultsOnce   sync.Mutex
-	resultsStream jetstream.Stream
-)
-
 // lookupResult reads the last message on a result subject from RESULTS.
 func (s *Server) lookupResult(ctx context.Context, subj string) (schemas.Result, bool) {
-	resultsOnce.Lock()
-	st := resultsStream
-	resultsOnce.Unlock()
+	s.resultsMu.Lock()
+	st := s.results
+	s.resultsMu.Unlock()
 	if st == nil {
 		var err error
 		if st, err = s.js.Stream(ctx, subjects.StreamResults); err != nil {
 			return schemas.Result{}, false
 		}
-		resultsOnce.Lock()
-		resultsStream = st
-		resultsOnce.Unlock()
+		s.resultsMu.Lock()
+		s.results = st
+		s.resultsMu.Unlock()
 	}
 	m, err := st.GetLastMsgForSubject(ctx, subj)
 	if err != nil {
@@ -314,11 +307,4 @@ func (o *responder) finish(res schemas.Result, state *gw.StreamState) {
 	if err == nil {
 		o.write([]byte(gw.SSEDone))
 	}
-}
-
-// retryAfter parses a Retry-After header value in seconds (for tests and
-// the bench's client side).
-func retryAfter(h http.Header) int {
-	n, _ := strconv.Atoi(h.Get("Retry-After"))
-	return n
 }

@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -98,6 +99,9 @@ type Server struct {
 	models []byte
 	batch  *batchAPI
 	mux    *http.ServeMux
+
+	resultsMu sync.Mutex
+	results   jetstream.Stream // RESULTS, looked up on first use
 }
 
 // New builds a Server on an open connection. The streams must already be

@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -40,12 +41,13 @@ type Config struct {
 	// hands them to another replica.
 	AckWait time.Duration
 	// Tick is how often queued work is retried for placement.
-	Tick time.Duration
+	Tick  time.Duration
 	Fleet fleet.Options
 	// Policy places requests; nil means the Switchyard placer over Cost.
 	Policy placement.Policy
 	Cost   placement.CostModel
-	Queue  queue.Options
+	// QueueWeights are the per-class shares (queue.DefaultWeights when nil).
+	QueueWeights map[string]int
 }
 
 // Router is one router replica.
@@ -55,7 +57,8 @@ type Router struct {
 
 	fleet  *fleet.Fleet
 	policy placement.Policy
-	q      *queue.Queue
+	q      *queue.Queue[*held]
+	cost   placement.CostModel
 
 	inbox   chan func()
 	pending map[string]*held
@@ -91,7 +94,8 @@ func New(sh *svc.Shell, cfg Config) *Router {
 		sh: sh, cfg: cfg,
 		fleet:   fleet.New(cfg.Fleet),
 		policy:  pol,
-		q:       queue.New(cfg.Queue),
+		q:       queue.New[*held](cfg.QueueWeights),
+		cost:    cfg.Cost,
 		inbox:   make(chan func(), 4096),
 		pending: map[string]*held{},
 	}
@@ -238,8 +242,12 @@ func (r *Router) onAdmitted(ctx context.Context, adm schemas.Admitted, m jetstre
 		return
 	}
 	now := r.sh.Now()
-	r.pending[id] = &held{adm: adm, msg: m, lastProgress: now}
-	r.q.Push(queue.Item{ID: id, Priority: adm.Priority, Deadline: adm.Deadline, Arrival: adm.SubmittedAt, MinService: 0})
+	h := &held{adm: adm, msg: m, lastProgress: now}
+	r.pending[id] = h
+	if err := r.q.Push(r.item(h, now)); err != nil {
+		r.answer(ctx, h, schemas.Errf(schemas.CodeInvalidPriority, "priority", "%v", err))
+		return
+	}
 	r.placeReady(ctx)
 }
 
@@ -257,25 +265,25 @@ func (r *Router) onCancel(ctx context.Context, c schemas.Cancel) {
 // placed yet; it also expires requests whose deadline has passed.
 func (r *Router) placeReady(ctx context.Context) {
 	now := r.sh.Now()
-	for _, id := range r.q.Expired(now) {
-		if h := r.pending[id]; h != nil {
+	for _, it := range r.q.Expire(now, nil) {
+		if h := it.Payload; h != nil {
 			e := schemas.Errf(schemas.CodeDeadlineExceeded, "", "deadline passed after %s in the router queue; not computed", now.Sub(h.adm.SubmittedAt).Round(time.Millisecond))
 			r.answer(ctx, h, e)
 		}
 	}
-	var blocked []queue.Item
+	var blocked []queue.Item[*held]
 	defer func() {
 		for _, it := range blocked {
 			r.q.Push(it)
 		}
 	}()
 	for {
-		it, ok := r.q.Pop(now)
+		it, ok, _ := r.q.PopReady(now, nil)
 		if !ok {
 			break
 		}
-		h := r.pending[it.ID]
-		if h == nil {
+		h := it.Payload
+		if r.pending[it.ID] != h {
 			continue
 		}
 		req := placement.FromAdmitted(&h.adm, "", time.Time{})
@@ -334,7 +342,7 @@ func (r *Router) dispatch(ctx context.Context, h *held, dec *placement.Decision,
 	if err != nil {
 		r.fleet.Unreserve(id)
 		r.sh.Log.Warn("dispatch publish failed; will retry", "id", id, "err", err)
-		r.q.Push(queue.Item{ID: id, Priority: h.adm.Priority, Deadline: h.adm.Deadline, Arrival: h.adm.SubmittedAt})
+		r.q.Push(r.item(h, now))
 		return
 	}
 	h.msg.Ack()
@@ -385,4 +393,33 @@ func placementEvent(h *held, dec *placement.Decision) schemas.Event {
 	}
 	return schemas.Event{Kind: "placed", RequestID: h.adm.Request.ID, Tenant: h.adm.Tenant, WorkerID: dec.Worker.ID,
 		Reason: dec.Policy, Fields: map[string]any{"terms": dec.Terms, "candidates": cands, "rejected": len(dec.Rejections), "class": h.adm.Priority}}
+}
+
+// item is h's queue entry. Its minimum service time is the prediction on
+// the fastest GPU generation in the fleet, with nothing cached and nothing
+// queued: if even that cannot finish by the deadline, nothing can.
+func (r *Router) item(h *held, now time.Time) queue.Item[*held] {
+	return queue.Item[*held]{ID: h.adm.Request.ID, Priority: h.adm.Priority, Deadline: h.adm.Deadline,
+		MinService: r.minService(&h.adm), Enqueued: now, Payload: h}
+}
+
+func (r *Router) minService(a *schemas.Admitted) time.Duration {
+	if r.cost == nil {
+		return 0
+	}
+	best := math.Inf(1)
+	seen := map[string]bool{}
+	for _, w := range r.fleet.Workers() {
+		if w == nil || seen[w.GPU] {
+			continue
+		}
+		seen[w.GPU] = true
+		t := r.cost.PrefillSeconds(w.GPU, a.Model, "bf16", max(1, w.TP), a.PromptTokens, 0) +
+			r.cost.DecodeSeconds(w.GPU, a.Model, "bf16", max(1, w.TP), a.Request.MaxTokens, 1, a.PromptTokens)
+		best = math.Min(best, t)
+	}
+	if math.IsInf(best, 1) {
+		return 0
+	}
+	return time.Duration(best * float64(time.Second))
 }

@@ -43,6 +43,10 @@ type Config struct {
 	// InitialWeights is the weight state at start (hot by default); a
 	// scaled-from-zero worker starts cold and pays the load time.
 	InitialWeights string
+	// Instant answers every request at once without the engine: a
+	// zero-time backend that isolates the control plane's own cost in
+	// `switchyard bench bus`.
+	Instant bool
 }
 
 // Worker is one simulated GPU worker.
@@ -200,6 +204,10 @@ func (w *Worker) onDispatch(ctx context.Context, m jetstream.Msg) {
 		return
 	}
 	id := d.Admitted.Request.ID
+	if w.cfg.Instant {
+		w.finish(ctx, d, m, w.instantResult(d))
+		return
+	}
 	w.mu.Lock()
 	if _, dup := w.inflight[id]; dup {
 		w.mu.Unlock()
@@ -494,4 +502,18 @@ func SimulatedText(seed, model string, n int) string {
 		b.WriteString(vocab[x%uint64(len(vocab))])
 	}
 	return b.String()
+}
+
+// instantResult answers a dispatch with zero GPU time.
+func (w *Worker) instantResult(d schemas.Dispatch) schemas.Result {
+	a := d.Admitted
+	now := w.sh.Now()
+	total := float64(now.Sub(a.SubmittedAt).Microseconds()) / 1000
+	return schemas.Result{
+		ID: a.Request.ID, Tenant: a.Tenant, Status: schemas.StatusOK, Model: a.Model,
+		FinishReason: "length", Usage: schemas.Usage{PromptTokens: a.PromptTokens},
+		Timing:   schemas.Timing{QueueMs: float64(d.PlacedAt.Sub(a.SubmittedAt).Microseconds()) / 1000, TTFTMs: total, TotalMs: total},
+		WorkerID: w.cfg.ID, GPU: w.replica.GPU.Name, Simulated: true, Priority: a.Priority,
+		SLOMet: !now.After(a.Deadline), FinishedAt: now,
+	}
 }

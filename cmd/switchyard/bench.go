@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchyard-ai/switchyard/internal/bus"
+	"github.com/switchyard-ai/switchyard/internal/stack"
+	"github.com/switchyard-ai/switchyard/schemas"
+	"github.com/switchyard-ai/switchyard/services/client"
+)
+
+// runBench dispatches `switchyard bench <what>`.
+func runBench(ctx context.Context, args []string, stdout io.Writer) error {
+	benches := map[string]func(context.Context, []string, io.Writer) error{
+		"bus": runBenchBus,
+	}
+	for name, fn := range extraBenches {
+		benches[name] = fn
+	}
+	if len(args) == 0 {
+		names := make([]string, 0, len(benches))
+		for n := range benches {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return fmt.Errorf("usage: switchyard bench <%v> [flags]", names)
+	}
+	fn, ok := benches[args[0]]
+	if !ok {
+		return fmt.Errorf("unknown bench %q", args[0])
+	}
+	return fn(ctx, args[1:], stdout)
+}
+
+// BusResult is `switchyard bench bus --json`'s last line.
+type BusResult struct {
+	RawJSPublishPerS float64 `json:"raw_js_publish_per_s"`
+	PipelinePerS     float64 `json:"pipeline_req_per_s"`
+	Ratio            float64 `json:"ratio"`
+	OverheadP50Ms    float64 `json:"overhead_p50_ms"`
+	OverheadP99Ms    float64 `json:"overhead_p99_ms"`
+	Requests         int     `json:"requests"`
+	Workers          int     `json:"workers"`
+}
+
+// runBenchBus measures, on one embedded server in one run, the raw
+// JetStream async publish rate (the baseline) and the whole pipeline —
+// submit → admit → place → dispatch → result — with instant workers, so
+// the ratio isolates the control plane's own cost.
+func runBenchBus(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("bench bus", flag.ContinueOnError)
+	duration := fs.Duration("duration", 10*time.Second, "measurement time for each half")
+	workers := fs.Int("workers", 4, "instant workers")
+	inflight := fs.Int("inflight", 256, "requests in flight in the pipeline half")
+	jsonOut := fs.Bool("json", false, "end with one JSON line")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	st, err := stack.Start(ctx, stack.Config{Workers: *workers, InstantWorkers: true, Logger: newLogger(false)})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	raw, err := rawPublishRate(ctx, st, *duration/2)
+	if err != nil {
+		return err
+	}
+	nc, err := st.Connect("bench-client")
+	if err != nil {
+		return err
+	}
+	cl, err := client.New(nc)
+	if err != nil {
+		return err
+	}
+	var mu sync.Mutex
+	sent := map[string]time.Time{}
+	var lat []float64
+	done := make(chan struct{}, *inflight)
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go cl.Results(rctx, "bench", func(r schemas.Result) {
+		mu.Lock()
+		if t0, ok := sent[r.ID]; ok {
+			lat = append(lat, float64(time.Since(t0).Microseconds())/1000)
+			delete(sent, r.ID)
+		}
+		mu.Unlock()
+		done <- struct{}{}
+	})
+	time.Sleep(200 * time.Millisecond)
+	for i := 0; i < *inflight; i++ {
+		done <- struct{}{}
+	}
+	start := time.Now()
+	n := 0
+	for time.Since(start) < *duration {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Second):
+			return fmt.Errorf("pipeline stalled after %d requests", n)
+		}
+		req := schemas.Request{ID: client.NewID(), Model: "llama-3.1-8b", Prompt: "ping", MaxTokens: 1, Priority: schemas.PriorityInteractive}
+		mu.Lock()
+		sent[req.ID] = time.Now()
+		mu.Unlock()
+		if _, err := cl.SubmitAsync("bench", &req); err != nil {
+			return err
+		}
+		n++
+	}
+	// Wait for the tail so every measured request is counted.
+	tail := time.Now().Add(10 * time.Second)
+	for time.Now().Before(tail) {
+		mu.Lock()
+		left := len(sent)
+		mu.Unlock()
+		if left == 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	mu.Lock()
+	sort.Float64s(lat)
+	res := BusResult{RawJSPublishPerS: raw, PipelinePerS: float64(len(lat)) / elapsed.Seconds(), Requests: len(lat), Workers: *workers}
+	if len(lat) > 0 {
+		res.OverheadP50Ms = lat[len(lat)/2]
+		res.OverheadP99Ms = lat[min(len(lat)-1, len(lat)*99/100)]
+	}
+	mu.Unlock()
+	if raw > 0 {
+		res.Ratio = res.PipelinePerS / raw
+	}
+	fmt.Fprintf(stdout, "raw JetStream async publish: %.0f msg/s\npipeline (submit→admit→place→dispatch→result, instant workers): %.0f req/s\nratio %.4f   overhead p50 %.2f ms  p99 %.2f ms  (%d requests)\n",
+		res.RawJSPublishPerS, res.PipelinePerS, res.Ratio, res.OverheadP50Ms, res.OverheadP99Ms, res.Requests)
+	if *jsonOut {
+		b, _ := json.Marshal(res)
+		fmt.Fprintln(stdout, string(b))
+	}
+	return nil
+}
+
+// rawPublishRate is the baseline: bounded async publishes of a small
+// message into a limits stream on the same server.
+func rawPublishRate(ctx context.Context, st *stack.Stack, d time.Duration) (float64, error) {
+	nc, err := st.Connect("bench-raw")
+	if err != nil {
+		return 0, err
+	}
+	defer nc.Close()
+	js, err := bus.JetStream(nc)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "BENCHRAW", Subjects: []string{"bench.raw"}, MaxMsgs: 1_000_000}); err != nil {
+		return 0, err
+	}
+	defer js.DeleteStream(context.Background(), "BENCHRAW")
+	payload := make([]byte, 128)
+	start := time.Now()
+	n := 0
+	for time.Since(start) < d {
+		for i := 0; i < 1000; i++ {
+			if _, err := js.PublishAsync("bench.raw", payload); err != nil {
+				return 0, err
+			}
+			n++
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(30 * time.Second):
+		return 0, fmt.Errorf("raw publishes not acked")
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}

@@ -1,0 +1,395 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+
+	"github.com/switchyard-ai/switchyard/internal/batch"
+	gw "github.com/switchyard-ai/switchyard/internal/gateway"
+	"github.com/switchyard-ai/switchyard/schemas"
+)
+
+// FilesBucket is the JetStream Object Store bucket holding uploaded files,
+// named <tenant>/<file-id> so one tenant can never read another's.
+const FilesBucket = "sy_files"
+
+// Output and error files of a batch are not stored: they are rendered on
+// demand from RESULTS (internal/batch.Collect), which keeps the gateway
+// stateless and the output always current. Their ids say which batch.
+const (
+	outputSuffix = "-output"
+	errorSuffix  = "-errors"
+)
+
+// FileObject is OpenAI's file object.
+type FileObject struct {
+	ID        string `json:"id"`
+	Object    string `json:"object"`
+	Bytes     int64  `json:"bytes"`
+	CreatedAt int64  `json:"created_at"`
+	Filename  string `json:"filename"`
+	Purpose   string `json:"purpose"`
+	Status    string `json:"status"`
+}
+
+// BatchObject is OpenAI's batch object.
+type BatchObject struct {
+	ID               string            `json:"id"`
+	Object           string            `json:"object"`
+	Endpoint         string            `json:"endpoint"`
+	Errors           any               `json:"errors"`
+	InputFileID      string            `json:"input_file_id"`
+	CompletionWindow string            `json:"completion_window"`
+	Status           string            `json:"status"`
+	OutputFileID     *string           `json:"output_file_id"`
+	ErrorFileID      *string           `json:"error_file_id"`
+	CreatedAt        int64             `json:"created_at"`
+	InProgressAt     *int64            `json:"in_progress_at"`
+	ExpiresAt        int64             `json:"expires_at"`
+	CompletedAt      *int64            `json:"completed_at"`
+	RequestCounts    RequestCounts     `json:"request_counts"`
+	Metadata         map[string]string `json:"metadata"`
+}
+
+// RequestCounts is the batch object's request_counts.
+type RequestCounts struct {
+	Total     int `json:"total"`
+	Completed int `json:"completed"`
+	Failed    int `json:"failed"`
+}
+
+// batchMeta is what OpenAI's batch object carries that internal/batch's
+// record does not; it is kept beside the files.
+type batchMeta struct {
+	Endpoint    string            `json:"endpoint"`
+	InputFileID string            `json:"input_file_id"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+}
+
+type batchAPI struct {
+	s     *Server
+	files jetstream.ObjectStore
+	store *batch.Store
+}
+
+func newBatchAPI(ctx context.Context, s *Server) (*batchAPI, error) {
+	os, err := s.js.ObjectStore(ctx, FilesBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		os, err = s.js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{
+			Bucket:      FilesBucket,
+			Description: "OpenAI Files API uploads (batch input files), <tenant>/<file-id>",
+			// OpenAI keeps batch files 30 days.
+			TTL: 30 * 24 * time.Hour,
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			os, err = s.js.ObjectStore(ctx, FilesBucket)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("object store %s: %w", FilesBucket, err)
+	}
+	st, err := batch.OpenStore(ctx, s.js, batch.StoreOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return &batchAPI{s: s, files: os, store: st}, nil
+}
+
+func (b *batchAPI) register(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/files", b.s.auth(b.upload))
+	mux.HandleFunc("GET /v1/files/{id}", b.s.auth(b.fileInfo))
+	mux.HandleFunc("GET /v1/files/{id}/content", b.s.auth(b.fileContent))
+	mux.HandleFunc("POST /v1/batches", b.s.auth(b.create))
+	mux.HandleFunc("GET /v1/batches/{id}", b.s.auth(b.get))
+}
+
+func objectName(tenant, id string) string { return tenant + "/" + id }
+
+func notFound(what, id string) gw.APIError {
+	return gw.NewError(http.StatusNotFound, gw.TypeNotFound, gw.CodeNotFound, "", fmt.Sprintf("no such %s: %s", what, id))
+}
+
+func (b *batchAPI) upload(w http.ResponseWriter, r *http.Request) {
+	tenant := tenantOf(r)
+	r.Body = http.MaxBytesReader(w, r.Body, b.s.cfg.MaxFileBytes)
+	if err := r.ParseMultipartForm(32 << 20); err != nil {
+		writeError(w, gw.BadRequest(schemas.CodeMalformed, "file", "expected a multipart form with fields purpose and file: "+err.Error()))
+		return
+	}
+	purpose := r.FormValue("purpose")
+	if purpose != "batch" {
+		writeError(w, gw.BadRequest(schemas.CodeMalformed, "purpose", fmt.Sprintf("purpose %q is not supported; this gateway stores batch input files (purpose=batch)", purpose)))
+		return
+	}
+	f, hdr, err := r.FormFile("file")
+	if err != nil {
+		writeError(w, gw.BadRequest(schemas.CodeMalformed, "file", "missing file field: "+err.Error()))
+		return
+	}
+	defer f.Close()
+	id := "file-" + nuid.Next()
+	now := b.s.cfg.Now()
+	info, err := b.files.Put(r.Context(), jetstream.ObjectMeta{
+		Name: objectName(tenant, id),
+		Metadata: map[string]string{
+			"purpose": purpose, "filename": hdr.Filename, "tenant": tenant,
+			"created_at": fmt.Sprint(now.Unix()),
+		},
+	}, f)
+	if err != nil {
+		b.s.unavailable(w, "file store", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, fileObject(id, info))
+}
+
+func fileObject(id string, info *jetstream.ObjectInfo) FileObject {
+	var created int64
+	fmt.Sscan(info.Metadata["created_at"], &created)
+	return FileObject{ID: id, Object: "file", Bytes: int64(info.Size), CreatedAt: created,
+		Filename: info.Metadata["filename"], Purpose: info.Metadata["purpose"], Status: "processed"}
+}
+
+// batchOfFile says whether id names a rendered batch output or error file.
+func batchOfFile(id string) (batchID string, errorsFile bool, ok bool) {
+	rest, found := strings.CutPrefix(id, "file-batch_")
+	if !found {
+		return "", false, false
+	}
+	if bid, ok := strings.CutSuffix(rest, outputSuffix); ok {
+		return "batch_" + bid, false, true
+	}
+	if bid, ok := strings.CutSuffix(rest, errorSuffix); ok {
+		return "batch_" + bid, true, true
+	}
+	return "", false, false
+}
+
+func (b *batchAPI) fileInfo(w http.ResponseWriter, r *http.Request) {
+	tenant, id := tenantOf(r), r.PathValue("id")
+	if bid, isErr, ok := batchOfFile(id); ok {
+		data, rec, aerr := b.render(r.Context(), tenant, bid, isErr)
+		if aerr != nil {
+			writeError(w, *aerr)
+			return
+		}
+		name := "output.jsonl"
+		if isErr {
+			name = "errors.jsonl"
+		}
+		writeJSON(w, http.StatusOK, FileObject{ID: id, Object: "file", Bytes: int64(len(data)), CreatedAt: rec.Created.Unix(),
+			Filename: bid + "_" + name, Purpose: "batch_output", Status: "processed"})
+		return
+	}
+	info, err := b.files.GetInfo(r.Context(), objectName(tenant, id))
+	if err != nil {
+		writeError(w, notFound("file", id))
+		return
+	}
+	writeJSON(w, http.StatusOK, fileObject(id, info))
+}
+
+func (b *batchAPI) fileContent(w http.ResponseWriter, r *http.Request) {
+	tenant, id := tenantOf(r), r.PathValue("id")
+	var data []byte
+	if bid, isErr, ok := batchOfFile(id); ok {
+		var aerr *gw.APIError
+		if data, _, aerr = b.render(r.Context(), tenant, bid, isErr); aerr != nil {
+			writeError(w, *aerr)
+			return
+		}
+	} else {
+		var err error
+		if data, err = b.files.GetBytes(r.Context(), objectName(tenant, id)); err != nil {
+			writeError(w, notFound("file", id))
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "application/jsonl")
+	w.Write(data)
+}
+
+// render produces a batch's output or error file from RESULTS.
+func (b *batchAPI) render(ctx context.Context, tenant, batchID string, errorsFile bool) ([]byte, batch.Record, *gw.APIError) {
+	rec, items, results, aerr := b.collect(ctx, tenant, batchID)
+	if aerr != nil {
+		return nil, rec, aerr
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	for _, it := range items {
+		res, ok := results[it.RequestID]
+		if !ok {
+			continue
+		}
+		line, isOK := batch.FormatResult(it, res)
+		if isOK != errorsFile {
+			enc.Encode(line)
+		}
+	}
+	if errorsFile {
+		bad, err := b.store.LineErrors(ctx, rec)
+		if err != nil {
+			e := gw.NewError(http.StatusServiceUnavailable, gw.TypeServer, gw.CodeUnavailable, "", err.Error())
+			return nil, rec, &e
+		}
+		for _, le := range bad {
+			enc.Encode(batch.FormatLineError(rec.ID, le))
+		}
+	}
+	return buf.Bytes(), rec, nil
+}
+
+func (b *batchAPI) collect(ctx context.Context, tenant, id string) (batch.Record, []batch.Item, map[string]schemas.Result, *gw.APIError) {
+	rec, err := b.store.Get(ctx, id)
+	if err != nil || rec.Tenant != tenant {
+		e := notFound("batch", id)
+		return rec, nil, nil, &e
+	}
+	items, err := b.store.Items(ctx, rec)
+	if err == nil {
+		var results map[string]schemas.Result
+		if results, err = batch.Collect(ctx, b.s.js, rec, items, false, nil); err == nil {
+			return rec, items, results, nil
+		}
+	}
+	e := gw.NewError(http.StatusServiceUnavailable, gw.TypeServer, gw.CodeUnavailable, "", "reading batch "+id+": "+err.Error())
+	return rec, nil, nil, &e
+}
+
+type createBatchBody struct {
+	InputFileID      string            `json:"input_file_id"`
+	Endpoint         string            `json:"endpoint"`
+	CompletionWindow string            `json:"completion_window"`
+	Metadata         map[string]string `json:"metadata"`
+}
+
+func (b *batchAPI) create(w http.ResponseWriter, r *http.Request) {
+	tenant := tenantOf(r)
+	data, aerr := b.s.readBody(w, r)
+	if aerr != nil {
+		writeError(w, *aerr)
+		return
+	}
+	var body createBatchBody
+	if err := gw.DecodeJSON(data, &body); err != nil {
+		writeError(w, gw.FromError(err))
+		return
+	}
+	if body.Endpoint != batch.EndpointChat && body.Endpoint != batch.EndpointCompletion {
+		writeError(w, gw.BadRequest(schemas.CodeMalformed, "endpoint", fmt.Sprintf("endpoint must be %s or %s", batch.EndpointChat, batch.EndpointCompletion)))
+		return
+	}
+	if body.CompletionWindow != "" && body.CompletionWindow != "24h" {
+		writeError(w, gw.BadRequest(schemas.CodeMalformed, "completion_window", "completion_window must be 24h"))
+		return
+	}
+	content, err := b.files.GetBytes(r.Context(), objectName(tenant, body.InputFileID))
+	if err != nil {
+		writeError(w, notFound("file", body.InputFileID))
+		return
+	}
+	id := batch.NewID(tenant, content)
+	now := b.s.cfg.Now().UTC()
+	meta := batchMeta{Endpoint: body.Endpoint, InputFileID: body.InputFileID, Metadata: body.Metadata}
+	if rec, err := b.store.Get(r.Context(), id); err == nil && rec.Tenant == tenant && rec.Published == rec.Requests {
+		// Same tenant, same bytes: the same batch, already submitted.
+		b.respond(w, r.Context(), rec, meta, nil)
+		return
+	}
+	items, bad, err := batch.Parse(bytes.NewReader(content), id, batch.Options{DefaultMaxTokens: b.s.cfg.DefaultMaxTokens})
+	if err != nil {
+		writeError(w, gw.BadRequest(schemas.CodeMalformed, "input_file_id", err.Error()))
+		return
+	}
+	// A line for another endpoint than the batch's is refused, as OpenAI does.
+	kept := items[:0]
+	for _, it := range items {
+		if it.URL != body.Endpoint {
+			bad = append(bad, batch.LineError{Line: it.Line, CustomID: it.CustomID, Code: batch.CodeInvalidURL,
+				Message: fmt.Sprintf("url %s does not match the batch endpoint %s", it.URL, body.Endpoint)})
+			continue
+		}
+		kept = append(kept, it)
+	}
+	items = kept
+	metaJSON, _ := json.Marshal(meta)
+	if _, err := b.files.PutBytes(r.Context(), objectName(tenant, "meta-"+id), metaJSON); err != nil {
+		b.s.unavailable(w, "batch store", err)
+		return
+	}
+	rec := batch.Record{ID: id, Tenant: tenant, Source: body.InputFileID, Created: now, Deadline: now.Add(batch.DefaultDeadline)}
+	if rec, err = b.store.Create(r.Context(), rec, items, bad); err != nil {
+		b.s.unavailable(w, "batch store", err)
+		return
+	}
+	n, err := batch.Publish(r.Context(), b.s.client, tenant, items, nil)
+	rec.Published = n
+	if perr := b.store.Put(r.Context(), rec); perr != nil && err == nil {
+		err = perr
+	}
+	if err != nil {
+		b.s.unavailable(w, "batch submit", err)
+		return
+	}
+	b.s.log.Info("batch submitted", "tenant", tenant, "batch", id, "requests", len(items), "invalid", len(bad))
+	b.respond(w, r.Context(), rec, meta, map[string]schemas.Result{})
+}
+
+func (b *batchAPI) get(w http.ResponseWriter, r *http.Request) {
+	tenant := tenantOf(r)
+	rec, _, results, aerr := b.collect(r.Context(), tenant, r.PathValue("id"))
+	if aerr != nil {
+		writeError(w, *aerr)
+		return
+	}
+	var meta batchMeta
+	if raw, err := b.files.GetBytes(r.Context(), objectName(tenant, "meta-"+rec.ID)); err == nil {
+		json.Unmarshal(raw, &meta)
+	}
+	b.respond(w, r.Context(), rec, meta, results)
+}
+
+// respond tallies results into the record, saves it when the counts
+// moved, and answers with the OpenAI batch object.
+func (b *batchAPI) respond(w http.ResponseWriter, ctx context.Context, rec batch.Record, meta batchMeta, results map[string]schemas.Result) {
+	now := b.s.cfg.Now()
+	if results != nil {
+		before := rec
+		rec = batch.Tally(rec, results, now)
+		if rec.Completed != before.Completed || rec.Failed != before.Failed || (rec.FinishedAt != nil) != (before.FinishedAt != nil) {
+			if err := b.store.Put(ctx, rec); err != nil {
+				b.s.log.Warn("batch record update failed", "batch", rec.ID, "err", err)
+			}
+		}
+	}
+	created := rec.Created.Unix()
+	o := BatchObject{
+		ID: rec.ID, Object: "batch", Endpoint: meta.Endpoint, InputFileID: rec.Source, CompletionWindow: "24h",
+		Status: "in_progress", CreatedAt: created, InProgressAt: &created, ExpiresAt: rec.Deadline.Unix(),
+		RequestCounts: RequestCounts{Total: rec.Requests + rec.Invalid, Completed: rec.Completed, Failed: rec.Failed + rec.Invalid},
+		Metadata:      meta.Metadata,
+	}
+	switch {
+	case rec.Finished():
+		o.Status = "completed"
+		if rec.FinishedAt != nil {
+			t := rec.FinishedAt.Unix()
+			o.CompletedAt = &t
+		}
+		out, errs := "file-"+rec.ID+outputSuffix, "file-"+rec.ID+errorSuffix
+		o.OutputFileID, o.ErrorFileID = &out, &errs
+	case now.After(rec.Deadline):
+		o.Status = "expired"
+	}
+	writeJSON(w, http.StatusOK, o)
+}
