@@ -1,0 +1,218 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchyard-ai/switchyard/internal/bus"
+	"github.com/switchyard-ai/switchyard/schemas"
+	"github.com/switchyard-ai/switchyard/subjects"
+)
+
+type env struct {
+	js      jetstream.JetStream
+	results jetstream.Stream
+	events  jetstream.Stream
+}
+
+func setup(t *testing.T, so subjects.StreamOptions) (env, *Ledger) {
+	t.Helper()
+	srv, err := bus.StartServer(bus.ServerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	nc, err := srv.Connect("ledger-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := bus.JetStream(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := subjects.Provision(ctx, js, so); err != nil {
+		t.Fatal(err)
+	}
+	l, err := New(js, WithService("test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	results, _ := js.Stream(ctx, subjects.StreamResults)
+	events, _ := js.Stream(ctx, subjects.StreamEvents)
+	return env{js, results, events}, l
+}
+
+// count returns how many messages a stream holds on subject.
+func count(t *testing.T, st jetstream.Stream, subject string) int {
+	t.Helper()
+	info, err := st.Info(context.Background(), jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, c := range info.State.Subjects {
+		n += int(c)
+	}
+	return n
+}
+
+func result(tenant, id, worker string, attempt int) schemas.Result {
+	return schemas.Result{ID: id, Tenant: tenant, Status: schemas.StatusOK, Text: "answer from " + worker,
+		WorkerID: worker, Attempt: attempt, SLOMet: true, Simulated: true, FinishedAt: time.Now().UTC()}
+}
+
+func TestConcurrentFinishersPublishExactlyOnce(t *testing.T) {
+	e, l := setup(t, subjects.StreamOptions{})
+	ctx := context.Background()
+	const finishers = 8
+	for _, format := range []schemas.Format{schemas.JSON, schemas.Msgpack} {
+		id := fmt.Sprintf("req-%d", format)
+		var wg sync.WaitGroup
+		wins := make(chan string, finishers)
+		start := make(chan struct{})
+		for i := 0; i < finishers; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				<-start
+				w := fmt.Sprintf("w%d", i)
+				ok, err := l.Finish(ctx, result("acme", id, w, i), format)
+				if err != nil {
+					t.Errorf("finisher %s: %v", w, err)
+				}
+				if ok {
+					wins <- w
+				}
+			}(i)
+		}
+		close(start)
+		wg.Wait()
+		close(wins)
+		var winners []string
+		for w := range wins {
+			winners = append(winners, w)
+		}
+		if len(winners) != 1 {
+			t.Fatalf("%d finishers won, want 1: %v", len(winners), winners)
+		}
+		if n := count(t, e.results, subjects.Result("acme", id)); n != 1 {
+			t.Fatalf("%d result messages for %s, want 1", n, id)
+		}
+		m, err := e.results.GetLastMsgForSubject(ctx, subjects.Result("acme", id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got schemas.Result
+		f, _ := schemas.FormatFromContentType(m.Header.Get(schemas.HeaderContentType))
+		if err := schemas.Unmarshal(f, m.Data, &got); err != nil || got.WorkerID != winners[0] || f != format {
+			t.Fatalf("stored result %+v (format %v, err %v), winner %s", got, f, err, winners[0])
+		}
+		if n := count(t, e.events, subjects.Event("test", EventDuplicateSuppressed)); n != finishers-1+int(format)*(finishers-1) {
+			t.Fatalf("%d duplicate_suppressed events, want %d", n, finishers-1+int(format)*(finishers-1))
+		}
+		if done, err := l.Done(ctx, "acme", id); !done || err != nil {
+			t.Fatalf("Done = %v, %v", done, err)
+		}
+	}
+	if done, err := l.Done(ctx, "acme", "never-finished"); done || err != nil {
+		t.Fatalf("Done for an unknown id = %v, %v", done, err)
+	}
+}
+
+// TestDedupeOutlivesDuplicateWindow: a worker that comes back after its
+// request was re-placed and finished elsewhere is suppressed even after the
+// stream's Nats-Msg-Id window has passed, because the KV claim still holds.
+func TestDedupeOutlivesDuplicateWindow(t *testing.T) {
+	e, l := setup(t, subjects.StreamOptions{DuplicateWindow: 500 * time.Millisecond})
+	ctx := context.Background()
+	subj := subjects.Result("acme", "late")
+	if ok, err := l.Finish(ctx, result("acme", "late", "w-new", 1), schemas.JSON); !ok || err != nil {
+		t.Fatalf("first finish: %v %v", ok, err)
+	}
+	time.Sleep(time.Second)
+	if ok, err := l.Finish(ctx, result("acme", "late", "w-old", 0), schemas.JSON); ok || err != nil {
+		t.Fatalf("late finisher: published=%v err=%v, want false, nil", ok, err)
+	}
+	if n := count(t, e.results, subj); n != 1 {
+		t.Fatalf("%d result messages, want 1", n)
+	}
+	// Show that the stream alone would not have caught it: past the window a
+	// raw publish with the same Msg-Id is stored.
+	msg := nats.NewMsg(subj)
+	msg.Data = []byte(`{}`)
+	msg.Header.Set(schemas.HeaderMsgID, "late")
+	ack, err := e.js.PublishMsg(ctx, msg)
+	if err != nil || ack.Duplicate {
+		t.Fatalf("raw publish past the window: ack %+v err %v; want stored", ack, err)
+	}
+}
+
+// TestWinnerDiedAfterClaim: the winner claimed and crashed before
+// publishing. The next finisher loses the claim but publishes the winner's
+// stored result, so the request is not left without one.
+func TestWinnerDiedAfterClaim(t *testing.T) {
+	e, l := setup(t, subjects.StreamOptions{})
+	ctx := context.Background()
+	winner := result("acme", "orphan", "w-dead", 0)
+	body := schemas.MustMarshal(schemas.Msgpack, winner)
+	if _, err := l.kv.Create(ctx, Key("acme", "orphan"), encodeClaim(schemas.Msgpack, body)); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := l.Finish(ctx, result("acme", "orphan", "w-retry", 1), schemas.JSON); ok || err != nil {
+		t.Fatalf("second finisher: %v %v", ok, err)
+	}
+	m, err := e.results.GetLastMsgForSubject(ctx, subjects.Result("acme", "orphan"))
+	if err != nil {
+		t.Fatalf("no result on the stream: %v", err)
+	}
+	var got schemas.Result
+	if err := schemas.Unmarshal(schemas.Msgpack, m.Data, &got); err != nil || got.WorkerID != "w-dead" {
+		t.Fatalf("published %+v (%v), want the winner's result", got, err)
+	}
+	// The dead winner's own retry (same bytes) reports success and adds
+	// nothing.
+	if ok, err := l.Finish(ctx, winner, schemas.Msgpack); !ok || err != nil {
+		t.Fatalf("winner retry: %v %v", ok, err)
+	}
+	if n := count(t, e.results, subjects.Result("acme", "orphan")); n != 1 {
+		t.Fatalf("%d result messages, want 1", n)
+	}
+}
+
+func TestFinishRejectsBadTokens(t *testing.T) {
+	_, l := setup(t, subjects.StreamOptions{})
+	for _, r := range []schemas.Result{{Tenant: "a.b", ID: "x"}, {Tenant: "a", ID: ""}, {Tenant: "a", ID: "x*"}} {
+		if ok, err := l.Finish(context.Background(), r, schemas.JSON); ok || err == nil {
+			t.Fatalf("Finish(%q,%q) = %v, %v; want an error", r.Tenant, r.ID, ok, err)
+		}
+	}
+}
+
+func TestKey(t *testing.T) {
+	cases := []struct{ tenant, id, want string }{
+		{"acme", "abc123", "acme.abc123"},
+		{"acme", "a:b", "b64.YWNtZQ.YTpi"},
+		{"b64", "x", "b64.x"},
+		{"t!", "x", "b64.dCE.eA"},
+	}
+	seen := map[string]bool{}
+	for _, c := range cases {
+		got := Key(c.tenant, c.id)
+		if got != c.want {
+			t.Errorf("Key(%q,%q) = %q, want %q", c.tenant, c.id, got, c.want)
+		}
+		if seen[got] {
+			t.Errorf("key %q collides", got)
+		}
+		seen[got] = true
+	}
+}
