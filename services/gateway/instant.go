@@ -260,4 +260,3 @@ func (b *InstantBackend) finish(tenant string, req schemas.Request, status strin
 		b.cfg.Logger.Warn("instant backend: result publish failed", "id", req.ID, "err", err)
 	}
 }
-
