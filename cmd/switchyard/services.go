@@ -114,6 +114,7 @@ func runRouter(ctx context.Context, args []string, _ io.Writer) error {
 	fs := flag.NewFlagSet("router", flag.ContinueOnError)
 	var f serviceFlags
 	f.register(fs, hostID("router"))
+	lease := fs.Bool("lease", true, "elect one active router through a KV lease (replicas stand by)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -122,7 +123,7 @@ func runRouter(ctx context.Context, args []string, _ io.Writer) error {
 		return err
 	}
 	defer sh.NC.Drain()
-	return router.New(sh, router.Config{Cost: perf.NewPredictor(cat)}).Run(ctx)
+	return router.New(sh, router.Config{Cost: perf.NewPredictor(cat), Lease: *lease, LeaseReplicas: f.replicas}).Run(ctx)
 }
 
 func runWorker(ctx context.Context, args []string, _ io.Writer) error {

@@ -126,7 +126,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	if err != nil {
 		return fail(err)
 	}
-	s.run("router", router.New(rsh, router.Config{Cost: perf.NewPredictor(cfg.Catalog)}).Run)
+	s.run("router", router.New(rsh, router.Config{Cost: perf.NewPredictor(cfg.Catalog), Lease: true}).Run)
 	for _, spec := range cfg.Fleet {
 		if _, err := s.AddWorker(spec); err != nil {
 			return fail(err)

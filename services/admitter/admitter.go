@@ -65,7 +65,7 @@ func New(sh *svc.Shell, cfg Config) *Admitter {
 		cfg.MaxMessageBytes = 4 << 20
 	}
 	if cfg.AckWait == 0 {
-		cfg.AckWait = 10 * time.Second
+		cfg.AckWait = 4 * time.Second
 	}
 	return &Admitter{sh: sh, cfg: cfg}
 }

@@ -40,6 +40,12 @@ type Config struct {
 	// AckWait bounds how long a dead router holds requests before JetStream
 	// hands them to another replica.
 	AckWait time.Duration
+	// Lease makes replicas elect one active router through a KV lease, so
+	// two routers never book the same worker from stale views; a standby
+	// keeps its fleet view warm and takes over within LeaseTTL + AckWait.
+	Lease         bool
+	LeaseTTL      time.Duration
+	LeaseReplicas int
 	// Tick is how often queued work is retried for placement.
 	Tick  time.Duration
 	Fleet fleet.Options
@@ -81,7 +87,12 @@ func New(sh *svc.Shell, cfg Config) *Router {
 		cfg.Window = 256
 	}
 	if cfg.AckWait <= 0 {
-		cfg.AckWait = 30 * time.Second
+		// Short, so a dead router's held requests come back fast; the
+		// look-ahead extends it with in-progress acks while they wait.
+		cfg.AckWait = 4 * time.Second
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = 3 * time.Second
 	}
 	if cfg.Tick <= 0 {
 		cfg.Tick = 25 * time.Millisecond
@@ -148,7 +159,61 @@ func (r *Router) Run(ctx context.Context) error {
 	}
 	defer cancelSub.Unsubscribe()
 
+	loopCtx, stopLoop := context.WithCancel(ctx)
+	loopDone := make(chan struct{})
+	go func() { defer close(loopDone); r.loop(loopCtx) }()
+	defer func() { stopLoop(); <-loopDone }()
+	if !r.cfg.Lease {
+		return r.consume(ctx)
+	}
+	kv, err := svc.LeaseKV(ctx, r.sh.JS, r.cfg.LeaseTTL, r.cfg.LeaseReplicas)
+	if err != nil {
+		return err
+	}
+	leader := r.sh.Metrics.NewGauge(fmt.Sprintf(`switchyard_router_leader{instance=%q}`, r.sh.Instance), nil)
+	return svc.RunAsLeader(ctx, kv, "router", r.sh.Instance, r.cfg.LeaseTTL, func(is bool) {
+		if is {
+			leader.Set(1)
+		} else {
+			leader.Set(0)
+		}
+		r.sh.Log.Info("router leadership", "leader", is)
+		r.sh.Emit(schemas.Event{Kind: "leadership", Reason: map[bool]string{true: "acquired", false: "lost"}[is]})
+	}, r.consume)
+}
+
+// loop is the decision goroutine: it alone touches fleet, queue and held
+// requests.
+func (r *Router) loop(ctx context.Context) {
+	tick := time.NewTicker(r.cfg.Tick)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case fn := <-r.inbox:
+			fn()
+		case <-tick.C:
+			r.placeReady(ctx)
+		}
+	}
+}
+
+// consume pulls admitted work while ctx (leadership) lasts. When it ends,
+// whatever is held is forgotten unacked, so JetStream redelivers it to the
+// next leader after AckWait: nothing is lost, nothing is placed twice by
+// two routers at once.
+func (r *Router) consume(ctx context.Context) error {
 	var ccs []jetstream.ConsumeContext
+	defer func() {
+		for _, cc := range ccs {
+			cc.Stop()
+		}
+		select {
+		case r.inbox <- r.forgetHeld:
+		default:
+		}
+	}()
 	for _, class := range schemas.Priorities {
 		cons, err := r.sh.JS.CreateOrUpdateConsumer(ctx, subjects.StreamAdmitted, jetstream.ConsumerConfig{
 			Durable:       ConsumerName(class),
@@ -160,6 +225,9 @@ func (r *Router) Run(ctx context.Context) error {
 			DeliverPolicy: jetstream.DeliverAllPolicy,
 		})
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
 			return fmt.Errorf("router consumer %s: %w", class, err)
 		}
 		cc, err := cons.Consume(func(m jetstream.Msg) {
@@ -176,23 +244,16 @@ func (r *Router) Run(ctx context.Context) error {
 		}
 		ccs = append(ccs, cc)
 	}
-	r.sh.Log.Info("router running", "policy", r.policy.Name())
-	tick := time.NewTicker(r.cfg.Tick)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			for _, cc := range ccs {
-				cc.Stop()
-			}
-			// Whatever is still held is not acked: JetStream hands it to
-			// another replica (or to this one after a restart).
-			return nil
-		case fn := <-r.inbox:
-			fn()
-		case <-tick.C:
-			r.placeReady(ctx)
-		}
+	r.sh.Log.Info("router consuming", "policy", r.policy.Name())
+	<-ctx.Done()
+	return nil
+}
+
+// forgetHeld drops held requests without acking them (leadership lost).
+func (r *Router) forgetHeld() {
+	for id := range r.pending {
+		r.q.Remove(id)
+		delete(r.pending, id)
 	}
 }
 
