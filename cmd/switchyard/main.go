@@ -34,6 +34,7 @@ func commands() map[string]command {
 		"worker":   {"run one GPU worker against --nats URL", runWorker},
 		"batch":    {"submit, track and collect OpenAI-format batch files (--nats URL)", runBatch},
 		"bench":    {"measure placement, the bus pipeline and the gateway against baselines", runBench},
+		"gateway":  {"serve the OpenAI-compatible HTTP API (--listen ADDR --nats URL --tenants FILE)", runGateway},
 	}
 }
 
