@@ -1,0 +1,227 @@
+package sim
+
+import (
+	"math"
+	"sort"
+
+	"github.com/switchyard-ai/switchyard/schemas"
+)
+
+// Result is one policy's outcome on one trace.
+type Result struct {
+	Name string `json:"name"`
+	// Requests counts issued requests; workflow steps never sent because an
+	// earlier step failed are in Skipped instead.
+	Requests  int `json:"requests"`
+	Succeeded int `json:"succeeded"` // finished and met its SLO
+	Finished  int `json:"finished"`
+	Failed    int `json:"failed"`
+	Shed      int `json:"shed"`
+	Skipped   int `json:"skipped,omitempty"`
+	// SLOAttainment is Succeeded / Requests: shed and failed requests count
+	// against it.
+	SLOAttainment float64 `json:"slo_attainment"`
+	// Tasks are workflows when the trace has them, else requests; a
+	// workflow succeeds when every step finished by the workflow deadline.
+	Tasks          int     `json:"tasks"`
+	TasksSucceeded int     `json:"tasks_succeeded"`
+	TaskAttainment float64 `json:"task_attainment"`
+
+	// GoodputRPS is successful requests per second of makespan;
+	// GoodputPerGPUHour per provisioned GPU-hour.
+	GoodputRPS        float64 `json:"goodput_rps"`
+	GoodputPerGPUHour float64 `json:"goodput_per_gpu_hour"`
+	// GPUHours is provisioned GPU time: every GPU for the whole makespan,
+	// idle or busy. CostUSD prices it at each generation's $/hour, and
+	// CostPerSuccessUSD divides it by successful tasks, so shed, failed and
+	// wasted work all raise it (0 when nothing succeeded).
+	GPUHours          float64 `json:"gpu_hours"`
+	BusyGPUHours      float64 `json:"busy_gpu_hours"`
+	CostUSD           float64 `json:"cost_usd"`
+	CostPerSuccessUSD float64 `json:"cost_per_success_usd"`
+	MakespanSeconds   float64 `json:"makespan_s"`
+
+	TTFTP50ms  float64 `json:"ttft_p50_ms"`
+	TTFTP90ms  float64 `json:"ttft_p90_ms"`
+	TTFTP99ms  float64 `json:"ttft_p99_ms"`
+	TTFTMeanms float64 `json:"ttft_mean_ms"`
+	// ITL is each finished request's mean time per output token after the
+	// first; the percentiles are over requests.
+	ITLP50ms float64 `json:"itl_p50_ms"`
+	ITLP99ms float64 `json:"itl_p99_ms"`
+	// PrefixHitRate is cached prompt tokens over prompt tokens of finished
+	// requests.
+	PrefixHitRate float64 `json:"prefix_hit_rate"`
+	// WastedGPUSeconds is GPU time spent on requests of workflows that did
+	// not succeed (doomed work).
+	WastedGPUSeconds float64 `json:"wasted_gpu_seconds"`
+	OutputTokPerSec  float64 `json:"output_tok_per_s"`
+
+	ByPriority map[string]ClassResult `json:"slo_attainment_by_priority"`
+
+	Steps       uint64  `json:"engine_steps"`
+	WallSeconds float64 `json:"wall_s"`
+
+	// TTFTs holds every finished request's TTFT in seconds, sorted, for
+	// CDF charts; it is not serialised.
+	TTFTs []float64 `json:"-"`
+	ITLs  []float64 `json:"-"`
+}
+
+// ClassResult is one priority class's outcome.
+type ClassResult struct {
+	Requests      int     `json:"requests"`
+	Succeeded     int     `json:"succeeded"`
+	Shed          int     `json:"shed"`
+	Failed        int     `json:"failed"`
+	SLOAttainment float64 `json:"slo_attainment"`
+	TTFTP99ms     float64 `json:"ttft_p99_ms"`
+}
+
+func (r *runner) result(name string) *Result {
+	res := &Result{Name: name, ByPriority: map[string]ClassResult{}, Steps: r.steps}
+	var prompt, cached, outTok float64
+	ttftByClass := map[string][]float64{}
+	wfOK := map[string]bool{}
+	var end int64
+	for i := range r.reqs {
+		st := &r.reqs[i]
+		q := &r.tr.Requests[i]
+		if st.status == stSkipped {
+			res.Skipped++
+			continue
+		}
+		res.Requests++
+		c := res.ByPriority[q.Priority]
+		c.Requests++
+		end = max(end, st.doneAt)
+		switch st.status {
+		case stOK:
+			res.Finished++
+			prompt += float64(q.PromptTokens)
+			cached += float64(st.cached)
+			outTok += float64(q.OutputTokens)
+			res.TTFTs = append(res.TTFTs, st.ttft)
+			res.ITLs = append(res.ITLs, st.itl)
+			ttftByClass[q.Priority] = append(ttftByClass[q.Priority], st.ttft)
+			if st.sloMet {
+				res.Succeeded++
+				c.Succeeded++
+			}
+		case stShed:
+			res.Shed++
+			c.Shed++
+		default:
+			res.Failed++
+			c.Failed++
+		}
+		res.ByPriority[q.Priority] = c
+		if w := q.Workflow; w != nil && w.Step == w.Of && st.status == stOK {
+			first := int32(i)
+			for r.tr.Requests[first].Workflow.Prev >= 0 {
+				first = int32(r.tr.Requests[first].Workflow.Prev)
+			}
+			if st.doneAt-r.reqs[first].submitAt <= int64(w.Deadline) && !r.wfFail[w.ID] {
+				wfOK[w.ID] = true
+			}
+		}
+	}
+	// Wasted GPU time: every request of a workflow that did not succeed.
+	wfSeen := map[string]bool{}
+	for i := range r.reqs {
+		q := &r.tr.Requests[i]
+		if q.Workflow == nil {
+			continue
+		}
+		wfSeen[q.Workflow.ID] = true
+		if !wfOK[q.Workflow.ID] {
+			res.WastedGPUSeconds += r.reqs[i].gpuSec
+		}
+	}
+	if len(wfSeen) > 0 {
+		res.Tasks, res.TasksSucceeded = len(wfSeen), len(wfOK)
+	} else {
+		res.Tasks, res.TasksSucceeded = res.Requests, res.Succeeded
+	}
+	res.TaskAttainment = ratio(res.TasksSucceeded, res.Tasks)
+	res.SLOAttainment = ratio(res.Succeeded, res.Requests)
+
+	// Provisioned time runs from the first arrival to the last resolution
+	// (at least the trace's span): a policy that needs longer to drain its
+	// backlog pays for the GPUs that long.
+	first := int64(r.tr.Requests[0].Arrival)
+	last := int64(r.tr.Requests[len(r.tr.Requests)-1].Arrival)
+	span := float64(max(end, last)-first) / 1e9
+	if span <= 0 {
+		span = 1e-9
+	}
+	res.MakespanSeconds = span
+	for _, w := range r.ws {
+		h := span / 3600 * float64(w.rep.TP)
+		res.GPUHours += h
+		res.CostUSD += span / 3600 * w.rep.PricePerHour()
+		res.BusyGPUHours += w.busyGPU / 3600
+	}
+	res.GoodputRPS = float64(res.Succeeded) / span
+	res.OutputTokPerSec = outTok / span
+	if res.GPUHours > 0 {
+		res.GoodputPerGPUHour = float64(res.TasksSucceeded) / res.GPUHours
+	}
+	if res.TasksSucceeded > 0 {
+		res.CostPerSuccessUSD = res.CostUSD / float64(res.TasksSucceeded)
+	}
+	if prompt > 0 {
+		res.PrefixHitRate = cached / prompt
+	}
+	sort.Float64s(res.TTFTs)
+	sort.Float64s(res.ITLs)
+	res.TTFTP50ms = 1000 * Quantile(res.TTFTs, 0.5)
+	res.TTFTP90ms = 1000 * Quantile(res.TTFTs, 0.9)
+	res.TTFTP99ms = 1000 * Quantile(res.TTFTs, 0.99)
+	res.TTFTMeanms = 1000 * mean(res.TTFTs)
+	res.ITLP50ms = 1000 * Quantile(res.ITLs, 0.5)
+	res.ITLP99ms = 1000 * Quantile(res.ITLs, 0.99)
+	for p, c := range res.ByPriority {
+		c.SLOAttainment = ratio(c.Succeeded, c.Requests)
+		xs := ttftByClass[p]
+		sort.Float64s(xs)
+		c.TTFTP99ms = 1000 * Quantile(xs, 0.99)
+		res.ByPriority[p] = c
+	}
+	for _, p := range schemas.Priorities {
+		if _, ok := res.ByPriority[p]; !ok {
+			delete(res.ByPriority, p)
+		}
+	}
+	return res
+}
+
+func ratio(a, b int) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
+
+// Quantile of sorted xs with linear interpolation; 0 for no data, so JSON
+// stays valid.
+func Quantile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	pos := q * float64(len(xs)-1)
+	lo := int(math.Floor(pos))
+	hi := int(math.Ceil(pos))
+	return xs[lo] + (xs[hi]-xs[lo])*(pos-float64(lo))
+}
