@@ -20,7 +20,7 @@ import (
 // i.e. the router treats the fleet as uniform. The capability filters stay.
 
 func gpuFilter(p *Placer, c *cand, r *Request, weight uint64) Reason {
-	if isFP8(r.Dtype) && !p.wclass[c.w.Idx].fp8 {
+	if p.rp.fp8 && !p.wclass[c.w.Idx].fp8 {
 		return ReasonDtypeUnsupported
 	}
 	if weight > 0 && weight > c.w.HBMTotal && !weightsInHBM(c) {

@@ -14,7 +14,7 @@ import (
 // the bare prefill and decode miss (no amount of waiting helps there) and
 // busy-now when queueing or loading is to blame. Among the rest, thin slack
 // is a risk: the term miss_usd is P(miss) times the class's miss penalty,
-// with P(miss) from a logistic approximation of a normal prediction error
+// with P(miss) from a normal prediction error
 // of Options.PredictionError × completion_s.
 //
 // Disabled: no deadline filter and no miss term.
@@ -22,10 +22,10 @@ import (
 func latencyFilter(p *Placer, c *cand, _ *Request, now time.Time) Reason {
 	t := &c.t
 	t.SlackSeconds = math.Inf(1)
-	if !p.on[axLatency] || c.deadline.IsZero() {
+	if !p.on[axLatency] || math.IsInf(c.deadlineIn, 1) {
 		return ReasonNone
 	}
-	remaining := c.deadline.Sub(now).Seconds()
+	remaining := c.deadlineIn
 	t.SlackSeconds = remaining - t.CompletionSeconds
 	if t.SlackSeconds < 0 {
 		if t.PrefillSeconds+t.DecodeSeconds > remaining {
@@ -37,10 +37,24 @@ func latencyFilter(p *Placer, c *cand, _ *Request, now time.Time) Reason {
 	if sigma < 1e-3 {
 		sigma = 1e-3
 	}
-	// 1.702 makes the logistic match the normal CDF to within 0.01.
-	t.PMiss = 1 / (1 + math.Exp(1.702*t.SlackSeconds/sigma))
+	t.PMiss = normalTail(t.SlackSeconds / sigma)
 	t.MissUSD = t.PMiss * p.rp.missPenalty
 	return ReasonNone
+}
+
+// normalTail is P(Z > x) for a standard normal and x >= 0, by Abramowitz
+// and Stegun 26.2.19 (error < 2.5e-4): a few multiplies instead of the exp
+// that math.Erfc costs, which matters a thousand times per placement.
+func normalTail(x float64) float64 {
+	if x < 0 {
+		return 1 - normalTail(-x)
+	}
+	d := 1 + x*(0.0498673470+x*(0.0211410061+x*(0.0032776263+x*(0.0000380036+x*(0.0000488906+x*0.0000053830)))))
+	d *= d
+	d *= d
+	d *= d
+	d *= d
+	return 0.5 / d
 }
 
 func isInf(x float64) bool { return math.IsInf(x, 1) || math.IsNaN(x) }

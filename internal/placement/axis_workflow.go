@@ -1,6 +1,9 @@
 package placement
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Axis: workflow context.
 //
@@ -21,7 +24,7 @@ import "time"
 
 func workflowTerm(p *Placer, c *cand, r *Request, _ time.Time) {
 	c.t.WorkflowFactor = 1
-	c.deadline = r.Deadline
+	c.deadlineIn = p.rp.deadlineIn
 	wf := r.Workflow
 	if !p.on[axWorkflow] || wf == nil {
 		return
@@ -33,15 +36,14 @@ func workflowTerm(p *Placer, c *cand, r *Request, _ time.Time) {
 		}
 		c.t.WorkflowFactor = 1 + p.opts.FinishWeight*done
 	}
-	if !r.WorkflowDeadline.IsZero() {
+	if !math.IsInf(p.rp.workflowDeadlineIn, 1) {
 		left := 0
 		if wf.Of > wf.Step {
 			left = wf.Of - wf.Step
 		}
-		reserve := time.Duration(float64(left) * (c.t.PrefillSeconds + c.t.DecodeSeconds) * float64(time.Second))
-		stepDeadline := r.WorkflowDeadline.Add(-reserve)
-		if c.deadline.IsZero() || stepDeadline.Before(c.deadline) {
-			c.deadline = stepDeadline
+		step := p.rp.workflowDeadlineIn - float64(left)*(c.t.PrefillSeconds+c.t.DecodeSeconds)
+		if step < c.deadlineIn {
+			c.deadlineIn = step
 		}
 	}
 }

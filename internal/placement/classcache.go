@@ -137,16 +137,24 @@ func (p *Placer) decode(cl *class, r *Request, batch int) float64 {
 }
 
 func (p *Placer) loadSeconds(cl *class, r *Request, state string) float64 {
-	for i, s := range loadStates {
-		if s == state {
-			if cl.loadEpoch[i] != p.epoch {
-				cl.loadEpoch[i] = p.epoch
-				cl.load[i] = p.cost.LoadSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, state)
-			}
-			return cl.load[i]
-		}
+	var i int
+	switch state {
+	case schemas.WeightSleeping:
+		i = 0
+	case schemas.WeightLoading:
+		i = 1
+	case schemas.WeightCold:
+		i = 2
+	case schemas.WeightAbsent:
+		i = 3
+	default:
+		return math.Inf(1) // an unknown state: do not bet on it
 	}
-	return math.Inf(1) // an unknown state: do not bet on it
+	if cl.loadEpoch[i] != p.epoch {
+		cl.loadEpoch[i] = p.epoch
+		cl.load[i] = p.cost.LoadSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, state)
+	}
+	return cl.load[i]
 }
 
 // ArchOf maps a catalog GPU name to its architecture, for heartbeats that

@@ -264,6 +264,10 @@ func (p *Placer) Options() Options { return p.opts }
 // placement rather than once per worker.
 type reqParams struct {
 	valueOfTime, missPenalty, ceiling float64
+	fp8                               bool
+	// Deadlines as seconds from now (+Inf for none), so the per-worker
+	// loop does float arithmetic instead of time.Time arithmetic.
+	deadlineIn, workflowDeadlineIn float64
 }
 
 func (p *Placer) params(prio string) reqParams {
@@ -279,14 +283,14 @@ func (p *Placer) params(prio string) reqParams {
 
 // cand is the working state for one worker during a placement.
 type cand struct {
-	w        *fleet.Worker
-	c        *class
-	ms       schemas.ModelState
-	resident bool
-	t        Terms
-	deadline time.Time // effective deadline (workflow-propagated)
-	batch    int
-	usedFrac float64 // KV fill after placement, 0 when unknown
+	w          *fleet.Worker
+	c          *class
+	ms         schemas.ModelState
+	resident   bool
+	t          Terms
+	deadlineIn float64 // effective deadline (workflow-propagated), seconds from now; +Inf for none
+	batch      int
+	usedFrac   float64 // KV fill after placement, 0 when unknown
 }
 
 // Place implements Policy.
@@ -318,6 +322,8 @@ func (p *Placer) Place(f *fleet.Fleet, req *Request, now time.Time) *Decision {
 		}
 	}
 	p.rp = p.params(r.Priority)
+	p.rp.fp8 = isFP8(r.Dtype)
+	p.rp.deadlineIn, p.rp.workflowDeadlineIn = secondsUntil(r.Deadline, now), secondsUntil(r.WorkflowDeadline, now)
 	var weight uint64
 	if p.opts.WeightBytes != nil {
 		weight = p.opts.WeightBytes(r.Model, r.Dtype)
@@ -367,6 +373,13 @@ func (p *Placer) Place(f *fleet.Fleet, req *Request, now time.Time) *Decision {
 		}
 	}
 	return d
+}
+
+func secondsUntil(t, now time.Time) float64 {
+	if t.IsZero() {
+		return math.Inf(1)
+	}
+	return t.Sub(now).Seconds()
 }
 
 // less breaks exact cost ties toward the less loaded worker, then the lower
