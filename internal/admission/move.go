@@ -1,0 +1,217 @@
+package admission
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/switchyard-ai/switchyard/schemas"
+)
+
+// Tasks recognised in metadata["task"] (or inferred from the prompt).
+const (
+	TaskClassify  = "classify"
+	TaskExtract   = "extract"
+	TaskSummarize = "summarize"
+	TaskChat      = "chat"
+	TaskCode      = "code"
+	TaskReason    = "reason"
+)
+
+// taskTier is the smallest ladder tier expected to succeed at a task on a
+// short prompt: small models classify and extract reliably; code and
+// multi-step reasoning need a mid-size model to start with.
+var taskTier = map[string]int{
+	TaskClassify: 0, TaskExtract: 0, TaskSummarize: 1, TaskChat: 1, TaskCode: 2, TaskReason: 2,
+}
+
+// Complexity is the estimate of how large a model a request needs.
+type Complexity struct {
+	Task string
+	// Tier is the index on the ladder of the smallest model expected to
+	// succeed.
+	Tier   int
+	Reason string
+}
+
+// EstimateComplexity scores a request from its task (metadata["task"], or
+// keywords in the prompt when absent), prompt length and output length.
+// Long inputs and long outputs each add a tier because small models lose
+// coherence over long contexts and generations first. Workflow steps start
+// at tier 1: one failed step dooms the whole workflow, so the cheapest tier
+// is not worth its failure rate there.
+func EstimateComplexity(r *schemas.Request, promptTokens int) Complexity {
+	task, src := strings.ToLower(strings.TrimSpace(r.Metadata["task"])), "metadata"
+	if _, ok := taskTier[task]; !ok {
+		task, src = inferTask(r.PromptText()), "inferred"
+	}
+	tier := taskTier[task]
+	why := []string{fmt.Sprintf("task=%s (%s)", task, src)}
+	if task == TaskChat && promptTokens < 64 && r.MaxTokens <= 256 {
+		tier = 0
+		why = append(why, "short chat")
+	}
+	switch {
+	case promptTokens > 16000:
+		tier += 2
+		why = append(why, fmt.Sprintf("%d prompt tokens (>16k)", promptTokens))
+	case promptTokens > 2000:
+		tier++
+		why = append(why, fmt.Sprintf("%d prompt tokens (>2k)", promptTokens))
+	default:
+		why = append(why, fmt.Sprintf("%d prompt tokens", promptTokens))
+	}
+	if r.MaxTokens > 1500 {
+		tier++
+		why = append(why, fmt.Sprintf("max_tokens %d (>1500)", r.MaxTokens))
+	}
+	if r.Workflow != nil && tier < 1 {
+		tier = 1
+		why = append(why, "workflow step: at least tier 1")
+	}
+	return Complexity{Task: task, Tier: tier, Reason: strings.Join(why, ", ")}
+}
+
+// inferTask guesses a task from cue words when the client gave no hint.
+// The cues are deliberately few and unambiguous; anything else is chat.
+func inferTask(p string) string {
+	p = strings.ToLower(p)
+	has := func(cues ...string) bool {
+		for _, c := range cues {
+			if strings.Contains(p, c) {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case has("step by step", "prove ", "proof", "derive", "reason about", "think carefully"):
+		return TaskReason
+	case has("```", "func ", "def ", "write a function", "write code", "stack trace", "compile error"):
+		return TaskCode
+	case has("summarize", "summarise", "tl;dr", "summary of"):
+		return TaskSummarize
+	case has("classify", "categorize", "categorise", "sentiment", "which category"):
+		return TaskClassify
+	case has("extract", "as json", "parse the"):
+		return TaskExtract
+	}
+	return TaskChat
+}
+
+// ModelMove is the outcome of choosing a model.
+type ModelMove struct {
+	Model  string
+	Moved  bool
+	Reason string
+	Error  *schemas.Error
+}
+
+// ChooseModel resolves "auto" and applies a downgrade. The candidates are
+// the ladder's models the tenant may use and the catalog knows (known may
+// be nil); the pick is the smallest with tier >= the needed tier, or the
+// largest candidate when none is big enough. A named model is only moved
+// down, only along the ladder, and only when the tenant allows downgrades.
+func ChooseModel(p Profile, ladder []string, known schemas.ModelLookup, r *schemas.Request, c Complexity) ModelMove {
+	var cands []int // ladder tiers usable by this tenant
+	for i, m := range ladder {
+		if p.ModelAllowed(m) && (known == nil || known(m)) {
+			cands = append(cands, i)
+		}
+	}
+	pick := func(maxTier int) (int, bool) {
+		if len(cands) == 0 {
+			return -1, false
+		}
+		for _, i := range cands {
+			if i >= c.Tier && i <= maxTier {
+				return i, true
+			}
+		}
+		// Nothing at the needed tier within bounds: the largest allowed.
+		best := -1
+		for _, i := range cands {
+			if i <= maxTier {
+				best = i
+			}
+		}
+		return best, best >= 0
+	}
+	if r.Model == "auto" {
+		if !p.AllowAuto {
+			return ModelMove{Error: schemas.Errf(schemas.CodeModelNotAllowed, "model", "tenant %q does not allow model \"auto\"; name a model", p.Name)}
+		}
+		i, ok := pick(len(ladder) - 1)
+		if !ok {
+			return ModelMove{Error: schemas.Errf(schemas.CodeModelNotAllowed, "model", "no model on the ladder is allowed for tenant %q", p.Name)}
+		}
+		return ModelMove{Model: ladder[i], Moved: true,
+			Reason: fmt.Sprintf("auto -> %s (tier %d): %s", ladder[i], i, c.Reason)}
+	}
+	cur := slices.Index(ladder, r.Model)
+	if !p.AllowDowngrade || cur < 0 || c.Tier >= cur {
+		return ModelMove{Model: r.Model}
+	}
+	i, ok := pick(cur - 1)
+	if !ok || i >= cur {
+		return ModelMove{Model: r.Model}
+	}
+	return ModelMove{Model: ladder[i], Moved: true,
+		Reason: fmt.Sprintf("downgrade %s -> %s (tier %d of %d): %s", r.Model, ladder[i], i, cur, c.Reason)}
+}
+
+// Pool is a GPU pool the fleet offers, summarised from heartbeats.
+type Pool struct {
+	Name         string
+	PricePerHour float64
+	// Speed is the pool's throughput relative to the reference GPU the
+	// Estimator assumes (1 = same; 0.3 = an L4 against an H100).
+	Speed float64
+	// Workers is how many live workers serve the pool; 0 excludes it.
+	Workers int
+}
+
+// PoolChoice is a pool preference hint for the router.
+type PoolChoice struct {
+	Pool   string
+	Reason string
+}
+
+// PoolSlack is the fraction of the remaining latency budget a cheaper
+// pool's predicted completion may use: the rest absorbs prediction error
+// and queueing that the estimate does not see.
+const PoolSlack = 0.5
+
+// ChoosePool picks the pool with the lowest cost per request (price ×
+// predicted GPU-seconds / speed, so a slow cheap GPU can lose) among those
+// whose predicted completion fits PoolSlack of the budget. It returns no
+// hint when the cheapest feasible pool is also the fastest one, because
+// the router's default preference already lands there.
+func ChoosePool(pools []Pool, est Estimate, wait, budget time.Duration) (PoolChoice, bool) {
+	best, fastest := -1, -1
+	for i, pl := range pools {
+		if pl.Workers <= 0 || pl.Speed <= 0 {
+			continue
+		}
+		if fastest < 0 || pl.Speed > pools[fastest].Speed {
+			fastest = i
+		}
+		lat := wait + time.Duration(float64(est.Latency)/pl.Speed)
+		if float64(lat) > PoolSlack*float64(budget) {
+			continue
+		}
+		if best < 0 || poolCost(pl, est) < poolCost(pools[best], est) {
+			best = i
+		}
+	}
+	if best < 0 || best == fastest || poolCost(pools[best], est) >= poolCost(pools[fastest], est) {
+		return PoolChoice{}, false
+	}
+	b, f := pools[best], pools[fastest]
+	return PoolChoice{Pool: b.Name, Reason: fmt.Sprintf("pool %s: $%.6f/request vs $%.6f on %s; predicted %s within %.0f%% of the %s budget",
+		b.Name, poolCost(b, est), poolCost(f, est), f.Name,
+		(wait + time.Duration(float64(est.Latency)/b.Speed)).Round(time.Millisecond), PoolSlack*100, budget.Round(time.Millisecond))}, true
+}
+
+func poolCost(p Pool, e Estimate) float64 { return p.PricePerHour / 3600 * e.GPUSeconds / p.Speed }
