@@ -10,26 +10,26 @@ import (
 	"time"
 
 	"github.com/switchyard-ai/switchyard/internal/bus"
-	"github.com/switchyard-ai/switchyard/internal/clienttest"
+	"github.com/switchyard-ai/switchyard/internal/stack"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/client"
 	"github.com/switchyard-ai/switchyard/subjects"
 )
 
 // TestBatchRoundTrip submits 200 OpenAI batch lines plus bad ones through
-// a real JetStream server and a responder that honours the result contract,
-// and checks that 200 output lines come back with matching custom_ids, the
-// bad lines land in the error file, the record in sy_batches is complete,
-// and a resubmission publishes nothing new.
+// a whole in-process Switchyard (JetStream, admitter, router, simulated
+// workers) and checks that 200 output lines come back with matching
+// custom_ids, the bad lines land in the error file, the record in
+// sy_batches is complete, and a resubmission publishes nothing new.
 func TestBatchRoundTrip(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	srv, err := bus.StartServer(bus.ServerConfig{})
+	sys, err := stack.Start(ctx, stack.Config{Workers: 2, SpeedUp: 50})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Shutdown()
-	nc, err := srv.Connect("batch-test")
+	defer sys.Close()
+	nc, err := sys.Connect("batch-test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,14 +38,6 @@ func TestBatchRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := subjects.Provision(ctx, js, subjects.StreamOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := clienttest.StartResponder(ctx, js)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Stop()
 
 	var in bytes.Buffer
 	for i := 0; i < 200; i++ {
@@ -127,15 +119,17 @@ func TestBatchRoundTrip(t *testing.T) {
 		if o.CustomID != fmt.Sprintf("req-%d", i) || o.Response.StatusCode != 200 || o.Error != nil {
 			t.Fatalf("line %d: %s", i, l)
 		}
-		want, got := fmt.Sprintf("echo: question %d please", i), ""
-		if i%3 == 0 {
-			want = fmt.Sprintf("echo: prompt %d", i)
-			got = o.Response.Body.Choices[0].Text
-		} else {
-			got = o.Response.Body.Choices[0].Message.Content
+		// Line i+1 carries custom_id req-i; its result must be the one
+		// published for that line's request id.
+		if want := RequestID(rec.ID, i+1); o.Response.RequestID != want {
+			t.Fatalf("line %d: result of %s mapped to custom_id %s", i, o.Response.RequestID, o.CustomID)
 		}
-		if got != want {
-			t.Fatalf("line %d answered %q, want %q (results mapped to the wrong custom_id?)", i, got, want)
+		text, object := o.Response.Body.Choices[0].Message.Content, "chat.completion"
+		if i%3 == 0 {
+			text, object = o.Response.Body.Choices[0].Text, "text_completion"
+		}
+		if text == "" || o.Response.Body.Object != object {
+			t.Fatalf("line %d: %s", i, l)
 		}
 	}
 	for _, code := range []string{CodeInvalidJSON, CodeDuplicateCustomID, CodeInvalidURL, CodeMissingCustomID} {
