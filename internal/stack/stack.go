@@ -207,6 +207,9 @@ func (s *Stack) shell(service, instance string) (*svc.Shell, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := sh.UseLedger(s.ctx, s.cfg.Streams.Replicas); err != nil {
+		return nil, err
+	}
 	s.Registry.Add(sh.Metrics)
 	return sh, nil
 }

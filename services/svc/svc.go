@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/switchyard-ai/switchyard/internal/ledger"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/subjects"
 )
@@ -28,6 +29,19 @@ type Shell struct {
 	Metrics  *metrics.Set
 	// Now is the clock; tests and replay may replace it.
 	Now func() time.Time
+	// Ledger, when set, makes every final result exactly-once per request
+	// id across services and restarts (UseLedger).
+	Ledger *ledger.Ledger
+}
+
+// UseLedger routes final results through the exactly-once result ledger.
+func (s *Shell) UseLedger(ctx context.Context, replicas int) error {
+	l, err := ledger.New(s.JS, ledger.WithService(s.Service), ledger.WithReplicas(max(1, replicas)), ledger.WithLogger(s.Log))
+	if err != nil {
+		return fmt.Errorf("%s ledger: %w", s.Service, err)
+	}
+	s.Ledger = l
+	return nil
 }
 
 // New builds a shell over an open connection.
@@ -86,10 +100,24 @@ func ResultFormat(name string) schemas.Format {
 
 // PublishResult publishes a final result, deduplicated by request id, and
 // waits for the stream's ack: a result is only final once it is stored.
+// With a ledger, a result that loses to an earlier one for the same id is
+// dropped (and reported by the ledger) and PublishResult returns nil.
 func (s *Shell) PublishResult(ctx context.Context, res schemas.Result, f schemas.Format) error {
 	res.V = schemas.Version
 	if res.FinishedAt.IsZero() {
 		res.FinishedAt = s.Now()
+	}
+	if s.Ledger != nil {
+		won, err := s.Ledger.Finish(ctx, res, f)
+		if err != nil {
+			return fmt.Errorf("publish result %s: %w", res.ID, err)
+		}
+		if won {
+			s.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_results_total{service=%q,status=%q,class=%q}`, s.Service, res.Status, res.Priority)).Inc()
+		} else {
+			s.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_results_duplicate_suppressed_total{service=%q}`, s.Service)).Inc()
+		}
+		return nil
 	}
 	m, err := Encode(subjects.Result(res.Tenant, res.ID), f, res, res.ID)
 	if err != nil {
