@@ -21,10 +21,8 @@ import (
 // runBench dispatches `switchyard bench <what>`.
 func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	benches := map[string]func(context.Context, []string, io.Writer) error{
-		"bus": runBenchBus,
-	}
-	for name, fn := range extraBenches {
-		benches[name] = fn
+		"bus":       runBenchBus,
+		"placement": runBenchPlacement,
 	}
 	if len(args) == 0 {
 		names := make([]string, 0, len(benches))
