@@ -35,6 +35,7 @@ func commands() map[string]command {
 		"batch":    {"submit, track and collect OpenAI-format batch files (--nats URL)", runBatch},
 		"bench":    {"measure placement, the bus pipeline and the gateway against baselines", runBench},
 		"gateway":  {"serve the OpenAI-compatible HTTP API (--listen ADDR --nats URL --tenants FILE)", runGateway},
+		"sim":      {"replay a trace against a simulated fleet under several policies (--trace FILE --format F --policies P,...)", runSim},
 	}
 }
 

@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/switchyard-ai/switchyard/internal/perf"
+	"github.com/switchyard-ai/switchyard/internal/sim"
+	"github.com/switchyard-ai/switchyard/loadgen/traces"
+)
+
+// runSim is `switchyard sim`: replay a trace against a simulated fleet under
+// several placement policies and compare them.
+func runSim(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	trace := fs.String("trace", "", "trace file (mooncake JSONL or azure CSV)")
+	format := fs.String("format", "mooncake", "mooncake | azure | agentic | shared-prefix (the last two are generated; --trace unused)")
+	gpus := fs.String("gpus", "h100:16", "replicas per GPU type: gpu:count[:tp],...")
+	model := fs.String("model", "llama-3.1-8b", "catalog model")
+	policies := fs.String("policies", "round-robin,least-loaded,llm-d,dynamo,sglang,switchyard", "comma-separated policies, or 'all'")
+	rate := fs.Float64("rate-scale", 1, "multiply the trace's arrival rate")
+	duration := fs.Duration("duration", 0, "use only arrivals in the first D of the (scaled) trace; 0 = all")
+	limit := fs.Int("limit", 0, "read only the first N trace rows")
+	seed := fs.Int64("seed", 1, "seed for jitter, tenant rules and generators")
+	jsonOut := fs.Bool("json", false, "print a JSON summary as the last line")
+	htmlOut := fs.String("html", "", "write a self-contained HTML report here")
+	sweep := fs.String("sweep", "", "comma-separated rate scales to sweep, e.g. 0.5,1,2,4")
+	kvBlocks := fs.Int("kv-blocks", 0, "override each replica's KV capacity in 16-token blocks")
+	heartbeat := fs.Duration("heartbeat", time.Second, "worker heartbeat period")
+	drain := fs.Duration("drain", 5*time.Minute, "run on after the last arrival before counting unfinished requests failed")
+	workflowRate := fs.Float64("workflows-per-sec", 0.5, "agentic: workflow start rate")
+	genDur := fs.Duration("gen-duration", 10*time.Minute, "agentic: generation window")
+	stage := fs.Duration("stage", 60*time.Second, "shared-prefix: duration of each ladder stage")
+	parallel := fs.Int("parallel", runtime.GOMAXPROCS(0), "runs in parallel")
+	fs.SetOutput(stdout)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	specs, err := sim.ParseGPUs(*gpus)
+	if err != nil {
+		return err
+	}
+	names := strings.Split(*policies, ",")
+	if *policies == "all" {
+		names = sim.PolicyNames()
+	}
+	pred := perf.NewPredictor(nil)
+	for _, n := range names {
+		if _, err := sim.NewPolicy(strings.TrimSpace(n), pred); err != nil {
+			return err
+		}
+	}
+	tr, err := loadTrace(*format, *trace, traces.ReadOptions{Limit: *limit, Seed: *seed}, *seed, *workflowRate, *genDur, *stage)
+	if err != nil {
+		return err
+	}
+	cfg := sim.Config{GPUs: specs, Model: *model, KVBlocks: *kvBlocks, HeartbeatInterval: *heartbeat, Drain: *drain, Seed: *seed}
+	scales := []float64{*rate}
+	if *sweep != "" {
+		scales = scales[:0]
+		for _, s := range strings.Split(*sweep, ",") {
+			x, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+			if err != nil || x <= 0 {
+				return fmt.Errorf("bad --sweep value %q", s)
+			}
+			scales = append(scales, x)
+		}
+	}
+	st := tr.Summarise()
+	fmt.Fprintf(stdout, "trace %s: %d requests over %v (%.2f req/s), mean prompt %.0f, mean output %.0f, ideal prefix hit %.1f %%\n",
+		tr.Name, st.Requests, st.Span.Round(time.Second), st.RatePerSec, st.MeanPrompt, st.MeanOutput, 100*st.IdealHitTokens)
+	fmt.Fprintf(stdout, "fleet %s, model %s\n", *gpus, *model)
+
+	type job struct{ si, pi int }
+	points := make([]sim.SweepPoint, len(scales))
+	var jobs []job
+	for si, s := range scales {
+		points[si] = sim.SweepPoint{Scale: s, Results: make([]*sim.Result, len(names))}
+		for pi := range names {
+			jobs = append(jobs, job{si, pi})
+		}
+	}
+	errs := make([]error, len(jobs))
+	ch := make(chan int)
+	var wg sync.WaitGroup
+	for k := 0; k < max(*parallel, 1); k++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range ch {
+				jb := jobs[j]
+				t := tr.Scale(points[jb.si].Scale).Window(*duration)
+				pol, err := sim.NewPolicy(strings.TrimSpace(names[jb.pi]), perf.NewPredictor(nil))
+				if err == nil {
+					points[jb.si].Results[jb.pi], err = sim.Run(cfg, t, pol)
+				}
+				errs[j] = err
+			}
+		}()
+	}
+	for j := range jobs {
+		if ctx.Err() != nil {
+			break
+		}
+		ch <- j
+	}
+	close(ch)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	for _, p := range points {
+		if len(points) > 1 {
+			fmt.Fprintf(stdout, "\nrate scale %g×\n", p.Scale)
+		}
+		printTable(stdout, p.Results)
+	}
+	main := points[len(points)-1].Results
+	for _, p := range points {
+		if p.Scale == *rate {
+			main = p.Results
+		}
+	}
+	if len(points) > 1 {
+		fmt.Fprintln(stdout, "\ncapacity at 90 % SLO attainment (highest swept scale that met it):")
+		for _, r := range points[0].Results {
+			s, g := sim.Capacity(points, r.Name, 0.9)
+			fmt.Fprintf(stdout, "  %-24s %5g×  goodput/GPU-h %.1f\n", r.Name, s, g)
+		}
+	}
+	if *htmlOut != "" {
+		f, err := os.Create(*htmlOut)
+		if err != nil {
+			return err
+		}
+		rep := sim.Report{Title: "Switchyard simulation: " + tr.Name, Command: "switchyard sim " + strings.Join(args, " "), Rules: tr.Rules, Results: main}
+		if len(points) > 1 {
+			rep.Sweep = points
+		}
+		if err := sim.WriteHTML(f, rep); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	if *jsonOut {
+		out := struct {
+			Trace    string           `json:"trace"`
+			Policies []*sim.Result    `json:"policies"`
+			Sweep    []sim.SweepPoint `json:"sweep,omitempty"`
+		}{Trace: tr.Name, Policies: main}
+		if len(points) > 1 {
+			out.Sweep = points
+		}
+		b, err := json.Marshal(out)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, string(b))
+	} else {
+		fmt.Fprintln(stdout, "\nrules:")
+		for _, r := range tr.Rules {
+			fmt.Fprintln(stdout, "  "+r)
+		}
+	}
+	return nil
+}
+
+func loadTrace(format, path string, o traces.ReadOptions, seed int64, wfRate float64, genDur, stage time.Duration) (*traces.Trace, error) {
+	switch format {
+	case "mooncake", "azure":
+		if path == "" {
+			return nil, fmt.Errorf("--trace is required for --format %s", format)
+		}
+		if format == "mooncake" {
+			return traces.ReadMooncakeFile(path, o)
+		}
+		return traces.ReadAzureFile(path, o)
+	case "agentic":
+		return traces.Agentic(traces.AgenticConfig{Seed: seed, Duration: genDur, WorkflowsPerSec: wfRate}), nil
+	case "shared-prefix", "llm-d":
+		return traces.SharedPrefix(traces.SharedPrefixConfig{Seed: seed, StageDuration: stage}), nil
+	}
+	return nil, fmt.Errorf("unknown --format %q (want mooncake, azure, agentic or shared-prefix)", format)
+}
+
+func printTable(w io.Writer, rs []*sim.Result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "policy\treqs\tSLO\ttasks ok\tgoodput/s\tgood/GPU-h\t$/success\tTTFT p50\tTTFT p90\tTTFT p99\tITL p50\tITL p99\thit\tshed\tfailed\twasted GPU-s\twall\t")
+	for _, r := range rs {
+		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%d/%d\t%.3f\t%.1f\t%.5f\t%.0f\t%.0f\t%.0f\t%.1f\t%.1f\t%.3f\t%d\t%d\t%.0f\t%.1fs\t\n",
+			r.Name, r.Requests, r.SLOAttainment, r.TasksSucceeded, r.Tasks, r.GoodputRPS, r.GoodputPerGPUHour, r.CostPerSuccessUSD,
+			r.TTFTP50ms, r.TTFTP90ms, r.TTFTP99ms, r.ITLP50ms, r.ITLP99ms, r.PrefixHitRate, r.Shed, r.Failed, r.WastedGPUSeconds, r.WallSeconds)
+	}
+	tw.Flush()
+}
