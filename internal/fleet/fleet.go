@@ -133,6 +133,34 @@ type Fleet struct {
 	index    *prefix.Index
 	bookings map[string]booking
 	live     int
+	strs     map[string]string
+}
+
+// maxInterned bounds the intern table so odd heartbeats cannot grow it
+// without limit; past it strings are kept as they come.
+const maxInterned = 4096
+
+// intern returns the fleet's canonical copy of s. Heartbeats repeat a few
+// GPU, model, dtype and state names across a thousand workers; sharing one
+// backing array per name lets placement compare them by pointer instead of
+// touching each worker's own bytes (a cache miss per worker per placement).
+func (f *Fleet) intern(s string) string {
+	if c, ok := f.strs[s]; ok {
+		return c
+	}
+	if len(f.strs) < maxInterned {
+		f.strs[s] = s
+	}
+	return s
+}
+
+// Canonical returns the interned copy of s if the fleet has one, else s;
+// callers comparing many workers' fields against s use it once up front.
+func (f *Fleet) Canonical(s string) string {
+	if c, ok := f.strs[s]; ok {
+		return c
+	}
+	return s
 }
 
 // New returns an empty fleet.
@@ -143,12 +171,17 @@ func New(opts Options) *Fleet {
 	if opts.Settle <= 0 {
 		opts.Settle = DefaultSettle
 	}
-	return &Fleet{
+	f := &Fleet{
 		opts:     opts,
 		byID:     make(map[string]int32),
 		index:    prefix.New(opts.PrefixCap),
 		bookings: make(map[string]booking),
+		strs:     make(map[string]string),
 	}
+	for _, c := range []string{schemas.WeightHot, schemas.WeightSleeping, schemas.WeightLoading, schemas.WeightCold, schemas.WeightAbsent} {
+		f.strs[c] = c
+	}
+	return f
 }
 
 // Staleness is the configured staleness bound.
@@ -209,7 +242,7 @@ func (f *Fleet) ensure(id string) *Worker {
 func (f *Fleet) ApplyHeartbeat(hb *schemas.Heartbeat, now time.Time) (needSnapshot bool) {
 	w := f.ensure(hb.WorkerID)
 	first := w.LastSeen.IsZero()
-	w.Pool, w.GPU, w.Arch, w.TP = hb.Pool, hb.GPU, hb.Arch, hb.TP
+	w.Pool, w.GPU, w.Arch, w.TP = f.intern(hb.Pool), f.intern(hb.GPU), f.intern(hb.Arch), hb.TP
 	if w.TP < 1 {
 		w.TP = 1
 	}
@@ -222,6 +255,10 @@ func (f *Fleet) ApplyHeartbeat(hb *schemas.Heartbeat, now time.Time) (needSnapsh
 	w.KVBlocksTotal, w.KVBlocksFree = hb.KVBlocksTotal, hb.KVBlocksFree
 	w.BlockSize = hb.BlockSize
 	w.Models = append(w.Models[:0], hb.Models...)
+	for i := range w.Models {
+		m := &w.Models[i]
+		m.Name, m.Dtype, m.State = f.intern(m.Name), f.intern(m.Dtype), f.intern(m.State)
+	}
 	w.Running, w.Waiting, w.QueuedTokens, w.MaxBatch = hb.Running, hb.Waiting, hb.QueuedTokens, hb.MaxBatch
 	w.Draining = hb.Draining
 	w.PricePerHour = hb.PricePerHour

@@ -37,7 +37,11 @@ func latencyFilter(p *Placer, c *cand, _ *Request, now time.Time) Reason {
 	if sigma < 1e-3 {
 		sigma = 1e-3
 	}
-	t.PMiss = normalTail(t.SlackSeconds / sigma)
+	// Past 7 sigma P(miss) is below 1e-12: skip the polynomial, which
+	// most workers with roomy deadlines hit.
+	if x := t.SlackSeconds / sigma; x < 7 {
+		t.PMiss = normalTail(x)
+	}
 	t.MissUSD = t.PMiss * p.rp.missPenalty
 	return ReasonNone
 }

@@ -230,7 +230,8 @@ type Placer struct {
 	excluded []bool
 	cached   []cachedPrefill
 
-	rp reqParams
+	rp   reqParams
+	cand cand
 
 	dec   Decision
 	cands []Candidate
@@ -300,6 +301,7 @@ func (p *Placer) Place(f *fleet.Fleet, req *Request, now time.Time) *Decision {
 	if r.Dtype == "" {
 		r.Dtype = p.opts.DefaultDtype
 	}
+	r.Model, r.Dtype = f.Canonical(r.Model), f.Canonical(r.Dtype)
 	if r.Priority == "" {
 		r.Priority = schemas.PriorityStandard
 	}
@@ -334,12 +336,12 @@ func (p *Placer) Place(f *fleet.Fleet, req *Request, now time.Time) *Decision {
 	p.cands, p.rejs = p.cands[:0], p.rejs[:0]
 	staleness := f.Staleness()
 	best, bestCost := -1, math.Inf(1)
-	var c cand
+	c := &p.cand
 	for _, w := range workers {
 		if w == nil {
 			continue
 		}
-		reason := p.evaluate(&c, w, &r, weight, now, staleness)
+		reason := p.evaluate(c, w, &r, weight, now, staleness)
 		if reason != ReasonNone {
 			p.rejs = append(p.rejs, Rejection{Worker: w, Reason: reason})
 			d.Counts[reason]++

@@ -287,7 +287,7 @@ func TestBreakdownFollowsTheFormula(t *testing.T) {
 	}
 	f := build(spec{gpu: "fast", running: 3, queued: 1000})
 	f.ApplyKV(&schemas.KVEvent{WorkerID: "A", Seq: 1, Kind: schemas.KVStored, Hashes: hashes}, now)
-	r := withDeadline(withHashes(req(schemas.PriorityInteractive), hashes), 30*time.Second)
+	r := withDeadline(withHashes(req(schemas.PriorityInteractive), hashes), 3*time.Second)
 	d := place(t, f, r, testOpts())
 	tm := d.Terms
 	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
