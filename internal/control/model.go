@@ -1,0 +1,118 @@
+package control
+
+import (
+	"math"
+	"time"
+
+	"github.com/switchyard-ai/switchyard/internal/engine"
+	"github.com/switchyard-ai/switchyard/internal/perf"
+)
+
+// The controller sizes the fleet with the same roofline model the engine
+// runs on (internal/perf), so that its notion of a replica's capacity is
+// the one the workers actually have.
+
+// TargetBatch is the largest concurrent batch whose steady-state step (the
+// decodes plus the prefill that replaces finishing sequences) stays within
+// itl, capped by KV capacity and engine.DefaultMaxBatch; at least 1.
+func TargetBatch(rep perf.Replica, mix Mix, itl time.Duration) int {
+	in, out := int(math.Round(mix.PromptTokens)), max(1, int(math.Round(mix.OutputTokens)))
+	lo, hi := 1, engine.DefaultMaxBatch
+	if kvCap := rep.KVBlocks(1, perf.DefaultMemUtil) / max(in+out, 1); kvCap >= 1 {
+		hi = min(hi, kvCap)
+	}
+	// Step time grows with the batch: binary search the crossing.
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if s, _ := rep.SteadyState(in, out, mid); s <= itl.Seconds() {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo
+}
+
+// Capacity is one replica's modelled requests per second for the mix at
+// its target batch (before the planning utilisation is applied).
+func Capacity(rep perf.Replica, mix Mix, itl time.Duration) float64 {
+	b := TargetBatch(rep, mix, itl)
+	_, tps := rep.SteadyState(int(math.Round(mix.PromptTokens)), max(1, int(math.Round(mix.OutputTokens))), b)
+	return tps / math.Max(mix.OutputTokens, 1)
+}
+
+// SpecGain is the modelled ratio of output tokens per second with
+// speculative decoding to without, for a step of batch decoding sequences
+// at mean context ctx sharing the step with prefill tokens of chunked
+// prefill. Spec verifies K draft tokens per sequence and yields
+// (1 − α^{K+1})/(1 − α) tokens per sequence per step on average; at small
+// batches the step is memory-bound and the extra tokens are nearly free, at
+// large batches — or with prefill in the step — it is compute-bound and
+// they cost their full FLOPs, which is where vLLM measured 1.4–1.8×
+// slowdowns.
+func SpecGain(rep perf.Replica, sc engine.SpecConfig, batch, ctx, prefill int) float64 {
+	if batch <= 0 {
+		return 1
+	}
+	a := sc.Acceptance
+	yield := (1 - math.Pow(a, float64(sc.K+1))) / (1 - a)
+	b := perf.Batch{DecodeSeqs: batch, DecodeContextTokens: batch * ctx}
+	if prefill > 0 {
+		b.PrefillTokens, b.PrefillSeqs = prefill, 1
+	}
+	plain := rep.StepSeconds(b)
+	b.SpecTokens, b.DraftLayers = sc.K, math.Max(sc.DraftLayers, 0)
+	spec := rep.StepSeconds(b)
+	if plain <= 0 || spec <= 0 {
+		return 1
+	}
+	return yield * plain / spec
+}
+
+// budgetFor picks the latency-mode budgets for a replica: the batch the
+// ITL target allows for pure decoding, and the largest power-of-two token
+// budget (512..8192) whose chunked-prefill step alongside that batch still
+// stays within twice the ITL target (a prefill chunk is an occasional
+// stall, not every step).
+func budgetFor(rep perf.Replica, mix Mix, itl time.Duration) (maxBatch, tokenBudget int) {
+	ctx := int(mix.PromptTokens + mix.OutputTokens/2)
+	lo, hi := 1, engine.DefaultMaxBatch
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if rep.DecodeStepSeconds(mid, ctx) <= itl.Seconds() {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	maxBatch = max(lo, 8)
+	tokenBudget = 512
+	for tb := 8192; tb >= 512; tb /= 2 {
+		b := perf.Batch{DecodeSeqs: maxBatch, DecodeContextTokens: maxBatch * ctx, PrefillTokens: tb, PrefillSeqs: 1}
+		if rep.StepSeconds(b) <= 2*itl.Seconds() {
+			tokenBudget = tb
+			break
+		}
+	}
+	return maxBatch, tokenBudget
+}
+
+// holt is Holt's linear exponential smoothing: a level and a per-interval
+// trend, so a ramp is extrapolated rather than chased.
+type holt struct {
+	level, trend float64
+	init         bool
+}
+
+func (h *holt) observe(x, alpha, beta float64) {
+	if !h.init {
+		h.level, h.trend, h.init = x, 0, true
+		return
+	}
+	prev := h.level
+	h.level = alpha*x + (1-alpha)*(h.level+h.trend)
+	h.trend = beta*(h.level-prev) + (1-beta)*h.trend
+}
+
+// at forecasts steps intervals ahead, never below zero.
+func (h *holt) at(steps float64) float64 { return math.Max(0, h.level+h.trend*steps) }

@@ -1,0 +1,81 @@
+package control
+
+import (
+	"time"
+
+	"github.com/switchyard-ai/switchyard/subjects"
+)
+
+// Control subjects, all under sy.ctl.> (the CONTROL stream keeps them, so a
+// worker or scaler that restarts can read the last word for it):
+//
+//	sy.ctl.budget.<worker>    BudgetMsg    controller → worker
+//	sy.ctl.spec.<worker>      SpecMsg      controller → worker
+//	sy.ctl.warmth.<worker>    WarmthMsg    controller → worker
+//	sy.ctl.replicas.<pool>    ReplicasMsg  controller → scaler (and KEDA via the metric)
+//	sy.ctl.shed.<class>       ShedMsg      controller → admitter
+func BudgetSubject(worker string) string { return subjects.Control(KindBudget, worker) }
+
+// SpecSubject is sy.ctl.spec.<worker>.
+func SpecSubject(worker string) string { return subjects.Control(KindSpec, worker) }
+
+// WarmthSubject is sy.ctl.warmth.<worker>.
+func WarmthSubject(worker string) string { return subjects.Control(KindWarmth, worker) }
+
+// ReplicasSubject is sy.ctl.replicas.<pool>.
+func ReplicasSubject(pool string) string { return subjects.Control(KindReplicas, pool) }
+
+// ShedSubject is sy.ctl.shed.<class>.
+func ShedSubject(class string) string { return subjects.Control(KindShed, class) }
+
+// Wildcards for subscribers.
+const (
+	ReplicasAll = "sy.ctl.replicas.*"
+	ShedAll     = "sy.ctl.shed.*"
+)
+
+// BudgetMsg sets a worker's engine budgets (values ≤ 0 keep the current).
+type BudgetMsg struct {
+	Worker      string    `json:"worker"`
+	MaxBatch    int       `json:"max_batch"`
+	TokenBudget int       `json:"token_budget"`
+	Reason      string    `json:"reason"`
+	At          time.Time `json:"at"`
+}
+
+// SpecMsg switches a worker's speculative decoding.
+type SpecMsg struct {
+	Worker string    `json:"worker"`
+	On     bool      `json:"on"`
+	Gain   float64   `json:"gain"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
+// WarmthMsg moves a worker's model weights to State (hot, sleeping, cold).
+type WarmthMsg struct {
+	Worker string    `json:"worker"`
+	Model  string    `json:"model"`
+	State  string    `json:"state"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
+// ReplicasMsg is a pool's desired replica count.
+type ReplicasMsg struct {
+	Pool    string    `json:"pool"`
+	GPU     string    `json:"gpu"`
+	Model   string    `json:"model"`
+	Desired int       `json:"desired"`
+	Current int       `json:"current"`
+	Reason  string    `json:"reason"`
+	At      time.Time `json:"at"`
+}
+
+// ShedMsg sets the admitter's shedding margin of one class.
+type ShedMsg struct {
+	Class  string    `json:"class"`
+	Margin float64   `json:"margin"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
