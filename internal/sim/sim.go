@@ -99,6 +99,9 @@ type Config struct {
 	Drain time.Duration
 	// Seed seeds the engines' speculative-decoding draws.
 	Seed int64
+	// OnPlace, when set, sees every placement with the fleet and request it
+	// was made on (tests use it to check the live path decides the same).
+	OnPlace func(f *fleet.Fleet, req *placement.Request, now time.Time, d *placement.Decision)
 }
 
 func (c *Config) fill() {
@@ -270,17 +273,9 @@ func (r *runner) buildRequests() {
 		q := &r.tr.Requests[i]
 		r.byID[q.ID] = int32(i)
 		r.next[i] = -1
-		p := placement.Request{
-			ID: q.ID, Tenant: q.Tenant, Model: r.cfg.Model, Dtype: r.cfg.Dtype, Priority: q.Priority,
-			PromptTokens: q.PromptTokens, OutputTokens: q.OutputTokens, BlockHashes: q.BlockHashes,
+		if w := q.Workflow; w != nil && w.Prev >= 0 {
+			r.next[w.Prev] = int32(i)
 		}
-		if w := q.Workflow; w != nil {
-			p.Workflow = &schemas.Workflow{ID: w.ID, Step: w.Step, Of: w.Of, DeadlineMs: w.Deadline.Milliseconds()}
-			if w.Prev >= 0 {
-				r.next[w.Prev] = int32(i)
-			}
-		}
-		r.preq[i] = p
 		r.open++
 		if q.Workflow == nil || q.Workflow.Prev < 0 {
 			r.h.push(int64(q.Arrival), evArrive, int32(i))
@@ -333,17 +328,27 @@ func (r *runner) arrive(i int32) {
 	q := &r.tr.Requests[i]
 	st := &r.reqs[i]
 	st.submitAt = r.now
-	p := &r.preq[i]
-	if q.Deadline > 0 {
-		p.Deadline = at(r.now + int64(q.Deadline))
+	// The request reaches placement the way it reaches the live router: as
+	// the admitter's envelope, converted by placement.FromAdmitted.
+	adm := schemas.Admitted{
+		Request: schemas.Request{ID: q.ID, Model: r.cfg.Model, MaxTokens: q.OutputTokens, Priority: q.Priority},
+		Tenant:  q.Tenant, Priority: q.Priority, Model: r.cfg.Model, SubmittedAt: at(r.now),
+		PromptTokens: q.PromptTokens, BlockHashes: q.BlockHashes,
 	}
-	if w := q.Workflow; w != nil && w.Deadline > 0 {
+	if q.Deadline > 0 {
+		adm.Deadline = at(r.now + int64(q.Deadline))
+	}
+	var wfStart time.Time
+	if w := q.Workflow; w != nil {
+		adm.Request.Workflow = &schemas.Workflow{ID: w.ID, Step: w.Step, Of: w.Of, DeadlineMs: w.Deadline.Milliseconds()}
 		first := i
 		for r.tr.Requests[first].Workflow.Prev >= 0 {
 			first = int32(r.tr.Requests[first].Workflow.Prev)
 		}
-		p.WorkflowDeadline = at(r.reqs[first].submitAt + int64(w.Deadline))
+		wfStart = at(r.reqs[first].submitAt)
 	}
+	r.preq[i] = placement.FromAdmitted(&adm, r.cfg.Dtype, wfStart)
+	p := &r.preq[i]
 	st.status = stQueued
 	if r.cq != nil {
 		_ = r.cq.Push(queue.Item[int32]{
@@ -377,7 +382,7 @@ func (r *runner) tryPlace() {
 			break
 		}
 		tries++
-		d := r.pol.Place(r.fleet, &r.preq[i], now)
+		d := r.place(i, now)
 		switch {
 		case d.OK():
 			r.dispatch(i, d)
@@ -400,7 +405,8 @@ func (r *runner) dispatch(i int32, d *placement.Decision) {
 	if blocks <= 0 {
 		blocks = (q.PromptTokens + q.OutputTokens + tokens.BlockSize - 1) / tokens.BlockSize
 	}
-	_ = r.fleet.Reserve(w.id, q.ID, q.PromptTokens-d.Terms.CachedTokens, q.OutputTokens, blocks, at(r.now))
+	// Booked as the live router books (services/router dispatch).
+	_ = r.fleet.Reserve(w.id, q.ID, q.PromptTokens, q.OutputTokens, blocks, at(r.now))
 	r.h.push(r.now+int64(r.cfg.DispatchLatency), evDeliver, i)
 }
 
@@ -554,18 +560,18 @@ func (r *runner) heartbeat(w *simWorker) {
 // than burn GPU time on an answer nobody can use.
 func (r *runner) tryPlaceClassQueue() {
 	now := at(r.now)
+	r.expBuf = r.cq.Expire(now, r.expBuf[:0])
+	for _, e := range r.expBuf {
+		r.resolve(e.Payload, stFailed)
+	}
 	r.retry = r.retry[:0]
-	for tries := 0; tries < maxTries; tries++ {
-		it, ok, exp := r.cq.PopReady(now, r.expBuf[:0])
-		r.expBuf = exp
-		for _, e := range exp {
-			r.resolve(e.Payload, stFailed)
-		}
+	for len(r.retry) < maxBlocked {
+		it, ok, _ := r.cq.PopReady(now, nil)
 		if !ok {
 			break
 		}
 		i := it.Payload
-		d := r.pol.Place(r.fleet, &r.preq[i], now)
+		d := r.place(i, now)
 		switch {
 		case d.OK():
 			r.dispatch(i, d)
@@ -578,6 +584,19 @@ func (r *runner) tryPlaceClassQueue() {
 	for _, it := range r.retry {
 		_ = r.cq.Push(it)
 	}
+}
+
+// maxBlocked is how many requests a pass may find unplaceable before it
+// stops, as in the live router (services/router placeReady).
+const maxBlocked = 16
+
+// place asks the policy and reports the decision to Config.OnPlace.
+func (r *runner) place(i int32, now time.Time) *placement.Decision {
+	d := r.pol.Place(r.fleet, &r.preq[i], now)
+	if r.cfg.OnPlace != nil {
+		r.cfg.OnPlace(r.fleet, &r.preq[i], now, d)
+	}
+	return d
 }
 
 // minService is the request's fastest possible service on the fleet's

@@ -7,8 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-ai/switchyard/internal/fleet"
 	"github.com/switchyard-ai/switchyard/internal/perf"
+	"github.com/switchyard-ai/switchyard/internal/placement"
 	"github.com/switchyard-ai/switchyard/loadgen/traces"
+	"github.com/switchyard-ai/switchyard/schemas"
 )
 
 func mooncakeSlice(t testing.TB, n int) *traces.Trace {
@@ -37,13 +40,115 @@ func run(t testing.TB, cfg Config, tr *traces.Trace, name string) *Result {
 	return res
 }
 
-func TestSmoke(t *testing.T) {
-	tr := mooncakeSlice(t, 400)
-	cfg := Config{GPUs: []GPUSpec{{GPU: "h100", Count: 4}}, Model: "llama-3.1-8b"}
-	for _, name := range PolicyNames() {
-		res := run(t, cfg, tr, name)
-		t.Logf("%-24s ok %4d/%4d slo %.3f ttft p50 %.0f p99 %.0f ms hit %.3f steps %d wall %.2fs", name, res.Succeeded, res.Requests, res.SLOAttainment, res.TTFTP50ms, res.TTFTP99ms, res.PrefixHitRate, res.Steps, res.WallSeconds)
+var small = Config{GPUs: []GPUSpec{{GPU: "h100", Count: 4}}, Model: "llama-3.1-8b"}
+
+// TestDeterministic: the same trace, seed and policy give the same result,
+// field for field (wall time aside).
+func TestDeterministic(t *testing.T) {
+	tr := mooncakeSlice(t, 150)
+	agent := traces.Agentic(traces.AgenticConfig{Seed: 2, Duration: 40 * time.Second, WorkflowsPerSec: 1})
+	for _, name := range []string{"switchyard", "llm-d", "sglang", "dynamo", "least-loaded", "random"} {
+		for _, tc := range []struct {
+			label string
+			tr    *traces.Trace
+		}{{"mooncake", tr}, {"agentic", agent}} {
+			a := run(t, small, tc.tr, name)
+			b := run(t, small, tc.tr, name)
+			a.WallSeconds, b.WallSeconds = 0, 0
+			if !reflect.DeepEqual(a, b) {
+				t.Errorf("%s on %s: two runs differ:\n%+v\n%+v", name, tc.label, a, b)
+			}
+			if a.Requests+a.Skipped != len(tc.tr.Requests) {
+				t.Errorf("%s on %s: %d requests + %d skipped, trace has %d", name, tc.label, a.Requests, a.Skipped, len(tc.tr.Requests))
+			}
+			if a.Finished+a.Failed+a.Shed != a.Requests {
+				t.Errorf("%s on %s: outcomes do not add up: %+v", name, tc.label, a)
+			}
+		}
 	}
-	_ = reflect.DeepEqual
-	_ = time.Second
+}
+
+// TestSameDecisionAsLiveRouter: at every placement the simulator makes, a
+// fresh Placer given the same fleet and the request the live router would
+// build from the admitter's envelope (placement.FromAdmitted, as
+// services/router does) picks the same worker.
+func TestSameDecisionAsLiveRouter(t *testing.T) {
+	tr := mooncakeSlice(t, 120)
+	pred := perf.NewPredictor(nil)
+	live := placement.New(pred, placement.Options{})
+	checked := 0
+	cfg := small
+	cfg.OnPlace = func(f *fleet.Fleet, req *placement.Request, now time.Time, d *placement.Decision) {
+		adm := schemas.Admitted{
+			Request: schemas.Request{ID: req.ID, Model: req.Model, MaxTokens: req.OutputTokens, Priority: req.Priority},
+			Tenant:  req.Tenant, Priority: req.Priority, Model: req.Model, Deadline: req.Deadline,
+			PromptTokens: req.PromptTokens, BlockHashes: req.BlockHashes,
+		}
+		lr := placement.FromAdmitted(&adm, "", time.Time{})
+		want := d.Worker
+		got := live.Place(f, &lr, now)
+		if (want == nil) != (got.Worker == nil) || (want != nil && want.ID != got.Worker.ID) {
+			t.Fatalf("%s: simulator chose %v, live path %v", req.ID, want, got.Worker)
+		}
+		checked++
+	}
+	pol, _ := NewPolicy("switchyard", pred)
+	if _, err := Run(cfg, tr, pol); err != nil {
+		t.Fatal(err)
+	}
+	if checked < len(tr.Requests) {
+		t.Fatalf("only %d placements checked for %d requests", checked, len(tr.Requests))
+	}
+}
+
+// TestPrefixAwareBeatsRandomOnSharedPrefix is the llm-d benchmark's shape,
+// shrunk: prefix-aware routing keeps the shared prompts cached and the
+// queue short, cache-blind routing recomputes them.
+func TestPrefixAwareBeatsRandomOnSharedPrefix(t *testing.T) {
+	tr := traces.SharedPrefix(traces.SharedPrefixConfig{Seed: 1, Groups: 40, Ladder: []float64{20}, StageDuration: 40 * time.Second})
+	cfg := Config{GPUs: []GPUSpec{{GPU: "h100", Count: 4}}, Model: "llama-3.1-8b", KVBlocks: 6000}
+	rnd := run(t, cfg, tr, "random")
+	for _, name := range []string{"llm-d", "switchyard"} {
+		r := run(t, cfg, tr, name)
+		if r.PrefixHitRate < rnd.PrefixHitRate+0.1 {
+			t.Errorf("%s hit rate %.3f, random %.3f", name, r.PrefixHitRate, rnd.PrefixHitRate)
+		}
+		if r.TTFTP90ms >= rnd.TTFTP90ms {
+			t.Errorf("%s p90 TTFT %.0f ms, random %.0f ms", name, r.TTFTP90ms, rnd.TTFTP90ms)
+		}
+	}
+}
+
+func TestWorkflowsSkipAfterFailure(t *testing.T) {
+	// One replica whose KV cannot hold the prompts: every step 1 fails
+	// (engine refuses it), so later steps are never sent.
+	tr := traces.Agentic(traces.AgenticConfig{Seed: 4, Duration: 20 * time.Second, WorkflowsPerSec: 0.5})
+	cfg := Config{GPUs: []GPUSpec{{GPU: "h100", Count: 1}}, Model: "llama-3.1-8b", KVBlocks: 64}
+	res := run(t, cfg, tr, "round-robin")
+	if res.Finished != 0 || res.Skipped == 0 || res.TasksSucceeded != 0 {
+		t.Fatalf("want every workflow to fail at step 1: %+v", res)
+	}
+	if res.Failed != res.Tasks {
+		t.Errorf("failed %d, workflows %d", res.Failed, res.Tasks)
+	}
+}
+
+func TestParseGPUs(t *testing.T) {
+	cases := []struct {
+		in   string
+		want []GPUSpec
+		err  bool
+	}{
+		{"h100:8", []GPUSpec{{"h100", 8, 1}}, false},
+		{"h100:8,a100-80g:4:2", []GPUSpec{{"h100", 8, 1}, {"a100-80g", 4, 2}}, false},
+		{"l4", []GPUSpec{{"l4", 1, 1}}, false},
+		{"h100:x", nil, true},
+		{"", nil, true},
+	}
+	for _, c := range cases {
+		got, err := ParseGPUs(c.in)
+		if (err != nil) != c.err || (!c.err && !reflect.DeepEqual(got, c.want)) {
+			t.Errorf("ParseGPUs(%q) = %v, %v", c.in, got, err)
+		}
+	}
 }
