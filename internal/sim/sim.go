@@ -24,6 +24,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchyard-ai/switchyard/internal/admission"
 	"github.com/switchyard-ai/switchyard/internal/catalog"
 	"github.com/switchyard-ai/switchyard/internal/engine"
 	"github.com/switchyard-ai/switchyard/internal/fleet"
@@ -192,9 +193,13 @@ type runner struct {
 	cq     *queue.Queue[int32]
 	retry  []queue.Item[int32]
 	expBuf []queue.Item[int32]
-	open   int // requests not yet resolved
-	steps  uint64
-	doneFn func(requestID, workerID string)
+	// recent holds completion times of the last throughputWindow, the
+	// fleet throughput the admitter's shedder divides queue depth by.
+	recent  []int64
+	pending map[string]int
+	open    int // requests not yet resolved
+	steps   uint64
+	doneFn  func(requestID, workerID string)
 }
 
 func at(ns int64) time.Time { return Epoch.Add(time.Duration(ns)) }
@@ -349,6 +354,12 @@ func (r *runner) arrive(i int32) {
 	}
 	r.preq[i] = placement.FromAdmitted(&adm, r.cfg.Dtype, wfStart)
 	p := &r.preq[i]
+	if r.pol.ClassQueue {
+		if v := r.shed(q, p.Deadline); v.Shed {
+			r.resolve(i, stShed)
+			return
+		}
+	}
 	st.status = stQueued
 	if r.cq != nil {
 		_ = r.cq.Push(queue.Item[int32]{
@@ -499,6 +510,7 @@ func (r *runner) finish(w *simWorker, f engine.Finished) {
 		st.itl = f.FinishedAt.Sub(f.FirstTokenAt).Seconds() / float64(f.OutputTokens-1)
 	}
 	st.sloMet = st.ttft <= q.TTFTTarget.Seconds() && st.itl <= q.TPOTTarget.Seconds()
+	r.recent = append(r.recent, r.now)
 	r.resolve(i, stOK)
 }
 
@@ -607,6 +619,51 @@ func (r *runner) minService(q *traces.Request) time.Duration {
 	for k, g := range r.cfg.GPUs {
 		// Best case: the whole prompt but its last token is cached.
 		s := r.pred.PrefillSeconds(g.GPU, r.cfg.Model, r.cfg.Dtype, max(g.TP, 1), 1, q.PromptTokens-1) +
+			r.pred.DecodeSeconds(g.GPU, r.cfg.Model, r.cfg.Dtype, max(g.TP, 1), q.OutputTokens, 1, q.PromptTokens)
+		if k == 0 || s < best {
+			best = s
+		}
+	}
+	return time.Duration(best * float64(time.Second))
+}
+
+// throughputWindow is how far back completions count as recent throughput.
+const throughputWindow = int64(30 * time.Second)
+
+// shed asks the admitter's shedder (internal/admission) whether q would
+// miss its deadline behind the work queued in the router: the same check
+// the live admitter makes, with the router queue's per-class depth and the
+// fleet's recent completion rate as its Load.
+func (r *runner) shed(q *traces.Request, deadline time.Time) admission.ShedVerdict {
+	if deadline.IsZero() {
+		return admission.ShedVerdict{}
+	}
+	cut := r.now - throughputWindow
+	k := 0
+	for k < len(r.recent) && r.recent[k] < cut {
+		k++
+	}
+	r.recent = r.recent[k:]
+	if r.pending == nil {
+		r.pending = make(map[string]int, len(schemas.Priorities))
+	}
+	for _, p := range schemas.Priorities {
+		r.pending[p] = r.cq.LenClass(p)
+	}
+	span := float64(min(r.now, throughputWindow)) / 1e9
+	l := admission.Load{Pending: r.pending}
+	if span > 0 {
+		l.RequestsPerSec = float64(len(r.recent)) / span
+	}
+	return admission.Shedder{}.Check(q.Priority, at(r.now), deadline, r.service(q), l)
+}
+
+// service is the request's predicted service time alone and uncached on
+// the fleet's fastest replica class (the admitter's estimate of it).
+func (r *runner) service(q *traces.Request) time.Duration {
+	best := 0.0
+	for k, g := range r.cfg.GPUs {
+		s := r.pred.PrefillSeconds(g.GPU, r.cfg.Model, r.cfg.Dtype, max(g.TP, 1), q.PromptTokens, 0) +
 			r.pred.DecodeSeconds(g.GPU, r.cfg.Model, r.cfg.Dtype, max(g.TP, 1), q.OutputTokens, 1, q.PromptTokens)
 		if k == 0 || s < best {
 			best = s
