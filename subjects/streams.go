@@ -19,6 +19,7 @@ const (
 	StreamEvents     = "EVENTS"
 	StreamControl    = "CONTROL"
 	StreamDLQ        = "DLQ"
+	StreamJournal    = "JOURNAL"
 )
 
 // StreamOptions sizes the streams. The zero value gives the defaults used
@@ -86,6 +87,7 @@ func Streams(o StreamOptions) []jetstream.StreamConfig {
 		mk(StreamEvents, "every decision with its reasons", []string{EventAll}, o.MaxAge, 8),
 		mk(StreamControl, "control-plane commands", []string{ControlAll}, o.MaxAge, 16),
 		mk(StreamDLQ, "messages that could not be decoded, with the reason", []string{DLQAll}, o.MaxAge, 16),
+		mk(StreamJournal, "each decision loop's inputs in order, for exact replay", []string{JournalAll}, short, 8),
 	}
 }
 

@@ -11,6 +11,7 @@
 //	sy.ctl.>                                      controller, admitter → all CONTROL
 //	sy.dlq.<service>                              undecodable input          DLQ
 //	sy.tok.<tenant>.<request-id>                  worker → client (core NATS, not stored)
+//	sy.journal.<service>.<instance>               a decision loop's ordered inputs JOURNAL
 package subjects
 
 import (
@@ -34,7 +35,12 @@ const (
 	ControlAll   = "sy.ctl.>"
 	DLQAll       = "sy.dlq.>"
 	TokensAll    = "sy.tok.>"
+	JournalAll   = "sy.journal.>"
 )
+
+// Journal is sy.journal.<service>.<instance>: the ordered inputs of one
+// decision loop, recorded so replay can run them through the same core.
+func Journal(service, instance string) string { return join(Prefix, "journal", service, instance) }
 
 // ValidToken reports whether s can stand as one subject token: non-empty,
 // no '.', '*', '>' or whitespace.

@@ -12,6 +12,8 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/bus"
 	"github.com/switchyard-ai/switchyard/internal/catalog"
 	"github.com/switchyard-ai/switchyard/internal/perf"
+	"github.com/switchyard-ai/switchyard/internal/placement"
+	"github.com/switchyard-ai/switchyard/internal/routing"
 	"github.com/switchyard-ai/switchyard/services/admitter"
 	"github.com/switchyard-ai/switchyard/services/router"
 	"github.com/switchyard-ai/switchyard/services/svc"
@@ -126,7 +128,7 @@ func runRouter(ctx context.Context, args []string, _ io.Writer) error {
 		return err
 	}
 	defer sh.NC.Drain()
-	return router.New(sh, router.Config{Cost: perf.NewPredictor(cat), Lease: *lease, LeaseReplicas: f.replicas}).Run(ctx)
+	return router.New(sh, router.Config{Cost: perf.NewPredictor(cat), Placement: placement.Options{WeightBytes: routing.CatalogWeights(cat)}, Lease: *lease, LeaseReplicas: f.replicas}).Run(ctx)
 }
 
 func runWorker(ctx context.Context, args []string, _ io.Writer) error {

@@ -17,6 +17,8 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/bus"
 	"github.com/switchyard-ai/switchyard/internal/catalog"
 	"github.com/switchyard-ai/switchyard/internal/perf"
+	"github.com/switchyard-ai/switchyard/internal/placement"
+	"github.com/switchyard-ai/switchyard/internal/routing"
 	"github.com/switchyard-ai/switchyard/services/admitter"
 	"github.com/switchyard-ai/switchyard/services/router"
 	"github.com/switchyard-ai/switchyard/services/svc"
@@ -126,7 +128,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	if err != nil {
 		return fail(err)
 	}
-	s.run("router", router.New(rsh, router.Config{Cost: perf.NewPredictor(cfg.Catalog), Lease: true}).Run)
+	s.run("router", router.New(rsh, router.Config{Cost: perf.NewPredictor(cfg.Catalog), Placement: placement.Options{WeightBytes: routing.CatalogWeights(cfg.Catalog)}, Lease: true}).Run)
 	for _, spec := range cfg.Fleet {
 		if _, err := s.AddWorker(spec); err != nil {
 			return fail(err)

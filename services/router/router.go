@@ -1,22 +1,21 @@
-// Package router is the router service shell. It keeps the fleet view from
-// heartbeats and KV events, pulls admitted requests per priority class into
-// a bounded look-ahead window (unacked, kept alive with in-progress acks),
-// orders them with the deadline-aware queue, places each through the
-// placement core, reserves capacity on the chosen worker, and dispatches.
-// It delays — never drops — work that cannot be placed yet, and answers
-// with an explicit result work that never can be, or whose deadline has
-// passed.
+// Package router is the router service shell around internal/routing's
+// state machine. It turns what arrives from NATS — heartbeats, KV events,
+// admitted requests pulled into a bounded look-ahead window (unacked, kept
+// alive with in-progress acks), released bookings, cancels, clock ticks —
+// into routing Inputs, journals each one on sy.journal.router.<instance>
+// so replay can reproduce every decision, applies it, and carries out the
+// Actions: publish a dispatch and ack, publish an error result and ack,
+// emit an event, ask a worker for a KV snapshot.
 //
-// All decisions run on one goroutine that owns the core state (fleet,
-// queue, placer), fed by channels: the same single-threaded shape the
-// simulator and replay use.
+// One goroutine owns the core; NATS callbacks only post to it. Replicas
+// elect one active router through a KV lease, so two routers never book the
+// same worker from their own views; standbys keep their fleet view warm.
 package router
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -24,7 +23,7 @@ import (
 
 	"github.com/switchyard-ai/switchyard/internal/fleet"
 	"github.com/switchyard-ai/switchyard/internal/placement"
-	"github.com/switchyard-ai/switchyard/internal/queue"
+	"github.com/switchyard-ai/switchyard/internal/routing"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/svc"
 	"github.com/switchyard-ai/switchyard/subjects"
@@ -40,45 +39,33 @@ type Config struct {
 	// AckWait bounds how long a dead router holds requests before JetStream
 	// hands them to another replica.
 	AckWait time.Duration
-	// Lease makes replicas elect one active router through a KV lease, so
-	// two routers never book the same worker from stale views; a standby
-	// keeps its fleet view warm and takes over within LeaseTTL + AckWait.
+	// Lease elects one active router through a KV lease; a standby takes
+	// over within LeaseTTL + AckWait.
 	Lease         bool
 	LeaseTTL      time.Duration
 	LeaseReplicas int
 	// Tick is how often queued work is retried for placement.
 	Tick  time.Duration
 	Fleet fleet.Options
-	// Policy places requests; nil means the Switchyard placer over Cost.
-	Policy placement.Policy
-	Cost   placement.CostModel
-	// QueueWeights are the per-class shares (queue.DefaultWeights when nil).
+	// Policy places requests; nil means the Switchyard placer over Cost
+	// with Placement options.
+	Policy       placement.Policy
+	Cost         placement.CostModel
+	Placement    placement.Options
 	QueueWeights map[string]int
+	// Journal records every input for replay (default on).
+	NoJournal bool
 }
 
 // Router is one router replica.
 type Router struct {
-	sh  *svc.Shell
-	cfg Config
-
-	fleet  *fleet.Fleet
-	policy placement.Policy
-	q      *queue.Queue[*held]
-	cost   placement.CostModel
-
-	inbox   chan func()
-	pending map[string]*held
-}
-
-type held struct {
-	adm schemas.Admitted
-	msg jetstream.Msg
-	// lastProgress is when the look-ahead last extended the message's ack
-	// deadline.
-	lastProgress time.Time
-	// waitingSince is when it first failed to place; for events.
-	waitingSince time.Time
-	reason       string
+	sh    *svc.Shell
+	cfg   Config
+	core  *routing.Core
+	inbox chan func()
+	// progress is when each held request's ack deadline was last extended.
+	progress map[string]time.Time
+	journal  string
 }
 
 // New builds a router.
@@ -99,66 +86,50 @@ func New(sh *svc.Shell, cfg Config) *Router {
 	}
 	pol := cfg.Policy
 	if pol == nil {
-		pol = placement.New(cfg.Cost, placement.Options{})
+		pol = placement.New(cfg.Cost, cfg.Placement)
 	}
-	return &Router{
-		sh: sh, cfg: cfg,
-		fleet:   fleet.New(cfg.Fleet),
-		policy:  pol,
-		q:       queue.New[*held](cfg.QueueWeights),
-		cost:    cfg.Cost,
-		inbox:   make(chan func(), 4096),
-		pending: map[string]*held{},
-	}
+	core := routing.New(routing.Config{Policy: pol, Cost: cfg.Cost, Fleet: cfg.Fleet, QueueWeights: cfg.QueueWeights})
+	return &Router{sh: sh, cfg: cfg, core: core, inbox: make(chan func(), 8192), progress: map[string]time.Time{},
+		journal: subjects.Journal("router", sh.Instance)}
 }
 
 // Run serves until ctx ends.
 func (r *Router) Run(ctx context.Context) error {
-	hbSub, err := r.sh.NC.Subscribe(subjects.HeartbeatAll, func(m *nats.Msg) {
-		var hb schemas.Heartbeat
-		if svc.Decode(m.Header, m.Data, &hb) != nil {
-			return
-		}
-		r.post(ctx, func() { r.onHeartbeat(&hb) })
-	})
-	if err != nil {
-		return fmt.Errorf("heartbeat subscription: %w", err)
+	subs := []struct {
+		subject string
+		handle  func(*nats.Msg)
+	}{
+		{subjects.HeartbeatAll, func(m *nats.Msg) {
+			var hb schemas.Heartbeat
+			if svc.Decode(m.Header, m.Data, &hb) == nil {
+				r.post(ctx, func() { r.apply(ctx, routing.Input{Kind: routing.InHeartbeat, Heartbeat: &hb}, nil) })
+			}
+		}},
+		{subjects.KVAll, func(m *nats.Msg) {
+			var ev schemas.KVEvent
+			if svc.Decode(m.Header, m.Data, &ev) == nil {
+				r.post(ctx, func() { r.apply(ctx, routing.Input{Kind: routing.InKV, KV: &ev}, nil) })
+			}
+		}},
+		{subjects.ResultAll, func(m *nats.Msg) {
+			if _, id, err := subjects.ParseResult(m.Subject); err == nil {
+				r.post(ctx, func() { r.apply(ctx, routing.Input{Kind: routing.InReleased, ID: id}, nil) })
+			}
+		}},
+		{subjects.CancelAll, func(m *nats.Msg) {
+			var c schemas.Cancel
+			if svc.Decode(m.Header, m.Data, &c) == nil {
+				r.post(ctx, func() { r.apply(ctx, routing.Input{Kind: routing.InCancel, Cancel: &c}, nil) })
+			}
+		}},
 	}
-	defer hbSub.Unsubscribe()
-	kvSub, err := r.sh.NC.Subscribe(subjects.KVAll, func(m *nats.Msg) {
-		var ev schemas.KVEvent
-		if svc.Decode(m.Header, m.Data, &ev) != nil {
-			return
-		}
-		r.post(ctx, func() { r.onKV(ctx, &ev) })
-	})
-	if err != nil {
-		return fmt.Errorf("kv subscription: %w", err)
-	}
-	defer kvSub.Unsubscribe()
-	resSub, err := r.sh.NC.Subscribe(subjects.ResultAll, func(m *nats.Msg) {
-		_, id, err := subjects.ParseResult(m.Subject)
+	for _, s := range subs {
+		sub, err := r.sh.NC.Subscribe(s.subject, s.handle)
 		if err != nil {
-			return
+			return fmt.Errorf("subscribe %s: %w", s.subject, err)
 		}
-		r.post(ctx, func() { r.fleet.Unreserve(id) })
-	})
-	if err != nil {
-		return fmt.Errorf("result subscription: %w", err)
+		defer sub.Unsubscribe()
 	}
-	defer resSub.Unsubscribe()
-	cancelSub, err := r.sh.NC.Subscribe(subjects.CancelAll, func(m *nats.Msg) {
-		var c schemas.Cancel
-		if svc.Decode(m.Header, m.Data, &c) != nil {
-			return
-		}
-		r.post(ctx, func() { r.onCancel(ctx, c) })
-	})
-	if err != nil {
-		return fmt.Errorf("cancel subscription: %w", err)
-	}
-	defer cancelSub.Unsubscribe()
-
 	loopCtx, stopLoop := context.WithCancel(ctx)
 	loopDone := make(chan struct{})
 	go func() { defer close(loopDone); r.loop(loopCtx) }()
@@ -172,18 +143,17 @@ func (r *Router) Run(ctx context.Context) error {
 	}
 	leader := r.sh.Metrics.NewGauge(fmt.Sprintf(`switchyard_router_leader{instance=%q}`, r.sh.Instance), nil)
 	return svc.RunAsLeader(ctx, kv, "router", r.sh.Instance, r.cfg.LeaseTTL, func(is bool) {
+		v, what := 0.0, "lost"
 		if is {
-			leader.Set(1)
-		} else {
-			leader.Set(0)
+			v, what = 1, "acquired"
 		}
+		leader.Set(v)
 		r.sh.Log.Info("router leadership", "leader", is)
-		r.sh.Emit(schemas.Event{Kind: "leadership", Reason: map[bool]string{true: "acquired", false: "lost"}[is]})
+		r.sh.Emit(schemas.Event{Kind: "leadership", Reason: what})
 	}, r.consume)
 }
 
-// loop is the decision goroutine: it alone touches fleet, queue and held
-// requests.
+// loop is the decision goroutine: it alone touches the core.
 func (r *Router) loop(ctx context.Context) {
 	tick := time.NewTicker(r.cfg.Tick)
 	defer tick.Stop()
@@ -194,15 +164,17 @@ func (r *Router) loop(ctx context.Context) {
 		case fn := <-r.inbox:
 			fn()
 		case <-tick.C:
-			r.placeReady(ctx)
+			if r.core.Queued() > 0 {
+				r.apply(ctx, routing.Input{Kind: routing.InTick}, nil)
+			}
+			r.keepAlive()
 		}
 	}
 }
 
 // consume pulls admitted work while ctx (leadership) lasts. When it ends,
 // whatever is held is forgotten unacked, so JetStream redelivers it to the
-// next leader after AckWait: nothing is lost, nothing is placed twice by
-// two routers at once.
+// next leader after AckWait: nothing is lost, nothing is placed twice.
 func (r *Router) consume(ctx context.Context) error {
 	var ccs []jetstream.ConsumeContext
 	defer func() {
@@ -210,7 +182,7 @@ func (r *Router) consume(ctx context.Context) error {
 			cc.Stop()
 		}
 		select {
-		case r.inbox <- r.forgetHeld:
+		case r.inbox <- func() { r.apply(ctx, routing.Input{Kind: routing.InForget}, nil) }:
 		default:
 		}
 	}()
@@ -237,24 +209,16 @@ func (r *Router) consume(ctx context.Context) error {
 				m.Term()
 				return
 			}
-			r.post(ctx, func() { r.onAdmitted(ctx, adm, m) })
+			r.post(ctx, func() { r.apply(ctx, routing.Input{Kind: routing.InAdmitted, Admitted: &adm}, m) })
 		}, jetstream.PullMaxMessages(min(64, r.cfg.Window)))
 		if err != nil {
 			return fmt.Errorf("router consume %s: %w", class, err)
 		}
 		ccs = append(ccs, cc)
 	}
-	r.sh.Log.Info("router consuming", "policy", r.policy.Name())
+	r.sh.Log.Info("router consuming", "policy", r.core.Policy())
 	<-ctx.Done()
 	return nil
-}
-
-// forgetHeld drops held requests without acking them (leadership lost).
-func (r *Router) forgetHeld() {
-	for id := range r.pending {
-		r.q.Remove(id)
-		delete(r.pending, id)
-	}
 }
 
 // post hands work to the decision goroutine.
@@ -265,27 +229,121 @@ func (r *Router) post(ctx context.Context, fn func()) {
 	}
 }
 
-func (r *Router) onHeartbeat(hb *schemas.Heartbeat) {
-	now := r.sh.Now()
-	if r.fleet.ApplyHeartbeat(hb, now) {
-		r.requestSnapshot(hb.WorkerID)
+// apply stamps, journals and applies one input, then carries out the
+// actions. Journaling happens first, in order, from this one goroutine.
+func (r *Router) apply(ctx context.Context, in routing.Input, handle jetstream.Msg) {
+	in.At = r.sh.Now()
+	if !r.cfg.NoJournal {
+		if m, err := svc.Encode(r.journal, schemas.Msgpack, in, ""); err == nil {
+			if _, err := r.sh.JS.PublishMsgAsync(m); err != nil {
+				r.sh.Log.Debug("journal", "err", err)
+			}
+		}
+	}
+	var h any
+	if handle != nil {
+		h = handle
+		r.progress[in.Admitted.Request.ID] = in.At
+	}
+	if in.Kind == routing.InForget {
+		clear(r.progress)
+	}
+	for _, a := range r.core.Apply(in, h) {
+		r.do(ctx, in, a)
+	}
+	r.sh.Metrics.GetOrCreateGauge(`switchyard_router_held`, nil).Set(float64(r.core.HeldCount()))
+	for _, c := range schemas.Priorities {
+		r.sh.Metrics.GetOrCreateGauge(fmt.Sprintf(`switchyard_queue_depth{class=%q}`, c), nil).Set(float64(r.core.QueuedClass(c)))
 	}
 }
 
-func (r *Router) onKV(ctx context.Context, ev *schemas.KVEvent) {
-	if r.fleet.ApplyKV(ev, r.sh.Now()) {
-		r.requestSnapshot(ev.WorkerID)
+func (r *Router) do(ctx context.Context, in routing.Input, a routing.Action) {
+	switch a.Kind {
+	case routing.ActSnapshot:
+		r.requestSnapshot(ctx, a.Worker)
+	case routing.ActDuplicate:
+		if m, ok := a.Held.Handle.(jetstream.Msg); ok {
+			m.Ack()
+		}
+	case routing.ActDelayed:
+		r.sh.Emit(schemas.Event{Kind: "delayed", RequestID: a.ID, Tenant: a.Held.Adm.Tenant, Reason: a.Reason, At: in.At})
+	case routing.ActFail:
+		r.fail(ctx, in, a)
+	case routing.ActDispatch:
+		r.dispatch(ctx, in, a)
 	}
+}
+
+func (r *Router) dispatch(ctx context.Context, in routing.Input, a routing.Action) {
+	h := a.Held
+	msg, _ := h.Handle.(jetstream.Msg)
+	delete(r.progress, a.ID)
+	d := schemas.Dispatch{V: schemas.Version, Admitted: h.Adm, WorkerID: a.Worker, RouterID: r.sh.Instance, PlacedAt: in.At,
+		PredictedSeconds: a.Terms.CompletionSeconds, CachedTokens: a.Terms.CachedTokens}
+	m, err := svc.Encode(subjects.Dispatch(a.Worker), schemas.Msgpack, d, fmt.Sprintf("%s-a%d", a.ID, h.Adm.Attempt))
+	if err == nil {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err = r.sh.JS.PublishMsg(pctx, m)
+		cancel()
+	}
+	if err != nil {
+		r.sh.Log.Warn("dispatch publish failed; holding it again", "id", a.ID, "err", err)
+		adm := h.Adm
+		r.apply(ctx, routing.Input{Kind: routing.InDispatchFailed, ID: a.ID, Admitted: &adm}, msg)
+		return
+	}
+	if msg != nil {
+		msg.Ack()
+	}
+	r.sh.Metrics.GetOrCreateHistogram(`switchyard_router_queue_seconds`).Update(in.At.Sub(h.Adm.SubmittedAt).Seconds())
+	r.sh.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_dispatched_total{class=%q,gpu=%q}`, h.Adm.Priority, a.GPU)).Inc()
+	r.sh.Emit(schemas.Event{Kind: "placed", At: in.At, RequestID: a.ID, Tenant: h.Adm.Tenant, WorkerID: a.Worker, Reason: a.Policy,
+		Fields: map[string]any{"terms": a.Terms, "candidates": a.Candidates, "rejected": a.Rejected, "class": h.Adm.Priority,
+			"gpu": a.GPU, "queue_ms": in.At.Sub(h.Adm.SubmittedAt).Milliseconds()}})
+}
+
+// fail publishes a held request's error result and acks it; if the result
+// cannot be stored the message stays unacked and comes back.
+func (r *Router) fail(ctx context.Context, in routing.Input, a routing.Action) {
+	h := a.Held
+	delete(r.progress, a.ID)
+	res := svc.ErrorResult(a.ID, h.Adm.Tenant, h.Adm.Priority, a.Err, in.At)
+	if err := r.sh.PublishResult(ctx, res, svc.ResultFormat(h.Adm.ResultFormat)); err != nil {
+		if !errors.Is(err, context.Canceled) {
+			r.sh.Log.Warn("publish result", "id", res.ID, "err", err)
+		}
+		return
+	}
+	r.sh.Emit(schemas.Event{Kind: a.Err.Code, At: in.At, RequestID: a.ID, Tenant: h.Adm.Tenant, Reason: a.Err.Message,
+		Fields: map[string]any{"class": h.Adm.Priority}})
+	if m, ok := h.Handle.(jetstream.Msg); ok {
+		m.Ack()
+	}
+}
+
+// keepAlive extends the ack deadline of requests held longer than a third
+// of AckWait, so the look-ahead never lets one lapse while it waits.
+func (r *Router) keepAlive() {
+	now := r.sh.Now()
+	r.core.Each(func(h *routing.Held) {
+		id := h.Adm.Request.ID
+		if now.Sub(r.progress[id]) > r.cfg.AckWait/3 {
+			if m, ok := h.Handle.(jetstream.Msg); ok {
+				m.InProgress()
+			}
+			r.progress[id] = now
+		}
+	})
 }
 
 // requestSnapshot asks a worker for its full block set after a gap in its
-// KV events; the answer is applied like any KV event.
-func (r *Router) requestSnapshot(worker string) {
+// KV events; the answer comes back as a KV input.
+func (r *Router) requestSnapshot(ctx context.Context, worker string) {
 	inbox := r.sh.NC.NewRespInbox()
 	sub, err := r.sh.NC.Subscribe(inbox, func(m *nats.Msg) {
 		var ev schemas.KVEvent
 		if svc.Decode(m.Header, m.Data, &ev) == nil {
-			r.inbox <- func() { r.fleet.ApplyKV(&ev, r.sh.Now()) }
+			r.post(ctx, func() { r.apply(ctx, routing.Input{Kind: routing.InKV, KV: &ev}, nil) })
 		}
 	})
 	if err != nil {
@@ -294,193 +352,4 @@ func (r *Router) requestSnapshot(worker string) {
 	sub.AutoUnsubscribe(1)
 	r.sh.NC.PublishRequest(subjects.KVSnapshotRequest(worker), inbox, nil)
 	r.sh.Metrics.GetOrCreateCounter(`switchyard_router_kv_snapshots_requested_total`).Inc()
-}
-
-func (r *Router) onAdmitted(ctx context.Context, adm schemas.Admitted, m jetstream.Msg) {
-	id := adm.Request.ID
-	if _, dup := r.pending[id]; dup {
-		m.Ack()
-		return
-	}
-	now := r.sh.Now()
-	h := &held{adm: adm, msg: m, lastProgress: now}
-	r.pending[id] = h
-	if err := r.q.Push(r.item(h, now)); err != nil {
-		r.answer(ctx, h, schemas.Errf(schemas.CodeInvalidPriority, "priority", "%v", err))
-		return
-	}
-	r.placeReady(ctx)
-}
-
-func (r *Router) onCancel(ctx context.Context, c schemas.Cancel) {
-	h := r.pending[c.RequestID]
-	if h == nil || h.adm.Tenant != c.Tenant {
-		return
-	}
-	r.q.Remove(c.RequestID)
-	e := schemas.Errf(schemas.CodeCancelled, "", "cancelled before placement: %s", c.Reason)
-	r.answer(ctx, h, e)
-}
-
-// placeReady places queued requests in queue order until one cannot be
-// placed yet; it also expires requests whose deadline has passed.
-func (r *Router) placeReady(ctx context.Context) {
-	now := r.sh.Now()
-	for _, it := range r.q.Expire(now, nil) {
-		if h := it.Payload; h != nil {
-			e := schemas.Errf(schemas.CodeDeadlineExceeded, "", "deadline passed after %s in the router queue; not computed", now.Sub(h.adm.SubmittedAt).Round(time.Millisecond))
-			r.answer(ctx, h, e)
-		}
-	}
-	var blocked []queue.Item[*held]
-	defer func() {
-		for _, it := range blocked {
-			r.q.Push(it)
-		}
-	}()
-	for {
-		it, ok, _ := r.q.PopReady(now, nil)
-		if !ok {
-			break
-		}
-		h := it.Payload
-		if r.pending[it.ID] != h {
-			continue
-		}
-		req := placement.FromAdmitted(&h.adm, "", time.Time{})
-		dec := r.policy.Place(r.fleet, &req, now)
-		if !dec.OK() {
-			if dec.Unresolvable && r.fleet.Len() > 0 {
-				e := schemas.Errf(schemas.CodeUnplaceable, "model", "no GPU in the fleet can serve model %q: %s", h.adm.Model, summarize(dec))
-				r.answer(ctx, h, e)
-				continue
-			}
-			if h.waitingSince.IsZero() {
-				h.waitingSince = now
-				h.reason = summarize(dec)
-				r.sh.Emit(schemas.Event{Kind: "delayed", RequestID: it.ID, Tenant: h.adm.Tenant, Reason: h.reason})
-			}
-			blocked = append(blocked, it)
-			// Keep the look-ahead alive without letting one request's
-			// ack deadline lapse while it waits.
-			if now.Sub(h.lastProgress) > r.cfg.AckWait/3 {
-				h.msg.InProgress()
-				h.lastProgress = now
-			}
-			// Lower-ranked work must not jump a blocked higher class only
-			// because it fits; but a smaller request of the same class may
-			// still fit. Stop after a bounded number of misses.
-			if len(blocked) >= 16 {
-				break
-			}
-			continue
-		}
-		r.dispatch(ctx, h, dec, now)
-	}
-	for _, h := range r.pending {
-		if now.Sub(h.lastProgress) > r.cfg.AckWait/3 {
-			h.msg.InProgress()
-			h.lastProgress = now
-		}
-	}
-	r.sh.Metrics.GetOrCreateGauge(`switchyard_router_held`, nil).Set(float64(len(r.pending)))
-}
-
-func (r *Router) dispatch(ctx context.Context, h *held, dec *placement.Decision, now time.Time) {
-	w := dec.Worker
-	id := h.adm.Request.ID
-	if err := r.fleet.Reserve(w.ID, id, h.adm.PromptTokens, h.adm.Request.MaxTokens, dec.Terms.Blocks, now); err != nil {
-		r.sh.Log.Debug("reserve", "id", id, "worker", w.ID, "err", err)
-	}
-	d := schemas.Dispatch{V: schemas.Version, Admitted: h.adm, WorkerID: w.ID, RouterID: r.sh.Instance, PlacedAt: now,
-		PredictedSeconds: dec.Terms.CompletionSeconds, CachedTokens: dec.Terms.CachedTokens}
-	m, err := svc.Encode(subjects.Dispatch(w.ID), schemas.Msgpack, d, fmt.Sprintf("%s-a%d", id, h.adm.Attempt))
-	if err == nil {
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err = r.sh.JS.PublishMsg(pctx, m)
-		cancel()
-	}
-	if err != nil {
-		r.fleet.Unreserve(id)
-		r.sh.Log.Warn("dispatch publish failed; will retry", "id", id, "err", err)
-		r.q.Push(r.item(h, now))
-		return
-	}
-	h.msg.Ack()
-	delete(r.pending, id)
-	r.sh.Metrics.GetOrCreateHistogram(`switchyard_router_queue_seconds`).Update(now.Sub(h.adm.SubmittedAt).Seconds())
-	r.sh.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_dispatched_total{class=%q,gpu=%q}`, h.adm.Priority, w.GPU)).Inc()
-	r.sh.Emit(placementEvent(h, dec))
-}
-
-// answer publishes a final error result for a held request and acks it.
-func (r *Router) answer(ctx context.Context, h *held, e *schemas.Error) {
-	res := svc.ErrorResult(h.adm.Request.ID, h.adm.Tenant, h.adm.Priority, e, r.sh.Now())
-	if err := r.sh.PublishResult(ctx, res, svc.ResultFormat(h.adm.ResultFormat)); err != nil {
-		if !errors.Is(err, context.Canceled) {
-			r.sh.Log.Warn("publish result", "id", res.ID, "err", err)
-		}
-		return // not acked: redelivered and answered again later
-	}
-	r.sh.Emit(schemas.Event{Kind: e.Code, RequestID: res.ID, Tenant: res.Tenant, Reason: e.Message})
-	h.msg.Ack()
-	delete(r.pending, h.adm.Request.ID)
-}
-
-func summarize(dec *placement.Decision) string {
-	s := ""
-	for reason, n := range dec.Counts {
-		if n > 0 {
-			if s != "" {
-				s += ", "
-			}
-			s += fmt.Sprintf("%d %s", n, placement.Reason(reason))
-		}
-	}
-	if s == "" {
-		return "no live workers"
-	}
-	return s
-}
-
-// placementEvent explains a placement with every candidate's breakdown.
-func placementEvent(h *held, dec *placement.Decision) schemas.Event {
-	cands := make([]map[string]any, 0, min(len(dec.Candidates), 8))
-	for i, c := range dec.Candidates {
-		if i == 8 {
-			break
-		}
-		cands = append(cands, map[string]any{"worker": c.Worker.ID, "gpu": c.Worker.GPU, "terms": c.Terms})
-	}
-	return schemas.Event{Kind: "placed", RequestID: h.adm.Request.ID, Tenant: h.adm.Tenant, WorkerID: dec.Worker.ID,
-		Reason: dec.Policy, Fields: map[string]any{"terms": dec.Terms, "candidates": cands, "rejected": len(dec.Rejections), "class": h.adm.Priority}}
-}
-
-// item is h's queue entry. Its minimum service time is the prediction on
-// the fastest GPU generation in the fleet, with nothing cached and nothing
-// queued: if even that cannot finish by the deadline, nothing can.
-func (r *Router) item(h *held, now time.Time) queue.Item[*held] {
-	return queue.Item[*held]{ID: h.adm.Request.ID, Priority: h.adm.Priority, Deadline: h.adm.Deadline,
-		MinService: r.minService(&h.adm), Enqueued: now, Payload: h}
-}
-
-func (r *Router) minService(a *schemas.Admitted) time.Duration {
-	if r.cost == nil {
-		return 0
-	}
-	best := math.Inf(1)
-	seen := map[string]bool{}
-	for _, w := range r.fleet.Workers() {
-		if w == nil || seen[w.GPU] {
-			continue
-		}
-		seen[w.GPU] = true
-		t := r.cost.PrefillSeconds(w.GPU, a.Model, "bf16", max(1, w.TP), a.PromptTokens, 0) +
-			r.cost.DecodeSeconds(w.GPU, a.Model, "bf16", max(1, w.TP), a.Request.MaxTokens, 1, a.PromptTokens)
-		best = math.Min(best, t)
-	}
-	if math.IsInf(best, 1) {
-		return 0
-	}
-	return time.Duration(best * float64(time.Second))
 }
