@@ -29,8 +29,10 @@ var DynamoDefaults = DynamoConfig{OverlapScoreWeight: 1.0, Temperature: 0}
 //
 // where prefill_blocks are the request's prompt blocks not already cached
 // on that worker (from the KV-event radix index) plus the prefill blocks
-// already in flight there, and decode_blocks are the KV blocks the worker's
-// active sequences hold plus this request's. With temperature 0 the lowest
+// already in flight there, and decode_blocks are the distinct KV blocks the
+// worker's active sequences hold (shared prefix blocks counted once, as
+// Dynamo's ActiveSequences deduplicates by block hash) plus this request's
+// blocks not among them. With temperature 0 the lowest
 // cost wins, ties at random.
 //
 // Signal mapping: the cached overlap is the fleet's prefix index (fed by KV
@@ -45,19 +47,37 @@ type Dynamo struct {
 	cfg     DynamoConfig
 	lens    []int32
 	touched []int32
-	active  map[string]dynActive // per worker
+	active  map[string]*dynActive // per worker
 	booked  map[string]dynBooking
 }
 
-type dynActive struct{ prefill, decode int }
+type dynActive struct {
+	prefill int
+	// blocks counts active sequences per prompt block hash; out is the
+	// generated-token blocks of active sequences.
+	blocks map[uint64]int
+	out    int
+}
+
 type dynBooking struct {
-	worker          string
-	prefill, decode int
+	worker  string
+	prefill int
+	out     int
+	hashes  []uint64
+}
+
+func (p *Dynamo) activeOf(id string) *dynActive {
+	a := p.active[id]
+	if a == nil {
+		a = &dynActive{blocks: make(map[uint64]int)}
+		p.active[id] = a
+	}
+	return a
 }
 
 // NewDynamo returns a Dynamo KV router.
 func NewDynamo(cfg DynamoConfig) *Dynamo {
-	return &Dynamo{base: newBase("dynamo"), cfg: cfg, active: make(map[string]dynActive), booked: make(map[string]dynBooking)}
+	return &Dynamo{base: newBase("dynamo"), cfg: cfg, active: make(map[string]*dynActive), booked: make(map[string]dynBooking)}
 }
 
 // Place implements placement.Policy.
@@ -80,8 +100,14 @@ func (p *Dynamo) Place(f *fleet.Fleet, req *placement.Request, now time.Time) *p
 			overlap = int(p.lens[w.Idx])
 		}
 		newBlocks := max(reqBlocks-overlap, 0)
-		a := p.active[w.ID]
-		cost := p.cfg.OverlapScoreWeight*float64(newBlocks+a.prefill) + float64(a.decode+reqBlocks)
+		a := p.activeOf(w.ID)
+		fresh := reqBlocks - len(req.BlockHashes)
+		for _, h := range req.BlockHashes {
+			if a.blocks[h] == 0 {
+				fresh++
+			}
+		}
+		cost := p.cfg.OverlapScoreWeight*float64(newBlocks+a.prefill) + float64(len(a.blocks)+a.out+fresh)
 		switch {
 		case best == nil || cost < bestCost:
 			best, bestCost, bestNew, ties = w, cost, newBlocks, 1
@@ -97,12 +123,14 @@ func (p *Dynamo) Place(f *fleet.Fleet, req *placement.Request, now time.Time) *p
 	}
 	d := p.decide(req, best)
 	if best != nil {
-		b := dynBooking{worker: best.ID, prefill: bestNew, decode: reqBlocks + (req.OutputTokens+bs-1)/bs}
+		b := dynBooking{worker: best.ID, prefill: bestNew, out: (req.OutputTokens + bs - 1) / bs, hashes: req.BlockHashes}
 		p.booked[req.ID] = b
-		a := p.active[best.ID]
+		a := p.activeOf(best.ID)
 		a.prefill += b.prefill
-		a.decode += b.decode
-		p.active[best.ID] = a
+		a.out += b.out
+		for _, h := range b.hashes {
+			a.blocks[h]++
+		}
 	}
 	return d
 }
@@ -115,8 +143,12 @@ func (p *Dynamo) Done(requestID, workerID string) {
 		return
 	}
 	delete(p.booked, requestID)
-	a := p.active[b.worker]
+	a := p.activeOf(b.worker)
 	a.prefill -= b.prefill
-	a.decode -= b.decode
-	p.active[b.worker] = a
+	a.out -= b.out
+	for _, h := range b.hashes {
+		if a.blocks[h]--; a.blocks[h] <= 0 {
+			delete(a.blocks, h)
+		}
+	}
 }
