@@ -125,7 +125,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway models: %w", err)
 	}
-	s := &Server{cfg: cfg, nc: cfg.NC, js: js, client: cl, log: cfg.Logger.With("service", "gateway"), models: models}
+	s := &Server{cfg: cfg, nc: cfg.NC, js: js, client: cl, log: cfg.Logger, models: models}
 	if s.batch, err = newBatchAPI(ctx, s); err != nil {
 		return nil, err
 	}
