@@ -346,6 +346,10 @@ type workerState struct {
 	budgetAt   time.Time
 	idleSince  time.Time
 	sleepSince time.Time
+	// intent is the weight state last commanded, trusted over a lagging
+	// heartbeat until the heartbeat shows it or intentTTL passes.
+	intent   string
+	intentAt time.Time
 	counted    uint64
 	seen       bool
 }

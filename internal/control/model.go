@@ -42,24 +42,21 @@ func Capacity(rep perf.Replica, mix Mix, itl time.Duration) float64 {
 }
 
 // SpecGain is the modelled ratio of output tokens per second with
-// speculative decoding to without, for a step of batch decoding sequences
-// at mean context ctx sharing the step with prefill tokens of chunked
-// prefill. Spec verifies K draft tokens per sequence and yields
-// (1 − α^{K+1})/(1 − α) tokens per sequence per step on average; at small
-// batches the step is memory-bound and the extra tokens are nearly free, at
-// large batches — or with prefill in the step — it is compute-bound and
-// they cost their full FLOPs, which is where vLLM measured 1.4–1.8×
-// slowdowns.
-func SpecGain(rep perf.Replica, sc engine.SpecConfig, batch, ctx, prefill int) float64 {
+// speculative decoding to without, for a decode step of batch sequences at
+// mean context ctx. Spec verifies K draft tokens per sequence (plus K draft
+// forwards of DraftLayers target-layer units each) and yields
+// (1 − α^{K+1})/(1 − α) tokens per sequence per step on average. At small
+// batches the step is memory-bound and the extra tokens ride along almost
+// free; at large batches it turns compute-bound and they cost their full
+// FLOPs, which is where vLLM measured 1.4–1.8× slowdowns. Prefill chunks
+// sharing the step are left out: spec does not change their cost.
+func SpecGain(rep perf.Replica, sc engine.SpecConfig, batch, ctx int) float64 {
 	if batch <= 0 {
 		return 1
 	}
 	a := sc.Acceptance
 	yield := (1 - math.Pow(a, float64(sc.K+1))) / (1 - a)
 	b := perf.Batch{DecodeSeqs: batch, DecodeContextTokens: batch * ctx}
-	if prefill > 0 {
-		b.PrefillTokens, b.PrefillSeqs = prefill, 1
-	}
 	plain := rep.StepSeconds(b)
 	b.SpecTokens, b.DraftLayers = sc.K, math.Max(sc.DraftLayers, 0)
 	spec := rep.StepSeconds(b)

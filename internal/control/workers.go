@@ -20,13 +20,8 @@ func (c *Controller) decideSpec(hb *schemas.Heartbeat, st *workerState, rep perf
 	if hb.MaxBatch > hb.Running {
 		batch += min(hb.Waiting, hb.MaxBatch-hb.Running)
 	}
-	tb := engine.DefaultTokenBudget
-	if st.budget[1] > 0 {
-		tb = st.budget[1]
-	}
 	ctx := int(in.Mix.PromptTokens + in.Mix.OutputTokens/2)
-	prefill := max(0, min(hb.QueuedTokens, tb-batch*(1+c.cfg.Spec.K)))
-	g := SpecGain(rep, c.cfg.Spec, max(batch, 1), ctx, prefill)
+	g := SpecGain(rep, c.cfg.Spec, max(batch, 1), ctx)
 	cur := hb.SpecDecode
 	want := cur
 	switch {
@@ -43,8 +38,8 @@ func (c *Controller) decideSpec(hb *schemas.Heartbeat, st *workerState, rep perf
 	if !want {
 		verb = "off"
 	}
-	reason := fmt.Sprintf("spec decoding %s: modelled %.2f× plain tokens/s at batch %d (context %d, %d prefill tokens in step); band [%.2f, %.2f]",
-		verb, g, batch, ctx, prefill, c.cfg.SpecOffGain, c.cfg.SpecOnGain)
+	reason := fmt.Sprintf("spec decoding %s: modelled %.2f× plain decode tokens/s at batch %d, context %d; band [%.2f, %.2f]",
+		verb, g, batch, ctx, c.cfg.SpecOffGain, c.cfg.SpecOnGain)
 	d.Spec = append(d.Spec, SpecDecision{Worker: hb.WorkerID, On: want, Gain: g, Batch: batch, Reason: reason})
 	d.change(KindSpec, hb.WorkerID, strconv.FormatBool(cur), strconv.FormatBool(want), reason)
 }
@@ -86,7 +81,15 @@ func (c *Controller) decideWarmth(ws []schemas.Heartbeat, byPool map[string][]*s
 				continue
 			}
 			st := c.workers[hb.WorkerID]
-			switch hb.Models[0].State {
+			state := hb.Models[0].State
+			if st.intent != "" {
+				if state == st.intent || in.Now.Sub(st.intentAt) > intentTTL {
+					st.intent = ""
+				} else {
+					state = st.intent
+				}
+			}
+			switch state {
 			case schemas.WeightHot, schemas.WeightLoading:
 				hot = append(hot, hb)
 				st.sleepSince = time.Time{}
@@ -117,11 +120,11 @@ func (c *Controller) decideWarmth(ws []schemas.Heartbeat, byPool map[string][]*s
 			case wake != math.MaxInt && wake > 0:
 				wake--
 				st.sleepSince = time.Time{}
-				c.warm(d, hb.WorkerID, model, schemas.WeightSleeping, schemas.WeightHot,
+				c.warm(d, st, in.Now, hb.WorkerID, model, schemas.WeightSleeping, schemas.WeightHot,
 					fmt.Sprintf("wake: %d replicas needed, %d hot; waking takes %.1fs, a cold start %.1fs", need, len(hot), ps.rep.LoadSeconds(schemas.WeightSleeping), ps.rep.LoadSeconds(schemas.WeightCold)))
 			case in.Now.Sub(st.sleepSince) >= c.cfg.UnloadAfter:
 				st.sleepSince = time.Time{}
-				c.warm(d, hb.WorkerID, model, schemas.WeightSleeping, schemas.WeightCold,
+				c.warm(d, st, in.Now, hb.WorkerID, model, schemas.WeightSleeping, schemas.WeightCold,
 					fmt.Sprintf("unload: asleep and unneeded for %s", c.cfg.UnloadAfter))
 			}
 		}
@@ -132,18 +135,23 @@ func (c *Controller) decideWarmth(ws []schemas.Heartbeat, byPool map[string][]*s
 				break
 			}
 			st := c.workers[hb.WorkerID]
-			if st.idleSince.IsZero() || in.Now.Sub(st.idleSince) < c.cfg.SleepAfter || hb.Models[0].State != schemas.WeightHot {
+			if st.idleSince.IsZero() || in.Now.Sub(st.idleSince) < c.cfg.SleepAfter || hb.Models[0].State != schemas.WeightHot || st.intent != "" {
 				continue
 			}
 			surplus--
 			st.idleSince = time.Time{}
-			c.warm(d, hb.WorkerID, hb.Models[0].Name, schemas.WeightHot, schemas.WeightSleeping,
+			c.warm(d, st, in.Now, hb.WorkerID, hb.Models[0].Name, schemas.WeightHot, schemas.WeightSleeping,
 				fmt.Sprintf("sleep: idle %s while %d hot replicas exceed the %d needed", c.cfg.SleepAfter, len(hot), max(need, 1)))
 		}
 	}
 }
 
-func (c *Controller) warm(d *Decision, worker, model, from, to, reason string) {
+// intentTTL is how long a warmth command is assumed in effect before a
+// heartbeat confirms it; after that the command is considered lost.
+const intentTTL = 15 * time.Second
+
+func (c *Controller) warm(d *Decision, st *workerState, now time.Time, worker, model, from, to, reason string) {
+	st.intent, st.intentAt = to, now
 	d.Warmth = append(d.Warmth, WarmthDecision{Worker: worker, Model: model, State: to, Reason: reason})
 	d.change(KindWarmth, worker, from, to, reason)
 }
