@@ -350,8 +350,8 @@ type workerState struct {
 	// heartbeat until the heartbeat shows it or intentTTL passes.
 	intent   string
 	intentAt time.Time
-	counted    uint64
-	seen       bool
+	counted  uint64
+	seen     bool
 }
 
 // Controller holds the damping state between decisions. It is not safe
