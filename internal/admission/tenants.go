@@ -170,6 +170,9 @@ func (p *Profile) validate(name string) error {
 
 // Config is the tenants file.
 type Config struct {
+	// APIKeys maps gateway API keys to tenants. The gateway reads it from
+	// the same file (internal/gateway); admission only tolerates it.
+	APIKeys map[string]string `json:"api_keys,omitempty"`
 	// UnknownTenants is "default" or "reject"; empty means "default".
 	UnknownTenants string `json:"unknown_tenants"`
 	// Default is the profile of unknown tenants under "default".
