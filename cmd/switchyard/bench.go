@@ -23,6 +23,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	benches := map[string]func(context.Context, []string, io.Writer) error{
 		"bus":       runBenchBus,
 		"placement": runBenchPlacement,
+		"gateway":   runBenchGateway,
 	}
 	if len(args) == 0 {
 		names := make([]string, 0, len(benches))

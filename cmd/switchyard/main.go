@@ -33,6 +33,8 @@ func commands() map[string]command {
 		"router":   {"run the router service against --nats URL", runRouter},
 		"worker":   {"run one GPU worker against --nats URL", runWorker},
 		"batch":    {"submit, track and collect OpenAI-format batch files (--nats URL)", runBatch},
+		"auth":     {"generate a NATS config confining each tenant to its own subjects (--tenants a,b --out F)", runAuth},
+		"replay":   {"run a recorded window back through the routing core (--store DIR | --nats URL)", runReplay},
 		"bench":    {"measure placement, the bus pipeline and the gateway against baselines", runBench},
 		"gateway":  {"serve the OpenAI-compatible HTTP API (--listen ADDR --nats URL --tenants FILE)", runGateway},
 		"sim":      {"replay a trace against a simulated fleet under several policies (--trace FILE --format F --policies P,...)", runSim},

@@ -12,7 +12,6 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/bus"
 	"github.com/switchyard-ai/switchyard/internal/catalog"
 	"github.com/switchyard-ai/switchyard/internal/perf"
-	"github.com/switchyard-ai/switchyard/internal/placement"
 	"github.com/switchyard-ai/switchyard/internal/routing"
 	"github.com/switchyard-ai/switchyard/services/admitter"
 	"github.com/switchyard-ai/switchyard/services/router"
@@ -120,6 +119,7 @@ func runRouter(ctx context.Context, args []string, _ io.Writer) error {
 	var f serviceFlags
 	f.register(fs, hostID("router"))
 	lease := fs.Bool("lease", true, "elect one active router through a KV lease (replicas stand by)")
+	policy := fs.String("policy", "switchyard", "placement policy: switchyard or a baseline (round-robin, least-loaded, llm-d, dynamo, sglang)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -128,7 +128,12 @@ func runRouter(ctx context.Context, args []string, _ io.Writer) error {
 		return err
 	}
 	defer sh.NC.Drain()
-	return router.New(sh, router.Config{Cost: perf.NewPredictor(cat), Placement: placement.Options{WeightBytes: routing.CatalogWeights(cat)}, Lease: *lease, LeaseReplicas: f.replicas}).Run(ctx)
+	cost := perf.NewPredictor(cat)
+	pol, err := routing.PolicyNamed(*policy, cat, cost)
+	if err != nil {
+		return err
+	}
+	return router.New(sh, router.Config{Cost: cost, Policy: pol, Lease: *lease, LeaseReplicas: f.replicas}).Run(ctx)
 }
 
 func runWorker(ctx context.Context, args []string, _ io.Writer) error {

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchyard-ai/switchyard/internal/baselines"
 	"github.com/switchyard-ai/switchyard/internal/catalog"
 	"github.com/switchyard-ai/switchyard/internal/fleet"
 	"github.com/switchyard-ai/switchyard/internal/placement"
@@ -118,7 +119,15 @@ type Core struct {
 	held    map[string]*Held
 	acts    []Action
 	blocked []queue.Item[*Held]
-	minSvc  map[string]float64
+	// placedOn remembers where each dispatched request went until its
+	// result releases it, for policies that count outstanding work.
+	placedOn map[string]string
+}
+
+// Completer is implemented by policies that keep router-side state about
+// in-flight requests (the least-loaded and cache-aware baselines).
+type Completer interface {
+	Done(requestID, workerID string)
 }
 
 // New returns an empty Core.
@@ -132,7 +141,8 @@ func New(cfg Config) *Core {
 	if cfg.ExplainTop <= 0 {
 		cfg.ExplainTop = 8
 	}
-	return &Core{cfg: cfg, fleet: fleet.New(cfg.Fleet), q: queue.New[*Held](cfg.QueueWeights), held: map[string]*Held{}}
+	return &Core{cfg: cfg, fleet: fleet.New(cfg.Fleet), q: queue.New[*Held](cfg.QueueWeights), held: map[string]*Held{},
+		placedOn: map[string]string{}}
 }
 
 // Fleet exposes the fleet view (read-only use).
@@ -176,6 +186,12 @@ func (c *Core) Apply(in Input, handle any) []Action {
 		}
 	case InReleased:
 		c.fleet.Unreserve(in.ID)
+		if w, ok := c.placedOn[in.ID]; ok {
+			delete(c.placedOn, in.ID)
+			if d, ok := c.cfg.Policy.(Completer); ok {
+				d.Done(in.ID, w)
+			}
+		}
 	case InCancel:
 		c.cancel(in.Cancel)
 	case InTick:
@@ -184,6 +200,7 @@ func (c *Core) Apply(in Input, handle any) []Action {
 		// The dispatch never reached the stream: undo the booking and hold
 		// the request again.
 		c.fleet.Unreserve(in.ID)
+		delete(c.placedOn, in.ID)
 		if in.Admitted != nil {
 			c.admit(*in.Admitted, handle, in.At)
 		}
@@ -282,6 +299,7 @@ func (c *Core) placeReady(now time.Time) {
 			a.Candidates = append(a.Candidates, Candidate{Worker: cd.Worker.ID, GPU: cd.Worker.GPU, Terms: cd.Terms})
 		}
 		delete(c.held, it.ID)
+		c.placedOn[it.ID] = a.Worker
 		c.acts = append(c.acts, a)
 	}
 	for _, it := range c.blocked {
@@ -343,4 +361,15 @@ func CatalogWeights(cat *catalog.Catalog) func(model, dtype string) uint64 {
 		}
 		return uint64(float64(m.Params) * catalog.DtypeBytes(dtype))
 	}
+}
+
+// PolicyNamed returns a fresh placement policy by name: "switchyard" (the
+// seven-axis placer with the catalog's weight sizes) or any baseline. The
+// live router and replay both build their policy here, so a replay with the
+// recorded name runs exactly the recorded policy.
+func PolicyNamed(name string, cat *catalog.Catalog, cost placement.CostModel) (placement.Policy, error) {
+	if name == "" || name == "switchyard" {
+		return placement.New(cost, placement.Options{WeightBytes: CatalogWeights(cat)}), nil
+	}
+	return baselines.New(name, cost)
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/bus"
 	"github.com/switchyard-ai/switchyard/internal/catalog"
 	"github.com/switchyard-ai/switchyard/internal/perf"
-	"github.com/switchyard-ai/switchyard/internal/placement"
 	"github.com/switchyard-ai/switchyard/internal/routing"
 	"github.com/switchyard-ai/switchyard/services/admitter"
 	"github.com/switchyard-ai/switchyard/services/router"
@@ -52,6 +51,9 @@ type Config struct {
 	Logger         *slog.Logger
 	Catalog        *catalog.Catalog
 	Streams        subjects.StreamOptions
+	// Policy names the router's placement policy ("switchyard" or a
+	// baseline); empty means switchyard.
+	Policy string
 }
 
 // DefaultWorker is the worker a bare `switchyard up` starts.
@@ -128,7 +130,12 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	if err != nil {
 		return fail(err)
 	}
-	s.run("router", router.New(rsh, router.Config{Cost: perf.NewPredictor(cfg.Catalog), Placement: placement.Options{WeightBytes: routing.CatalogWeights(cfg.Catalog)}, Lease: true}).Run)
+	cost := perf.NewPredictor(cfg.Catalog)
+	pol, err := routing.PolicyNamed(cfg.Policy, cfg.Catalog, cost)
+	if err != nil {
+		return fail(err)
+	}
+	s.run("router", router.New(rsh, router.Config{Cost: cost, Policy: pol, Lease: true}).Run)
 	for _, spec := range cfg.Fleet {
 		if _, err := s.AddWorker(spec); err != nil {
 			return fail(err)

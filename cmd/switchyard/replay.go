@@ -1,0 +1,290 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"html/template"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchyard-ai/switchyard/internal/bus"
+	"github.com/switchyard-ai/switchyard/internal/catalog"
+	"github.com/switchyard-ai/switchyard/internal/perf"
+	"github.com/switchyard-ai/switchyard/internal/replay"
+	"github.com/switchyard-ai/switchyard/internal/routing"
+	"github.com/switchyard-ai/switchyard/schemas"
+	"github.com/switchyard-ai/switchyard/services/svc"
+	"github.com/switchyard-ai/switchyard/subjects"
+)
+
+// runReplay reads a window of recorded streams and runs it back through
+// the routing core.
+func runReplay(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	natsURL := fs.String("nats", "", "read the streams of a running system (default "+bus.DefaultURL+" unless --store)")
+	store := fs.String("store", "", "read the streams from a JetStream store directory (e.g. from `demo --store DIR`)")
+	since := fs.String("since", "", "window start: RFC 3339 time, or a duration ago like 15m (default: everything)")
+	until := fs.String("until", "", "window end: RFC 3339 time or a duration ago (default: now)")
+	policy := fs.String("policy", "", "policy to replay with (default: the recorded one); another name answers what-if")
+	catPath := fs.String("catalog", "", "catalog JSON merged over the built-in one (use the recorded system's)")
+	jsonOut := fs.Bool("json", false, "end with one JSON line")
+	htmlOut := fs.String("html", "", "write a self-contained HTML report here")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	now := time.Now()
+	win := replay.Window{}
+	var err error
+	if win.Since, err = parseWhen(*since, now); err != nil {
+		return fmt.Errorf("--since: %w", err)
+	}
+	if win.Until, err = parseWhen(*until, now); err != nil {
+		return fmt.Errorf("--until: %w", err)
+	}
+	var nc *nats.Conn
+	if *store != "" {
+		if _, err := os.Stat(*store); err != nil {
+			return fmt.Errorf("--store: %w", err)
+		}
+		srv, err := bus.StartServer(bus.ServerConfig{StoreDir: *store})
+		if err != nil {
+			return err
+		}
+		defer srv.Shutdown()
+		if nc, err = srv.Connect("replay"); err != nil {
+			return err
+		}
+	} else {
+		url := *natsURL
+		if url == "" {
+			url = bus.DefaultURL
+		}
+		if nc, err = bus.Dial(ctx, url, "replay", 5*time.Second); err != nil {
+			return err
+		}
+	}
+	defer nc.Close()
+	js, err := bus.JetStream(nc)
+	if err != nil {
+		return err
+	}
+	cat, err := catalog.Load(*catPath)
+	if err != nil {
+		return err
+	}
+	rep, err := replayStreams(ctx, js, cat, win, *policy)
+	if err != nil {
+		return err
+	}
+	printReplay(stdout, rep)
+	if *htmlOut != "" {
+		if err := writeReplayHTML(*htmlOut, rep); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "report: %s\n", *htmlOut)
+	}
+	if *jsonOut {
+		b, err := json.Marshal(rep)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, string(b))
+	}
+	return nil
+}
+
+// replayStreams reads the journals, events and results and builds the
+// report. Each router instance's journal is replayed from its start
+// through its own fresh core, as that instance ran it.
+func replayStreams(ctx context.Context, js jetstream.JetStream, cat *catalog.Catalog, win replay.Window, policy string) (replay.Report, error) {
+	journals := map[string][]routing.Input{}
+	err := readStream(ctx, js, subjects.StreamJournal, subjects.JournalAll, time.Time{}, func(m jetstream.Msg) {
+		var in routing.Input
+		if svc.Decode(m.Headers(), m.Data(), &in) == nil {
+			journals[m.Subject()] = append(journals[m.Subject()], in)
+		}
+	})
+	if err != nil {
+		return replay.Report{}, err
+	}
+	if len(journals) == 0 {
+		return replay.Report{}, errors.New("no router journal in the JOURNAL stream: nothing to replay")
+	}
+	var events []schemas.Event
+	recordedPolicy := ""
+	err = readStream(ctx, js, subjects.StreamEvents, subjects.EventAll, win.Since.Add(-time.Minute), func(m jetstream.Msg) {
+		var ev schemas.Event
+		if svc.Decode(m.Headers(), m.Data(), &ev) == nil {
+			if ev.Kind == "placed" && recordedPolicy == "" {
+				recordedPolicy = ev.Reason
+			}
+			events = append(events, ev)
+		}
+	})
+	if err != nil {
+		return replay.Report{}, err
+	}
+	var results []schemas.Result
+	err = readStream(ctx, js, subjects.StreamResults, subjects.ResultAll, win.Since.Add(-time.Minute), func(m jetstream.Msg) {
+		var r schemas.Result
+		if svc.Decode(m.Headers(), m.Data(), &r) == nil {
+			results = append(results, r)
+		}
+	})
+	if err != nil {
+		return replay.Report{}, err
+	}
+	if recordedPolicy == "" {
+		recordedPolicy = "switchyard"
+	}
+	if policy == "" {
+		policy = recordedPolicy
+	}
+	cost := perf.NewPredictor(cat)
+	var decisions []replay.Decision
+	var journalStart time.Time
+	names := make([]string, 0, len(journals))
+	for n := range journals {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		j := journals[n]
+		if len(j) > 0 && (journalStart.IsZero() || j[0].At.Before(journalStart)) {
+			journalStart = j[0].At
+		}
+		pol, err := routing.PolicyNamed(policy, cat, cost)
+		if err != nil {
+			return replay.Report{}, err
+		}
+		core := routing.New(routing.Config{Policy: pol, Cost: cost})
+		decisions = append(decisions, replay.Run(core, j)...)
+	}
+	rep := replay.Compare(win, policy, recordedPolicy, decisions, events, results, time.Second)
+	rep.JournalStart = journalStart
+	return rep, nil
+}
+
+// readStream delivers every message on filter from start (zero: the
+// beginning) until the stream has no more, through an ordered consumer.
+func readStream(ctx context.Context, js jetstream.JetStream, stream, filter string, start time.Time, fn func(jetstream.Msg)) error {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy}
+	if !start.IsZero() {
+		cfg.DeliverPolicy = jetstream.DeliverByStartTimePolicy
+		cfg.OptStartTime = &start
+	}
+	cons, err := js.OrderedConsumer(ctx, stream, cfg)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", stream, err)
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", stream, err)
+	}
+	left := info.NumPending
+	for left > 0 {
+		batch, err := cons.Fetch(int(min(left, 1000)), jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			return fmt.Errorf("read %s: %w", stream, err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			fn(m)
+			n++
+		}
+		if batch.Error() != nil && !errors.Is(batch.Error(), nats.ErrTimeout) {
+			return fmt.Errorf("read %s: %w", stream, batch.Error())
+		}
+		if n == 0 {
+			break
+		}
+		left -= uint64(n)
+	}
+	return nil
+}
+
+func parseWhen(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		return now.Add(-d), nil
+	}
+	return time.Parse(time.RFC3339, s)
+}
+
+func printReplay(w io.Writer, r replay.Report) {
+	fmt.Fprintf(w, "replay: policy %s (recorded %s), journal from %s\n", r.Policy, r.RecordedPolicy, r.JournalStart.Format(time.RFC3339))
+	fmt.Fprintf(w, "  requests %d  decisions %d  divergent %d  sheds %d  breaker trips %d\n", r.Requests, r.Decisions, r.Divergent, r.Sheds, r.BreakerTrips)
+	for _, d := range r.Divergences {
+		fmt.Fprintf(w, "  divergence %s: recorded %s  replayed %s\n", d.ID, describe(d.Recorded), describe(d.Replayed))
+	}
+	tenants := make([]string, 0, len(r.Tenants))
+	for t := range r.Tenants {
+		tenants = append(tenants, t)
+	}
+	sort.Strings(tenants)
+	for _, t := range tenants {
+		s := r.Tenants[t]
+		fmt.Fprintf(w, "  tenant %-10s requests %4d  ok %4d  SLO attainment %.3f\n", t, s.Requests, s.OK, s.SLOAttainment)
+	}
+	for _, d := range r.SlowPlacements {
+		fmt.Fprintf(w, "  slow placement %s (%s): %.0f ms queued\n", d.ID, d.Class, d.QueueMs)
+	}
+	fmt.Fprintf(w, "  placements by worker: recorded %v  replayed %v\n", r.RecordedByWorker, r.ReplayedByWorker)
+}
+
+func describe(d *replay.Decision) string {
+	if d == nil {
+		return "(none)"
+	}
+	if d.Kind == "placed" {
+		return "placed on " + d.Worker
+	}
+	return "failed " + d.Code
+}
+
+var replayTmpl = template.Must(template.New("r").Funcs(template.FuncMap{
+	"bar": func(n, max int) int {
+		if max == 0 {
+			return 0
+		}
+		return n * 300 / max
+	},
+}).Parse(`<!doctype html><html><head><meta charset="utf-8"><title>Switchyard replay</title>
+<style>body{font:14px system-ui,sans-serif;margin:2em;max-width:1000px}table{border-collapse:collapse}td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left}.b{display:inline-block;height:10px;background:#3b82f6}.f{background:#ef4444}.s{background:#f59e0b}</style></head><body>
+<h1>Switchyard replay</h1>
+<p>Policy <b>{{.R.Policy}}</b> (recorded {{.R.RecordedPolicy}}). Requests {{.R.Requests}}, decisions {{.R.Decisions}}, <b>divergent {{.R.Divergent}}</b>, sheds {{.R.Sheds}}, breaker trips {{.R.BreakerTrips}}.</p>
+<h2>Timeline</h2><table><tr><th>second</th><th>placed / failed / shed</th></tr>
+{{range .R.Timeline}}<tr><td>{{.Start.Format "15:04:05"}}</td><td><span class="b" style="width:{{bar .Placed $.Max}}px"></span><span class="b f" style="width:{{bar .Failed $.Max}}px"></span><span class="b s" style="width:{{bar .Shed $.Max}}px"></span> {{.Placed}} / {{.Failed}} / {{.Shed}}</td></tr>{{end}}</table>
+<h2>Tenants</h2><table><tr><th>tenant</th><th>requests</th><th>ok</th><th>SLO attainment</th></tr>
+{{range $t, $s := .R.Tenants}}<tr><td>{{$t}}</td><td>{{$s.Requests}}</td><td>{{$s.OK}}</td><td>{{printf "%.3f" $s.SLOAttainment}}</td></tr>{{end}}</table>
+<h2>Divergences</h2>{{if not .R.Divergences}}<p>None: replay reproduced every recorded decision.</p>{{end}}<ul>{{range .R.Divergences}}<li>{{.ID}}</li>{{end}}</ul>
+<h2>Slow placements</h2><ul>{{range .R.SlowPlacements}}<li>{{.ID}} ({{.Class}}): {{printf "%.0f" .QueueMs}} ms</li>{{end}}</ul>
+</body></html>`))
+
+func writeReplayHTML(path string, r replay.Report) error {
+	max := 0
+	for _, b := range r.Timeline {
+		if t := b.Placed + b.Failed + b.Shed; t > max {
+			max = t
+		}
+	}
+	var sb strings.Builder
+	if err := replayTmpl.Execute(&sb, struct {
+		R   replay.Report
+		Max int
+	}{r, max}); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(sb.String()), 0o644)
+}
