@@ -14,14 +14,17 @@ package routing
 import (
 	"fmt"
 	"math"
+	"sort"
 	"strings"
 	"time"
 
 	"github.com/switchyard-ai/switchyard/internal/baselines"
+	"github.com/switchyard-ai/switchyard/internal/breaker"
 	"github.com/switchyard-ai/switchyard/internal/catalog"
 	"github.com/switchyard-ai/switchyard/internal/fleet"
 	"github.com/switchyard-ai/switchyard/internal/placement"
 	"github.com/switchyard-ai/switchyard/internal/queue"
+	"github.com/switchyard-ai/switchyard/internal/retry"
 	"github.com/switchyard-ai/switchyard/schemas"
 )
 
@@ -46,8 +49,28 @@ type Input struct {
 	KV        *schemas.KVEvent   `json:"kv,omitempty"`
 	Admitted  *schemas.Admitted  `json:"admitted,omitempty"`
 	Cancel    *schemas.Cancel    `json:"cancel,omitempty"`
+	// Result is the final result that releases a request (its outcome
+	// feeds the worker's circuit breaker).
+	Result *ResultSummary `json:"result,omitempty"`
 	// ID names the request of a release or a failed dispatch.
 	ID string `json:"id,omitempty"`
+}
+
+// ResultSummary is what the router needs from a final result.
+type ResultSummary struct {
+	Status   string  `json:"status"`
+	Code     string  `json:"code,omitempty"`
+	WorkerID string  `json:"worker_id,omitempty"`
+	WorkMs   float64 `json:"work_ms,omitempty"` // time on the worker: total minus queue
+}
+
+// Summarize reduces a result to what the router journals.
+func SummarizeResult(r *schemas.Result) *ResultSummary {
+	s := &ResultSummary{Status: r.Status, WorkerID: r.WorkerID, WorkMs: r.Timing.TotalMs - r.Timing.QueueMs}
+	if r.Error != nil {
+		s.Code = r.Error.Code
+	}
+	return s
 }
 
 // Action kinds.
@@ -59,6 +82,9 @@ const (
 	// ActDuplicate means an admitted request was already held: the shell
 	// acks the duplicate delivery and does nothing else.
 	ActDuplicate = "duplicate"
+	// ActEvent is a decision to record as an event (breaker transitions,
+	// retries); Event holds it.
+	ActEvent = "event"
 )
 
 // Action is what the shell must do.
@@ -78,6 +104,7 @@ type Action struct {
 	Rejected   int
 	Err        *schemas.Error
 	Reason     string
+	Event      *schemas.Event
 }
 
 // Candidate is one candidate's breakdown, copied out of the placer's scratch.
@@ -109,6 +136,10 @@ type Config struct {
 	MaxBlocked int
 	// ExplainTop is how many candidates a dispatch action explains.
 	ExplainTop int
+	// Breaker and Retry configure circuit breakers and retry budgets;
+	// zero values take their packages' defaults.
+	Breaker breaker.Config
+	Retry   retry.Config
 }
 
 // Core is the router's state machine. Not safe for concurrent use.
@@ -119,9 +150,27 @@ type Core struct {
 	held    map[string]*Held
 	acts    []Action
 	blocked []queue.Item[*Held]
-	// placedOn remembers where each dispatched request went until its
-	// result releases it, for policies that count outstanding work.
-	placedOn map[string]string
+	// placedOn remembers each dispatched request until its result
+	// releases it: for outstanding-work policies, breaker outcomes, and
+	// re-placing the work of a worker that died.
+	placedOn map[string]*inflight
+	breakers *breaker.Set
+	budget   *retry.Budget
+	// suspect are workers whose breaker is not closed, kept sorted.
+	suspect   []string
+	exclude   []string
+	lastSweep time.Time
+}
+
+// OverdueGrace is how long past its deadline a dispatched request may go
+// without a result before the router answers it with deadline_exceeded: a
+// worker that is alive but wedged must not leave a client waiting forever.
+const OverdueGrace = 5 * time.Second
+
+type inflight struct {
+	worker    string
+	adm       schemas.Admitted
+	predicted float64
 }
 
 // Completer is implemented by policies that keep router-side state about
@@ -142,7 +191,7 @@ func New(cfg Config) *Core {
 		cfg.ExplainTop = 8
 	}
 	return &Core{cfg: cfg, fleet: fleet.New(cfg.Fleet), q: queue.New[*Held](cfg.QueueWeights), held: map[string]*Held{},
-		placedOn: map[string]string{}}
+		placedOn: map[string]*inflight{}, breakers: breaker.NewSet(cfg.Breaker), budget: retry.NewBudget(cfg.Retry)}
 }
 
 // Fleet exposes the fleet view (read-only use).
@@ -173,8 +222,15 @@ func (c *Core) Apply(in Input, handle any) []Action {
 	c.acts = c.acts[:0]
 	switch in.Kind {
 	case InHeartbeat:
-		if in.Heartbeat != nil && c.fleet.ApplyHeartbeat(in.Heartbeat, in.At) {
+		if in.Heartbeat == nil {
+			break
+		}
+		if c.fleet.ApplyHeartbeat(in.Heartbeat, in.At) {
 			c.acts = append(c.acts, Action{Kind: ActSnapshot, Worker: in.Heartbeat.WorkerID})
+		}
+		// The receive time, not the worker's clock, decides staleness.
+		if t, ok := c.breakers.Heartbeat(in.Heartbeat.WorkerID, in.At, in.At); ok {
+			c.transition(t)
 		}
 	case InKV:
 		if in.KV != nil && c.fleet.ApplyKV(in.KV, in.At) {
@@ -185,16 +241,17 @@ func (c *Core) Apply(in Input, handle any) []Action {
 			c.admit(*in.Admitted, handle, in.At)
 		}
 	case InReleased:
-		c.fleet.Unreserve(in.ID)
-		if w, ok := c.placedOn[in.ID]; ok {
-			delete(c.placedOn, in.ID)
-			if d, ok := c.cfg.Policy.(Completer); ok {
-				d.Done(in.ID, w)
-			}
-		}
+		c.release(in.ID, in.Result, in.At)
 	case InCancel:
 		c.cancel(in.Cancel)
 	case InTick:
+		if in.At.Sub(c.lastSweep) >= time.Second/2 {
+			c.lastSweep = in.At
+			for _, t := range c.breakers.Tick(in.At) {
+				c.transition(t)
+			}
+			c.reapOverdue(in.At)
+		}
 		c.placeReady(in.At)
 	case InDispatchFailed:
 		// The dispatch never reached the stream: undo the booking and hold
@@ -221,6 +278,9 @@ func (c *Core) admit(adm schemas.Admitted, handle any, now time.Time) {
 	}
 	h := &Held{Adm: adm, Handle: handle}
 	c.held[id] = h
+	if adm.Attempt == 0 {
+		c.budget.Request(adm.Tenant, now)
+	}
 	if err := c.q.Push(c.item(h, now)); err != nil {
 		c.fail(h, schemas.Errf(schemas.CodeInvalidPriority, "priority", "%v", err))
 		return
@@ -272,9 +332,11 @@ func (c *Core) placeReady(now time.Time) {
 			continue
 		}
 		req := placement.FromAdmitted(&h.Adm, "", time.Time{})
+		breakerExcluded := c.excludeSuspects(&req, now)
 		dec := c.cfg.Policy.Place(c.fleet, &req, now)
 		if !dec.OK() {
-			if dec.Unresolvable && c.fleet.Len() > 0 {
+			// A worker behind an open breaker may come back: waiting helps.
+			if dec.Unresolvable && c.fleet.Len() > 0 && !breakerExcluded {
 				c.fail(h, schemas.Errf(schemas.CodeUnplaceable, "model", "no GPU in the fleet can serve model %q: %s", h.Adm.Model, Summarize(dec)))
 				continue
 			}
@@ -299,7 +361,10 @@ func (c *Core) placeReady(now time.Time) {
 			a.Candidates = append(a.Candidates, Candidate{Worker: cd.Worker.ID, GPU: cd.Worker.GPU, Terms: cd.Terms})
 		}
 		delete(c.held, it.ID)
-		c.placedOn[it.ID] = a.Worker
+		c.placedOn[it.ID] = &inflight{worker: a.Worker, adm: h.Adm, predicted: dec.Terms.CompletionSeconds}
+		if c.breakers.State(a.Worker) != breaker.Closed {
+			c.breakers.Allow(a.Worker, now) // commit the half-open probe
+		}
 		c.acts = append(c.acts, a)
 	}
 	for _, it := range c.blocked {
@@ -333,22 +398,8 @@ func (c *Core) item(h *Held, now time.Time) queue.Item[*Held] {
 }
 
 func (c *Core) minService(a *schemas.Admitted) time.Duration {
-	if c.cfg.Cost == nil {
-		return 0
-	}
-	best := math.Inf(1)
-	for _, w := range c.fleet.Workers() {
-		if w == nil {
-			continue
-		}
-		t := c.cfg.Cost.PrefillSeconds(w.GPU, a.Model, "bf16", max(1, w.TP), a.PromptTokens, 0) +
-			c.cfg.Cost.DecodeSeconds(w.GPU, a.Model, "bf16", max(1, w.TP), a.Request.MaxTokens, 1, a.PromptTokens)
-		best = math.Min(best, t)
-	}
-	if math.IsInf(best, 1) || math.IsNaN(best) {
-		return 0
-	}
-	return time.Duration(best * float64(time.Second))
+	p, d := c.minServiceParts(a)
+	return time.Duration((p + d) * float64(time.Second))
 }
 
 // CatalogWeights sizes model weights from the catalog, for placement's
@@ -372,4 +423,166 @@ func PolicyNamed(name string, cat *catalog.Catalog, cost placement.CostModel) (p
 		return placement.New(cost, placement.Options{WeightBytes: CatalogWeights(cat)}), nil
 	}
 	return baselines.New(name, cost)
+}
+
+// excludeSuspects adds workers whose breaker refuses traffic to the
+// request's exclusions, reporting whether any was added.
+func (c *Core) excludeSuspects(req *placement.Request, now time.Time) bool {
+	if len(c.suspect) == 0 {
+		return false
+	}
+	c.exclude = append(c.exclude[:0], req.Exclude...)
+	added := false
+	for _, w := range c.suspect {
+		if !c.breakers.Allowed(w, now) {
+			c.exclude = append(c.exclude, w)
+			added = true
+		}
+	}
+	req.Exclude = c.exclude
+	return added
+}
+
+// transition records a breaker state change; a worker whose breaker opened
+// because it went silent has lost its in-flight work with its KV cache,
+// so that work is re-placed under the retry budget.
+func (c *Core) transition(t breaker.Transition) {
+	c.suspect = c.suspect[:0]
+	for _, st := range c.breakers.States() {
+		if st.State != breaker.Closed {
+			c.suspect = append(c.suspect, st.Worker)
+		}
+	}
+	c.acts = append(c.acts, Action{Kind: ActEvent, Worker: t.Worker, Event: &schemas.Event{
+		Kind: t.EventKind(), At: t.At, WorkerID: t.Worker, Reason: t.Reason,
+		Fields: map[string]any{"from": t.From.String(), "to": t.To.String(), "cause": string(t.Cause)}}})
+	if t.To == breaker.Open && t.Cause == breaker.CauseStale {
+		c.workerLost(t.Worker, t.At)
+	}
+}
+
+// workerLost re-places, exactly once each, the requests dispatched to a
+// worker that stopped heartbeating — if the retry budget allows and the
+// deadline still covers a full re-prefill plus decode; otherwise the
+// request fails fast with the reason. A late result from the lost worker
+// is dropped by the result ledger.
+func (c *Core) workerLost(worker string, now time.Time) {
+	var ids []string
+	for id, f := range c.placedOn {
+		if f.worker == worker {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids) // deterministic order for replay
+	for _, id := range ids {
+		f := c.placedOn[id]
+		delete(c.placedOn, id)
+		c.fleet.Unreserve(id)
+		if d, ok := c.cfg.Policy.(Completer); ok {
+			d.Done(id, worker)
+		}
+		adm := f.adm
+		prefill, decode := c.minServiceParts(&adm)
+		dec := c.budget.Decide(retry.Input{Tenant: adm.Tenant, Now: now, Deadline: adm.Deadline, Attempt: adm.Attempt,
+			PrefillSeconds: prefill, DecodeSeconds: decode})
+		ev := &schemas.Event{Kind: "retry", At: now, RequestID: id, Tenant: adm.Tenant, WorkerID: worker, Reason: dec.Reason,
+			Fields: map[string]any{"retry": dec.Retry, "attempt": adm.Attempt + 1, "remaining_s": dec.Remaining, "needed_s": dec.Needed, "scope": dec.Scope}}
+		c.acts = append(c.acts, Action{Kind: ActEvent, ID: id, Worker: worker, Event: ev})
+		if !dec.Retry {
+			c.fail(&Held{Adm: adm}, dec.Error())
+			continue
+		}
+		adm.Attempt++
+		adm.ExcludeWorkers = append(append([]string(nil), adm.ExcludeWorkers...), worker)
+		h := &Held{Adm: adm}
+		c.held[id] = h
+		c.q.Push(c.item(h, now))
+	}
+}
+
+// release handles a request's final result: the booking ends, the policy
+// learns the worker is free, and the outcome feeds that worker's breaker.
+func (c *Core) release(id string, res *ResultSummary, now time.Time) {
+	c.fleet.Unreserve(id)
+	f, ok := c.placedOn[id]
+	if !ok {
+		return
+	}
+	delete(c.placedOn, id)
+	if d, ok := c.cfg.Policy.(Completer); ok {
+		d.Done(id, f.worker)
+	}
+	if res == nil || res.WorkerID == "" {
+		return
+	}
+	o := breaker.Outcome{ObservedSeconds: res.WorkMs / 1000, PredictedSeconds: f.predicted}
+	if res.Status != schemas.StatusOK && blamesWorker(res.Code) {
+		o.Code = res.Code
+	}
+	if res.Status != schemas.StatusOK && o.Code == "" {
+		return // the request's own fault or a cancel: says nothing about the GPU
+	}
+	if t, ok := c.breakers.Observe(res.WorkerID, o, now); ok {
+		c.transition(t)
+	}
+}
+
+// blamesWorker says which failure codes are the worker's fault.
+func blamesWorker(code string) bool {
+	switch code {
+	case schemas.CodeWorkerFailed, schemas.CodeBackendError, schemas.CodeInternal:
+		return true
+	}
+	return false
+}
+
+// minServiceParts predicts prefill and decode seconds on the fastest GPU
+// generation in the fleet, with nothing cached (a retry re-pays prefill).
+func (c *Core) minServiceParts(a *schemas.Admitted) (prefill, decode float64) {
+	if c.cfg.Cost == nil {
+		return 0, 0
+	}
+	best := math.Inf(1)
+	for _, w := range c.fleet.Workers() {
+		if w == nil {
+			continue
+		}
+		p := c.cfg.Cost.PrefillSeconds(w.GPU, a.Model, "bf16", max(1, w.TP), a.PromptTokens, 0)
+		d := c.cfg.Cost.DecodeSeconds(w.GPU, a.Model, "bf16", max(1, w.TP), a.Request.MaxTokens, 1, a.PromptTokens)
+		if p+d < best {
+			best, prefill, decode = p+d, p, d
+		}
+	}
+	if math.IsInf(best, 1) || math.IsNaN(best) {
+		return 0, 0
+	}
+	return prefill, decode
+}
+
+// Breakers exposes breaker states (read-only use).
+func (c *Core) Breakers() []breaker.Status { return c.breakers.States() }
+
+// reapOverdue fails dispatched requests that are OverdueGrace past their
+// deadline with no result. The ledger keeps this and a late worker result
+// from both becoming final.
+func (c *Core) reapOverdue(now time.Time) {
+	var ids []string
+	for id, f := range c.placedOn {
+		if !f.adm.Deadline.IsZero() && now.Sub(f.adm.Deadline) > OverdueGrace {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		f := c.placedOn[id]
+		delete(c.placedOn, id)
+		c.fleet.Unreserve(id)
+		if d, ok := c.cfg.Policy.(Completer); ok {
+			d.Done(id, f.worker)
+		}
+		c.fail(&Held{Adm: f.adm}, schemas.Errf(schemas.CodeDeadlineExceeded, "", "no result from worker %s by %s past the deadline", f.worker, OverdueGrace))
+		if t, ok := c.breakers.Observe(f.worker, breaker.Outcome{Code: schemas.CodeWorkerFailed}, now); ok {
+			c.transition(t)
+		}
+	}
 }

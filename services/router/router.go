@@ -112,9 +112,16 @@ func (r *Router) Run(ctx context.Context) error {
 			}
 		}},
 		{subjects.ResultAll, func(m *nats.Msg) {
-			if _, id, err := subjects.ParseResult(m.Subject); err == nil {
-				r.post(ctx, func() { r.apply(ctx, routing.Input{Kind: routing.InReleased, ID: id}, nil) })
+			_, id, err := subjects.ParseResult(m.Subject)
+			if err != nil {
+				return
 			}
+			var res schemas.Result
+			var sum *routing.ResultSummary
+			if svc.Decode(m.Header, m.Data, &res) == nil {
+				sum = routing.SummarizeResult(&res)
+			}
+			r.post(ctx, func() { r.apply(ctx, routing.Input{Kind: routing.InReleased, ID: id, Result: sum}, nil) })
 		}},
 		{subjects.CancelAll, func(m *nats.Msg) {
 			var c schemas.Cancel
@@ -157,6 +164,7 @@ func (r *Router) Run(ctx context.Context) error {
 func (r *Router) loop(ctx context.Context) {
 	tick := time.NewTicker(r.cfg.Tick)
 	defer tick.Stop()
+	idle := 0
 	for {
 		select {
 		case <-ctx.Done():
@@ -164,7 +172,11 @@ func (r *Router) loop(ctx context.Context) {
 		case fn := <-r.inbox:
 			fn()
 		case <-tick.C:
-			if r.core.Queued() > 0 {
+			// Queued work is retried every tick; otherwise the clock still
+			// advances twice a second for breakers and overdue requests.
+			idle++
+			if r.core.Queued() > 0 || idle*int(r.cfg.Tick) >= int(500*time.Millisecond) {
+				idle = 0
 				r.apply(ctx, routing.Input{Kind: routing.InTick}, nil)
 			}
 			r.keepAlive()
@@ -264,6 +276,13 @@ func (r *Router) do(ctx context.Context, in routing.Input, a routing.Action) {
 	case routing.ActDuplicate:
 		if m, ok := a.Held.Handle.(jetstream.Msg); ok {
 			m.Ack()
+		}
+	case routing.ActEvent:
+		r.sh.Emit(*a.Event)
+		if a.Event.Kind == "retry" {
+			r.sh.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_retries_total{allowed="%t"}`, a.Event.Fields["retry"])).Inc()
+		} else {
+			r.sh.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_breaker_transitions_total{to=%q}`, a.Event.Fields["to"])).Inc()
 		}
 	case routing.ActDelayed:
 		r.sh.Emit(schemas.Event{Kind: "delayed", RequestID: a.ID, Tenant: a.Held.Adm.Tenant, Reason: a.Reason, At: in.At})

@@ -204,6 +204,21 @@ func (w *Worker) onDispatch(ctx context.Context, m jetstream.Msg) {
 		return
 	}
 	id := d.Admitted.Request.ID
+	// A redelivery (this worker restarted) or a retry may already have its
+	// final result elsewhere: never compute an answer nobody can use.
+	if md, err := m.Metadata(); err == nil && (md.NumDelivered > 1 || d.Admitted.Attempt > 0) && w.sh.Ledger != nil {
+		if done, err := w.sh.Ledger.Done(ctx, d.Admitted.Tenant, id); err == nil && done {
+			w.sh.Emit(schemas.Event{Kind: "skipped_finished", RequestID: id, Tenant: d.Admitted.Tenant, WorkerID: w.cfg.ID,
+				Reason: "already has a final result (re-placed while this worker was away)"})
+			m.Ack()
+			return
+		}
+	}
+	if !d.Admitted.Deadline.IsZero() && w.sh.Now().After(d.Admitted.Deadline) {
+		e := schemas.Errf(schemas.CodeDeadlineExceeded, "", "deadline passed before worker %s could start it; not computed", w.cfg.ID)
+		w.finish(ctx, d, m, svc.ErrorResult(id, d.Admitted.Tenant, d.Admitted.Priority, e, w.sh.Now()))
+		return
+	}
 	if w.cfg.Instant {
 		w.finish(ctx, d, m, w.instantResult(d))
 		return

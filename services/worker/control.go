@@ -1,0 +1,85 @@
+package worker
+
+import (
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/switchyard-ai/switchyard/internal/control"
+	"github.com/switchyard-ai/switchyard/schemas"
+	"github.com/switchyard-ai/switchyard/services/svc"
+)
+
+// subscribeControl applies the controller's per-worker decisions to the
+// engine: speculative decoding on/off (sy.ctl.spec.<id>), batch and token
+// budgets (sy.ctl.budget.<id>) and weight warmth (sy.ctl.warmth.<id>).
+// The engine decides what each setting means; this only moves bytes. The
+// returned function unsubscribes.
+func (w *Worker) subscribeControl() (func(), error) {
+	var subs []*nats.Subscription
+	stop := func() {
+		for _, s := range subs {
+			s.Unsubscribe()
+		}
+	}
+	add := func(subject string, h nats.MsgHandler) error {
+		s, err := w.sh.NC.Subscribe(subject, h)
+		if err != nil {
+			stop()
+			return fmt.Errorf("control subscription %s: %w", subject, err)
+		}
+		subs = append(subs, s)
+		return nil
+	}
+	if err := add(control.SpecSubject(w.cfg.ID), w.onSpec); err != nil {
+		return nil, err
+	}
+	if err := add(control.BudgetSubject(w.cfg.ID), w.onBudget); err != nil {
+		return nil, err
+	}
+	if err := add(control.WarmthSubject(w.cfg.ID), w.onWarmth); err != nil {
+		return nil, err
+	}
+	return stop, nil
+}
+
+func (w *Worker) onSpec(m *nats.Msg) {
+	var c control.SpecMsg
+	if err := svc.Decode(m.Header, m.Data, &c); err != nil {
+		w.sh.Log.Warn("undecodable spec control", "err", err)
+		return
+	}
+	w.mu.Lock()
+	w.eng.SetSpecDecode(c.On)
+	w.mu.Unlock()
+	w.sh.Log.Info("speculative decoding switched", "on", c.On, "reason", c.Reason)
+}
+
+func (w *Worker) onBudget(m *nats.Msg) {
+	var c control.BudgetMsg
+	if err := svc.Decode(m.Header, m.Data, &c); err != nil {
+		w.sh.Log.Warn("undecodable budget control", "err", err)
+		return
+	}
+	w.mu.Lock()
+	w.eng.SetBudgets(c.MaxBatch, c.TokenBudget)
+	w.mu.Unlock()
+	w.sh.Log.Info("budgets set", "max_batch", c.MaxBatch, "token_budget", c.TokenBudget, "reason", c.Reason)
+}
+
+func (w *Worker) onWarmth(m *nats.Msg) {
+	var c control.WarmthMsg
+	if err := svc.Decode(m.Header, m.Data, &c); err != nil {
+		w.sh.Log.Warn("undecodable warmth control", "err", err)
+		return
+	}
+	w.mu.Lock()
+	err := w.eng.SetWeightState(c.State)
+	w.mu.Unlock()
+	if err != nil {
+		// Sequences arrived since the decision: serving them wins.
+		w.sh.Log.Info("warmth change refused", "state", c.State, "err", err)
+		return
+	}
+	w.sh.Emit(schemas.Event{Kind: "weights", WorkerID: w.cfg.ID, Reason: c.Reason, Fields: map[string]any{"model": c.Model, "state": c.State}})
+}
