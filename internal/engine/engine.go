@@ -1,0 +1,591 @@
+// Package engine owns the worker engine's scheduling core for one model
+// replica: continuous batching under a per-step token budget with chunked
+// prefill, a paged KV cache in tokens.BlockSize blocks with hash-chained
+// prefix caching and LRU eviction of unreferenced blocks, preemption by
+// recompute when KV runs out, speculative decoding, and weight residency
+// (hot, sleeping, cold, absent) with load times.
+//
+// It is pure: time is passed in and nothing sleeps. Step(now) plans one
+// iteration, costs it with the perf roofline model and applies its effects.
+// The live worker sleeps Step's Duration and publishes the results; the
+// discrete-event simulator calls the same Step in virtual time. Step is
+// O(batch) and reuses its buffers, so it does not allocate in steady state.
+// The scheduling mirrors vLLM V1: running sequences first (decodes and
+// unfinished chunks, in arrival order), then waiting ones FIFO; when a block
+// cannot be found the most recently admitted running sequence is preempted
+// and recomputed later, and no new sequence is admitted in that step.
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/switchyard-ai/switchyard/internal/perf"
+	"github.com/switchyard-ai/switchyard/internal/tokens"
+	"github.com/switchyard-ai/switchyard/schemas"
+)
+
+// Defaults follow vLLM V1's (max_num_seqs 256, max_num_batched_tokens 8192).
+const (
+	DefaultMaxBatch    = 256
+	DefaultTokenBudget = 8192
+)
+
+// SpecConfig configures speculative decoding (gpu-model.md §8). Each step a
+// decoding sequence verifies K draft tokens; each is accepted with
+// probability Acceptance until the first rejection, plus one bonus token,
+// so a step yields (1 − α^{K+1})/(1 − α) tokens on average. Draft and
+// rejected tokens cost GPU work like any other.
+type SpecConfig struct {
+	Enabled bool
+	// K is the number of draft tokens (default 3, an EAGLE-3 chain).
+	K int
+	// Acceptance is the per-token acceptance rate α (default 0.7: EAGLE-3
+	// ≈0.75-0.8, draft models ≈0.6, n-gram on chat ≈0.5).
+	Acceptance float64
+	// DraftLayers is one draft forward's cost in target-layer units
+	// (default 1, an EAGLE head; 0 for n-gram; a small draft model several).
+	DraftLayers float64
+	// Seed makes acceptance draws reproducible.
+	Seed uint64
+}
+
+// Config configures an Engine.
+type Config struct {
+	Replica     perf.Replica
+	MaxBatch    int // running sequences; 0 = DefaultMaxBatch
+	TokenBudget int // tokens per step; 0 = DefaultTokenBudget
+	ChunkSize   int // largest prefill chunk per sequence per step; 0 = TokenBudget
+	MemUtil     float64
+	KVBlocks    int // override; 0 = computed from the replica and MemUtil
+	Spec        SpecConfig
+	// InitialWeights is a schemas.Weight* state; empty means hot.
+	InitialWeights string
+}
+
+// Sequence is one request as the engine sees it.
+type Sequence struct {
+	ID           string
+	PromptTokens int
+	// BlockHashes are the chained hashes of the prompt's full blocks
+	// (internal/tokens); they drive prefix caching.
+	BlockHashes []uint64
+	MaxTokens   int
+	Arrival     time.Time
+}
+
+// Emit is the tokens one sequence produced in a step.
+type Emit struct {
+	ID     string
+	Tokens int
+}
+
+// Finished reports a completed sequence.
+type Finished struct {
+	ID                                       string
+	PromptTokens, CachedTokens, OutputTokens int
+	Arrival, FirstTokenAt, FinishedAt        time.Time
+	Preemptions                              int
+}
+
+// Step is one iteration's outcome. Its slices are reused by the next call
+// to Step: copy what must outlive it.
+type Step struct {
+	// Duration is how long the iteration takes from Step's now; while
+	// weights load it is the remaining load time and nothing else happens.
+	Duration  time.Duration
+	Emitted   []Emit
+	Finished  []Finished
+	Stored    []uint64 // block hashes newly cached
+	Evicted   []uint64 // block hashes dropped from the cache
+	Preempted []string
+	// GPUSeconds is compute time across the replica's GPUs (Duration × TP;
+	// 0 while loading).
+	GPUSeconds float64
+	// Batch is the shape the step was costed with.
+	Batch perf.Batch
+}
+
+// State is what a heartbeat reports.
+type State struct {
+	Weights        string
+	KVBlocksTotal  int
+	KVBlocksFree   int // empty plus evictable cached blocks
+	KVBlocksCached int // blocks holding a prefix hash (referenced or not)
+	Running        int
+	Waiting        int
+	// QueuedTokens is prompt tokens not yet computed (waiting and mid-prefill).
+	QueuedTokens int
+	MaxBatch     int
+	TokenBudget  int
+	SpecDecode   bool
+	// TokensPerSec and Utilization are exponentially decayed over ~10 s of
+	// engine time (output tokens per second; busy fraction).
+	TokensPerSec float64
+	Utilization  float64
+	// ReadyAt is when a load in progress completes (zero unless loading).
+	ReadyAt time.Time
+}
+
+type seq struct {
+	Sequence
+	computed    int // tokens whose KV is computed
+	generated   int
+	hashed      []int32 // pool nodes of the prompt's leading full blocks
+	private     int     // unhashed blocks held
+	cached      int     // prefix-cache hit at first admission
+	admitted    bool
+	decoding    bool
+	firstToken  time.Time
+	preemptions int
+}
+
+func (s *seq) total() int { return s.PromptTokens + s.generated }
+
+type planned struct {
+	s      *seq
+	n      int // tokens computed this step (1+k for a decode)
+	decode bool
+}
+
+// Engine is one replica's scheduler. It is not safe for concurrent use.
+type Engine struct {
+	cfg     Config
+	rep     perf.Replica
+	kv      *kvPool
+	running []*seq
+	waiting []*seq // FIFO; preempted sequences go to the front
+	byID    map[string]*seq
+	spec    bool
+	rng     *rand.Rand
+
+	weights   string
+	loadUntil time.Time
+
+	plan                  []planned
+	out                   Step
+	storedBuf, evictedBuf []uint64
+
+	lastEnd                     time.Time
+	emaTokens, emaTime, emaBusy float64
+}
+
+// rateTau is the decay time of TokensPerSec and Utilization.
+const rateTau = 10.0
+
+// New builds an Engine.
+func New(cfg Config) (*Engine, error) {
+	if cfg.Replica.TP < 1 || cfg.Replica.Model.Layers == 0 {
+		return nil, errors.New("engine: config needs a perf.Replica (perf.NewReplica)")
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = DefaultMaxBatch
+	}
+	if cfg.TokenBudget <= 0 {
+		cfg.TokenBudget = DefaultTokenBudget
+	}
+	if cfg.ChunkSize <= 0 || cfg.ChunkSize > cfg.TokenBudget {
+		cfg.ChunkSize = cfg.TokenBudget
+	}
+	if cfg.MemUtil <= 0 {
+		cfg.MemUtil = perf.DefaultMemUtil
+	}
+	if cfg.KVBlocks <= 0 {
+		cfg.KVBlocks = cfg.Replica.KVBlocks(tokens.BlockSize, cfg.MemUtil)
+	}
+	if cfg.KVBlocks <= 0 {
+		return nil, fmt.Errorf("engine: no KV blocks left after weights (%s on %d× %s)", cfg.Replica.Model.Name, cfg.Replica.TP, cfg.Replica.GPU.Name)
+	}
+	if cfg.Spec.K <= 0 {
+		cfg.Spec.K = 3
+	}
+	if cfg.Spec.Acceptance <= 0 || cfg.Spec.Acceptance >= 1 {
+		cfg.Spec.Acceptance = 0.7
+	}
+	if cfg.Spec.DraftLayers < 0 {
+		cfg.Spec.DraftLayers = 0
+	} else if cfg.Spec.DraftLayers == 0 {
+		cfg.Spec.DraftLayers = 1
+	}
+	w := cfg.InitialWeights
+	switch w {
+	case "":
+		w = schemas.WeightHot
+	case schemas.WeightHot, schemas.WeightSleeping, schemas.WeightCold, schemas.WeightAbsent:
+	default:
+		return nil, fmt.Errorf("engine: unknown initial weight state %q", w)
+	}
+	return &Engine{
+		cfg:     cfg,
+		rep:     cfg.Replica,
+		kv:      newKVPool(cfg.KVBlocks),
+		byID:    make(map[string]*seq),
+		spec:    cfg.Spec.Enabled,
+		rng:     rand.New(rand.NewPCG(cfg.Spec.Seed, 0x5eed)),
+		weights: w,
+	}, nil
+}
+
+// Errors from Add.
+var (
+	ErrDuplicate = errors.New("engine: sequence id already queued")
+	ErrTooLong   = errors.New("engine: sequence cannot fit in the KV cache")
+)
+
+// Add queues a sequence. A sequence whose prompt plus output can never fit
+// in the whole KV cache is refused rather than preempting forever.
+func (e *Engine) Add(s Sequence) error {
+	if _, ok := e.byID[s.ID]; ok {
+		return ErrDuplicate
+	}
+	if s.PromptTokens < 1 {
+		s.PromptTokens = 1
+	}
+	if s.MaxTokens < 1 {
+		s.MaxTokens = 1
+	}
+	if need := (s.PromptTokens + s.MaxTokens + e.cfg.Spec.K + tokens.BlockSize - 1) / tokens.BlockSize; need > e.kv.total {
+		return fmt.Errorf("%w: needs %d blocks, cache has %d", ErrTooLong, need, e.kv.total)
+	}
+	q := &seq{Sequence: s}
+	e.byID[s.ID] = q
+	e.waiting = append(e.waiting, q)
+	return nil
+}
+
+// Cancel drops a sequence, freeing its KV; false if it is unknown or done.
+func (e *Engine) Cancel(id string) bool {
+	s, ok := e.byID[id]
+	if !ok {
+		return false
+	}
+	e.releaseBlocks(s)
+	delete(e.byID, id)
+	e.running = removeSeq(e.running, s)
+	e.waiting = removeSeq(e.waiting, s)
+	return true
+}
+
+func removeSeq(list []*seq, s *seq) []*seq {
+	for i, x := range list {
+		if x == s {
+			copy(list[i:], list[i+1:])
+			list[len(list)-1] = nil
+			return list[:len(list)-1]
+		}
+	}
+	return list
+}
+
+// HasWork reports whether any sequence is queued or running.
+func (e *Engine) HasWork() bool { return len(e.running)+len(e.waiting) > 0 }
+
+// SetSpecDecode switches speculative decoding at run time (the control loop
+// turns it off under load, where verification costs more than it saves).
+func (e *Engine) SetSpecDecode(on bool) { e.spec = on }
+
+// SetBudgets changes the batch and token budgets; values ≤ 0 keep the
+// current one.
+func (e *Engine) SetBudgets(maxBatch, tokenBudget int) {
+	if maxBatch > 0 {
+		e.cfg.MaxBatch = maxBatch
+	}
+	if tokenBudget > 0 {
+		e.cfg.TokenBudget = tokenBudget
+		e.cfg.ChunkSize = min(e.cfg.ChunkSize, tokenBudget)
+		if e.cfg.ChunkSize <= 0 {
+			e.cfg.ChunkSize = tokenBudget
+		}
+	}
+}
+
+// SetWeightState moves the model's weights to state: hot starts a load on
+// the next Step if needed; sleeping, cold and absent unload them (which
+// discards the KV cache, as vLLM's sleep mode does) and are refused while
+// sequences are running.
+func (e *Engine) SetWeightState(state string) error {
+	switch state {
+	case schemas.WeightHot:
+		return nil
+	case schemas.WeightSleeping, schemas.WeightCold, schemas.WeightAbsent:
+	default:
+		return fmt.Errorf("engine: unknown weight state %q", state)
+	}
+	if len(e.running) > 0 {
+		return fmt.Errorf("engine: %d sequences running", len(e.running))
+	}
+	e.kv.evictAll()
+	e.weights, e.loadUntil = state, time.Time{}
+	return nil
+}
+
+// State reports the engine for heartbeats.
+func (e *Engine) State() State {
+	st := State{
+		Weights:        e.weights,
+		KVBlocksTotal:  e.kv.total,
+		KVBlocksFree:   e.kv.available(),
+		KVBlocksCached: len(e.kv.byHash),
+		Running:        len(e.running),
+		Waiting:        len(e.waiting),
+		MaxBatch:       e.cfg.MaxBatch,
+		TokenBudget:    e.cfg.TokenBudget,
+		SpecDecode:     e.spec,
+	}
+	for _, s := range e.running {
+		if !s.decoding {
+			st.QueuedTokens += s.total() - s.computed
+		}
+	}
+	for _, s := range e.waiting {
+		st.QueuedTokens += s.total()
+	}
+	if e.emaTime > 0 {
+		st.TokensPerSec = e.emaTokens / e.emaTime
+		st.Utilization = e.emaBusy / e.emaTime
+	}
+	if e.weights == schemas.WeightLoading {
+		st.ReadyAt = e.loadUntil
+	}
+	return st
+}
+
+// ensure grows s's blocks to hold n tokens. Leading full prompt blocks are
+// hashed (shared, cached); the rest are private.
+func (e *Engine) ensure(s *seq, n int) bool {
+	need := (n + tokens.BlockSize - 1) / tokens.BlockSize
+	for held := len(s.hashed) + s.private; held < need; held++ {
+		if s.private == 0 && held < len(s.BlockHashes) && (held+1)*tokens.BlockSize <= s.PromptTokens {
+			i, ok := e.kv.allocHashed(s.BlockHashes[held])
+			if !ok {
+				return false
+			}
+			s.hashed = append(s.hashed, i)
+			continue
+		}
+		if !e.kv.allocPrivate() {
+			return false
+		}
+		s.private++
+	}
+	return true
+}
+
+// releaseBlocks frees s's KV. Hashed blocks are released tail first so the
+// end of a prefix is evicted before its start (vLLM does the same).
+func (e *Engine) releaseBlocks(s *seq) {
+	for i := len(s.hashed) - 1; i >= 0; i-- {
+		e.kv.release(s.hashed[i])
+	}
+	s.hashed = s.hashed[:0]
+	e.kv.releasePrivate(s.private)
+	s.private = 0
+}
+
+// admitPrefix takes references on the cached prefix of a waiting sequence.
+// At least the last token is always recomputed, to produce logits.
+func (e *Engine) admitPrefix(s *seq) {
+	for i := 0; i < len(s.BlockHashes) && (i+1)*tokens.BlockSize <= s.PromptTokens; i++ {
+		n, ok := e.kv.lookup(s.BlockHashes[i])
+		if !ok {
+			break
+		}
+		s.hashed = append(s.hashed, n)
+	}
+	s.computed = min(len(s.hashed)*tokens.BlockSize, s.total()-1)
+	if !s.admitted {
+		s.cached = s.computed
+		s.admitted = true
+	}
+}
+
+// preemptLast evicts the most recently admitted running sequence back to the
+// front of the queue, to be recomputed, and returns it.
+func (e *Engine) preemptLast() *seq {
+	v := e.running[len(e.running)-1]
+	e.running[len(e.running)-1] = nil
+	e.running = e.running[:len(e.running)-1]
+	e.releaseBlocks(v)
+	v.computed, v.decoding = 0, false
+	v.preemptions++
+	e.waiting = append(e.waiting, nil)
+	copy(e.waiting[1:], e.waiting)
+	e.waiting[0] = v
+	e.out.Preempted = append(e.out.Preempted, v.ID)
+	return v
+}
+
+// Step plans, costs and applies the iteration that starts at now. KV events
+// raised between steps (Cancel, SetWeightState) are reported with it.
+func (e *Engine) Step(now time.Time) Step {
+	st := e.step(now)
+	e.storedBuf = append(e.storedBuf[:0], e.kv.stored...)
+	e.evictedBuf = append(e.evictedBuf[:0], e.kv.evicted...)
+	e.kv.stored, e.kv.evicted = e.kv.stored[:0], e.kv.evicted[:0]
+	st.Stored, st.Evicted = e.storedBuf, e.evictedBuf
+	return st
+}
+
+func (e *Engine) step(now time.Time) Step {
+	out := &e.out
+	out.Duration, out.GPUSeconds, out.Batch = 0, 0, perf.Batch{}
+	out.Emitted, out.Finished, out.Preempted = out.Emitted[:0], out.Finished[:0], out.Preempted[:0]
+	if !e.HasWork() {
+		return *out
+	}
+	if e.weights != schemas.WeightHot {
+		if e.weights != schemas.WeightLoading {
+			d := e.rep.LoadSeconds(e.weights)
+			e.loadUntil = now.Add(time.Duration(d * float64(time.Second)))
+			e.weights = schemas.WeightLoading
+		}
+		if now.Before(e.loadUntil) {
+			out.Duration = e.loadUntil.Sub(now)
+			e.account(now, out.Duration, 0, false)
+			return *out
+		}
+		e.weights, e.loadUntil = schemas.WeightHot, time.Time{}
+	}
+
+	k := 0
+	if e.spec {
+		k = e.cfg.Spec.K
+	}
+	budget := e.cfg.TokenBudget
+	e.plan = e.plan[:0]
+	preempted := false
+	for i := 0; i < len(e.running) && budget > 0; i++ {
+		s := e.running[i]
+		var n int
+		if s.decoding {
+			n = 1 + k
+			if n > budget {
+				continue
+			}
+		} else {
+			n = min(s.total()-s.computed, budget, e.cfg.ChunkSize)
+		}
+		for !e.ensure(s, s.computed+n) {
+			preempted = true
+			if e.preemptLast() == s {
+				n = 0
+				break
+			}
+		}
+		if n == 0 {
+			break // s itself was preempted: it was the last running
+		}
+		budget -= n
+		e.plan = append(e.plan, planned{s: s, n: n, decode: s.decoding})
+	}
+	for !preempted && len(e.waiting) > 0 && len(e.running) < e.cfg.MaxBatch && budget > 0 {
+		s := e.waiting[0]
+		e.admitPrefix(s)
+		n := min(s.total()-s.computed, budget, e.cfg.ChunkSize)
+		if !e.ensure(s, s.computed+n) {
+			e.releaseBlocks(s)
+			break
+		}
+		e.waiting[0] = nil
+		e.waiting = e.waiting[1:]
+		e.running = append(e.running, s)
+		budget -= n
+		e.plan = append(e.plan, planned{s: s, n: n})
+	}
+	if len(e.plan) == 0 {
+		// Nothing fits (every block is pinned by sequences that cannot
+		// progress); report no progress rather than spin at zero cost.
+		return *out
+	}
+
+	var b perf.Batch
+	for _, p := range e.plan {
+		if p.decode {
+			b.DecodeSeqs++
+			b.DecodeContextTokens += p.s.computed
+		} else {
+			b.PrefillTokens += p.n
+			b.PrefillContext += p.s.computed
+			b.PrefillSeqs++
+		}
+	}
+	if b.DecodeSeqs > 0 && k > 0 {
+		b.SpecTokens = k
+		b.DraftLayers = e.cfg.Spec.DraftLayers
+	}
+	sec := e.rep.StepSeconds(b)
+	dur := time.Duration(math.Round(sec * float64(time.Second)))
+	end := now.Add(dur)
+	out.Batch, out.Duration, out.GPUSeconds = b, dur, sec*float64(e.rep.TP)
+
+	emitted := 0
+	for _, p := range e.plan {
+		s := p.s
+		var got int
+		if p.decode {
+			got = 1
+			for j := 0; j < k && e.rng.Float64() < e.cfg.Spec.Acceptance; j++ {
+				got++
+			}
+			got = min(got, s.MaxTokens-s.generated)
+			s.computed += got
+		} else {
+			s.computed += p.n
+			if s.computed < s.total() {
+				continue // more chunks to go
+			}
+			s.decoding, got = true, 1
+			if s.firstToken.IsZero() {
+				s.firstToken = end
+			}
+		}
+		s.generated += got
+		emitted += got
+		out.Emitted = append(out.Emitted, Emit{ID: s.ID, Tokens: got})
+		if s.generated >= s.MaxTokens {
+			out.Finished = append(out.Finished, Finished{
+				ID: s.ID, PromptTokens: s.PromptTokens, CachedTokens: s.cached, OutputTokens: s.generated,
+				Arrival: s.Arrival, FirstTokenAt: s.firstToken, FinishedAt: end, Preemptions: s.preemptions,
+			})
+			e.releaseBlocks(s)
+			delete(e.byID, s.ID)
+			s.decoding = false
+			s.generated = -1 << 30 // marks it for removal below
+		}
+	}
+	if len(out.Finished) > 0 {
+		kept := e.running[:0]
+		for _, s := range e.running {
+			if s.generated >= 0 {
+				kept = append(kept, s)
+			}
+		}
+		for i := len(kept); i < len(e.running); i++ {
+			e.running[i] = nil
+		}
+		e.running = kept
+	}
+	e.account(now, dur, emitted, true)
+	return *out
+}
+
+// account folds a step into the decayed rate counters, counting idle time
+// since the previous step as well.
+func (e *Engine) account(now time.Time, dur time.Duration, emitted int, busy bool) {
+	gap := 0.0
+	if !e.lastEnd.IsZero() && now.After(e.lastEnd) {
+		gap = now.Sub(e.lastEnd).Seconds()
+	}
+	d := dur.Seconds()
+	decay := math.Exp(-(gap + d) / rateTau)
+	e.emaTokens = e.emaTokens*decay + float64(emitted)
+	e.emaTime = e.emaTime*decay + gap + d
+	e.emaBusy *= decay
+	if busy {
+		e.emaBusy += d
+	}
+	e.lastEnd = now.Add(dur)
+}
