@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"sort"
 	"time"
 
@@ -29,12 +32,24 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	seed := fs.Uint64("seed", 1, "workload seed")
 	rate := fs.Float64("rate", 0, "steady request rate per second (default: the workload's)")
 	verbose := fs.Bool("v", false, "debug logging")
+	tenants := fs.String("tenants", "", "tenant profiles JSON (default: the demo's acme critical, globex interactive, initech standard, umbrella batch)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	logger := newLogger(*verbose)
 	fleet := demoFleet(*workers)
-	st, err := stack.Start(ctx, stack.Config{StoreDir: *store, Fleet: fleet, Logger: logger})
+	if *tenants == "" {
+		dir, err := os.MkdirTemp("", "switchyard-demo-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		*tenants = filepath.Join(dir, "tenants.json")
+		if err := os.WriteFile(*tenants, demoTenants, 0o600); err != nil {
+			return err
+		}
+	}
+	st, err := stack.Start(ctx, stack.Config{StoreDir: *store, Fleet: fleet, Logger: logger, Tenants: *tenants})
 	if err != nil {
 		return err
 	}
@@ -121,12 +136,29 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-// demoFleet mixes GPU generations so placement has real choices.
+// demoTenants are the demo's tenant profiles, one per priority class:
+// acme critical, globex interactive, initech standard, umbrella batch.
+//
+//go:embed demo_tenants.json
+var demoTenants []byte
+
+// demoFleet mixes GPU generations so placement has real choices. The
+// fourth worker (or the last of two or three) is a cheap L40S serving the
+// small tier, llama-3.2-1b, where admission moves "auto" requests whose
+// task a small model handles.
 func demoFleet(n int) []stack.WorkerSpec {
 	gens := []string{"h100", "a100-80g", "h100", "l40s", "h200", "a100-80g"}
 	out := make([]stack.WorkerSpec, 0, n)
+	small := 3
+	if n < 4 && n > 1 {
+		small = n - 1
+	}
 	for i := 0; i < n; i++ {
-		out = append(out, stack.WorkerSpec{GPU: gens[i%len(gens)], Model: "llama-3.1-8b", Dtype: "bf16", TP: 1})
+		spec := stack.WorkerSpec{GPU: gens[i%len(gens)], Model: "llama-3.1-8b", Dtype: "bf16", TP: 1}
+		if i == small {
+			spec = stack.WorkerSpec{GPU: "l40s", Model: "llama-3.2-1b", Dtype: "bf16", TP: 1}
+		}
+		out = append(out, spec)
 	}
 	return out
 }

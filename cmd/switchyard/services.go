@@ -9,10 +9,13 @@ import (
 	"os"
 	"time"
 
+	"github.com/switchyard-ai/switchyard/internal/admission"
 	"github.com/switchyard-ai/switchyard/internal/bus"
+	"github.com/switchyard-ai/switchyard/internal/cache"
 	"github.com/switchyard-ai/switchyard/internal/catalog"
 	"github.com/switchyard-ai/switchyard/internal/perf"
 	"github.com/switchyard-ai/switchyard/internal/routing"
+	"github.com/switchyard-ai/switchyard/internal/workflow"
 	"github.com/switchyard-ai/switchyard/services/admitter"
 	"github.com/switchyard-ai/switchyard/services/router"
 	"github.com/switchyard-ai/switchyard/services/svc"
@@ -103,15 +106,24 @@ func runAdmitter(ctx context.Context, args []string, _ io.Writer) error {
 	fs := flag.NewFlagSet("admitter", flag.ContinueOnError)
 	var f serviceFlags
 	f.register(fs, hostID("admitter"))
+	tenantsFile := fs.String("tenants", "", "tenant profiles JSON (see config/tenants.example.json); default: every tenant may use every class and model, no quotas, no cache")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	var tenants *admission.Tenants
+	if *tenantsFile != "" {
+		var err error
+		if tenants, err = admission.LoadTenants(*tenantsFile); err != nil {
+			return err
+		}
 	}
 	sh, cat, err := f.connect(ctx, "admitter")
 	if err != nil {
 		return err
 	}
 	defer sh.NC.Drain()
-	return admitter.New(sh, admitter.Config{ModelKnown: func(m string) bool { _, ok := cat.Model(m); return ok }}).Run(ctx)
+	return admitter.New(sh, admitter.Config{ModelKnown: func(m string) bool { _, ok := cat.Model(m); return ok },
+		Tenants: tenants, Catalog: cat, Cache: cache.Config{Replicas: f.replicas}, Workflow: workflow.Config{Replicas: f.replicas}}).Run(ctx)
 }
 
 func runRouter(ctx context.Context, args []string, _ io.Writer) error {

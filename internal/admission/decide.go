@@ -76,6 +76,8 @@ type Decision struct {
 	// Model is the effective model after Move; Moved says it changed.
 	Model string
 	Moved bool
+	// MoveReason explains a Moved model (empty otherwise).
+	MoveReason string
 	// PoolHint is a preferred (cheaper) GPU pool, empty for none.
 	PoolHint     string
 	Deadline     time.Time
@@ -228,6 +230,7 @@ func Decide(in Input) Decision {
 
 	// 6. Move.
 	if mv.Moved {
+		d.MoveReason = mv.Reason
 		d.Reasons = append(d.Reasons, mv.Reason)
 	}
 	if p.AllowPoolMove && len(in.Pools) > 0 {

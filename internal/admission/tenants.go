@@ -59,12 +59,16 @@ type Profile struct {
 	// means its own class and every class below it. A tenant may never
 	// claim a class above its own.
 	AllowedPriorities []string `json:"allowed_priorities,omitempty"`
-	SLO               SLO      `json:"slo"`
-	DefaultDeadlineMs int64    `json:"default_deadline_ms,omitempty"`
-	Quota             Quota    `json:"quota"`
-	Budget            Budget   `json:"budget"`
-	AllowAuto         bool     `json:"allow_auto,omitempty"`
-	AllowDowngrade    bool     `json:"allow_downgrade,omitempty"`
+	// DefaultPriority is the class of a request that names none; empty
+	// means Priority. It lets a tenant be allowed a high class without
+	// all of its unlabelled traffic landing there.
+	DefaultPriority   string `json:"default_priority,omitempty"`
+	SLO               SLO    `json:"slo"`
+	DefaultDeadlineMs int64  `json:"default_deadline_ms,omitempty"`
+	Quota             Quota  `json:"quota"`
+	Budget            Budget `json:"budget"`
+	AllowAuto         bool   `json:"allow_auto,omitempty"`
+	AllowDowngrade    bool   `json:"allow_downgrade,omitempty"`
 	// AllowPoolMove lets admission hint a cheaper GPU pool when the
 	// latency budget allows.
 	AllowPoolMove bool `json:"allow_pool_move,omitempty"`
@@ -102,6 +106,9 @@ func (p Profile) ModelAllowed(model string) bool {
 // and priority_not_allowed otherwise.
 func (p Profile) ResolvePriority(asked string) (string, *schemas.Error) {
 	if asked == "" {
+		if p.DefaultPriority != "" {
+			return p.DefaultPriority, nil
+		}
 		return p.Priority, nil
 	}
 	if slices.Contains(p.allowedPriorities(), asked) {
@@ -141,6 +148,9 @@ func (p *Profile) validate(name string) error {
 		if r < own {
 			return fmt.Errorf("tenant %s: allowed priority %q is above the tenant's own class %s", name, c, p.Priority)
 		}
+	}
+	if p.DefaultPriority != "" && !slices.Contains(p.allowedPriorities(), p.DefaultPriority) {
+		return fmt.Errorf("tenant %s: default_priority %q is not among the classes it may use (%s)", name, p.DefaultPriority, strings.Join(p.allowedPriorities(), ", "))
 	}
 	if p.Quota.RequestsPerMin < 0 || p.Quota.TokensPerMin < 0 || p.Quota.BurstSeconds < 0 {
 		return fmt.Errorf("tenant %s: quotas must be >= 0", name)

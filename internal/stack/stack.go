@@ -14,10 +14,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/switchyard-ai/switchyard/internal/admission"
 	"github.com/switchyard-ai/switchyard/internal/bus"
+	"github.com/switchyard-ai/switchyard/internal/cache"
 	"github.com/switchyard-ai/switchyard/internal/catalog"
 	"github.com/switchyard-ai/switchyard/internal/perf"
 	"github.com/switchyard-ai/switchyard/internal/routing"
+	"github.com/switchyard-ai/switchyard/internal/workflow"
 	"github.com/switchyard-ai/switchyard/services/admitter"
 	"github.com/switchyard-ai/switchyard/services/router"
 	"github.com/switchyard-ai/switchyard/services/svc"
@@ -54,6 +57,9 @@ type Config struct {
 	// Policy names the router's placement policy ("switchyard" or a
 	// baseline); empty means switchyard.
 	Policy string
+	// Tenants is the admitter's tenant profiles file; empty means
+	// admitter.Permissive().
+	Tenants string
 }
 
 // DefaultWorker is the worker a bare `switchyard up` starts.
@@ -125,7 +131,14 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	if err != nil {
 		return fail(err)
 	}
-	s.run("admitter", admitter.New(adm, admitter.Config{ModelKnown: func(m string) bool { _, ok := cfg.Catalog.Model(m); return ok }}).Run)
+	var tenants *admission.Tenants
+	if cfg.Tenants != "" {
+		if tenants, err = admission.LoadTenants(cfg.Tenants); err != nil {
+			return fail(err)
+		}
+	}
+	s.run("admitter", admitter.New(adm, admitter.Config{ModelKnown: func(m string) bool { _, ok := cfg.Catalog.Model(m); return ok },
+		Tenants: tenants, Catalog: cfg.Catalog, Cache: cache.Config{Replicas: cfg.Streams.Replicas}, Workflow: workflow.Config{Replicas: cfg.Streams.Replicas}}).Run)
 	rsh, err := s.shell("router", "router-1")
 	if err != nil {
 		return fail(err)

@@ -1,21 +1,31 @@
-// Package admitter is the admitter service shell: it consumes SUBMIT,
-// decodes each submission (internal/intake), asks the admission core what
-// to do with it, and publishes the admitted envelope on
-// sy.admitted.<class>.<bucket>.<tenant> or a specific error result on
-// sy.result.<tenant>.<id>. Every message it acknowledges has produced
-// exactly one of those.
+// Package admitter is the admitter service shell. It consumes SUBMIT,
+// decodes each submission (internal/intake), gathers what the admission
+// core needs — the tenant's profile, the workflow's registry state, a
+// cache lookup, the queue depth per class and the fleet's throughput from
+// heartbeats — asks admission.Decide, and carries the decision out:
+// publish the admitted envelope on sy.admitted.<class>.<bucket>.<tenant>
+// (now, or at a trough through a JetStream message schedule), replay a
+// cached answer, or publish the specific error result. It also follows
+// RESULTS to record workflow steps, cancel the running steps of doomed
+// workflows, fill the cache and reconcile budgets. Every submission it
+// acknowledges has produced its outcome durably first.
 package admitter
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/switchyard-ai/switchyard/internal/admission"
+	"github.com/switchyard-ai/switchyard/internal/cache"
+	"github.com/switchyard-ai/switchyard/internal/catalog"
 	"github.com/switchyard-ai/switchyard/internal/intake"
+	"github.com/switchyard-ai/switchyard/internal/workflow"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/svc"
 	"github.com/switchyard-ai/switchyard/subjects"
@@ -30,36 +40,76 @@ type Config struct {
 	// ModelKnown validates model names against the catalog.
 	ModelKnown schemas.ModelLookup
 	Limits     schemas.Limits
-	// DefaultPriority applies when neither the request nor the tenant sets one.
-	DefaultPriority string
-	// DefaultDeadline per class applies when the request sets none.
-	DefaultDeadline map[string]time.Duration
+	// Tenants are the tenant profiles; nil means Permissive().
+	Tenants *admission.Tenants
+	// Catalog, when set, gives each GPU pool its speed relative to the
+	// estimator's reference GPU (H100) for the cheaper-pool hint.
+	Catalog *catalog.Catalog
+	// Estimate predicts latency and GPU work; nil means the ladder
+	// estimator over the tenants' model ladder.
+	Estimate admission.Estimator
+	Shedder  admission.Shedder
+	Defer    admission.DeferPolicy
+	// Cache configures the response cache bucket; NoCache turns the cache
+	// off for every tenant.
+	Cache    cache.Config
+	NoCache  bool
+	Workflow workflow.Config
+	// LoadInterval is how often the router consumers' pending counts are
+	// read; 0 means 500 ms.
+	LoadInterval    time.Duration
 	MaxMessageBytes int
 	// AckWait bounds how long a crashed admitter holds a message.
 	AckWait time.Duration
+	// Concurrency is how many submissions are decided at once; 0 means 16.
+	// Each waits on KV reads and a stored publish, so a handful in flight
+	// keeps one admitter busy without reordering anything that matters:
+	// every request is decided on its own.
+	Concurrency int
 }
 
-// DefaultDeadlines are the latency budgets per class when nothing else says.
-var DefaultDeadlines = map[string]time.Duration{
-	schemas.PriorityCritical:    10 * time.Second,
-	schemas.PriorityInteractive: 30 * time.Second,
-	schemas.PriorityStandard:    2 * time.Minute,
-	schemas.PriorityBatch:       24 * time.Hour,
+// Permissive is the tenant configuration used when none is given: every
+// tenant gets a profile that may use any class (standard by default), any
+// model and "auto", with no quota and no cache — the walking skeleton's
+// behaviour, with shedding and workflows still on.
+func Permissive() *admission.Tenants {
+	t, err := admission.NewTenants(admission.Config{
+		UnknownTenants: admission.UnknownDefault,
+		Default: admission.Profile{
+			Priority:        schemas.PriorityCritical,
+			DefaultPriority: schemas.PriorityStandard,
+			AllowAuto:       true,
+		},
+	})
+	if err != nil {
+		panic(fmt.Sprintf("admitter: permissive tenants: %v", err))
+	}
+	return t
 }
 
 // Admitter is one admitter replica.
 type Admitter struct {
-	sh  *svc.Shell
-	cfg Config
+	sh     *svc.Shell
+	cfg    Config
+	quotas *admission.Quotas
+	store  *cache.Store
+	reg    *workflow.Registry
+
+	mu    sync.Mutex
+	fleet admission.FleetView
+	// polled is the router consumers' pending count at the last poll;
+	// since counts what this replica admitted after it, so a burst is seen
+	// before the next poll.
+	polled map[string]int
+	since  map[string]int
+
+	inflight *inflight
 }
 
 // New builds an admitter over a shell.
 func New(sh *svc.Shell, cfg Config) *Admitter {
-	if cfg.DefaultPriority == "" {
-		cfg.DefaultPriority = schemas.PriorityStandard
-	}
-	if cfg.DefaultDeadline == nil {
-		cfg.DefaultDeadline = DefaultDeadlines
+	if cfg.Tenants == nil {
+		cfg.Tenants = Permissive()
 	}
 	if cfg.MaxMessageBytes == 0 {
 		cfg.MaxMessageBytes = 4 << 20
@@ -67,11 +117,46 @@ func New(sh *svc.Shell, cfg Config) *Admitter {
 	if cfg.AckWait == 0 {
 		cfg.AckWait = 4 * time.Second
 	}
-	return &Admitter{sh: sh, cfg: cfg}
+	if cfg.LoadInterval <= 0 {
+		cfg.LoadInterval = 500 * time.Millisecond
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 16
+	}
+	if cfg.Estimate == nil {
+		cfg.Estimate = admission.LadderEstimator(cfg.Tenants.Ladder(), nil)
+	}
+	return &Admitter{sh: sh, cfg: cfg, quotas: admission.NewQuotas(),
+		polled: map[string]int{}, since: map[string]int{}, inflight: newInflight(100000)}
 }
 
 // Run consumes submissions until ctx ends.
 func (a *Admitter) Run(ctx context.Context) error {
+	var err error
+	if !a.cfg.NoCache {
+		if a.store, err = cache.Open(ctx, a.sh.JS, a.cfg.Cache); err != nil {
+			return err
+		}
+	}
+	if a.reg, err = workflow.Open(ctx, a.sh.JS, a.cfg.Workflow); err != nil {
+		return err
+	}
+	hb, err := a.sh.NC.Subscribe(subjects.HeartbeatAll, a.onHeartbeat)
+	if err != nil {
+		return fmt.Errorf("admitter heartbeats: %w", err)
+	}
+	defer hb.Unsubscribe()
+	var bg sync.WaitGroup
+	bgCtx, stopBg := context.WithCancel(ctx)
+	defer func() { stopBg(); bg.Wait() }()
+	bg.Add(1)
+	go func() { defer bg.Done(); a.pollPending(bgCtx) }()
+	results, err := a.followResults(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { results.Drain(); <-results.Closed() }()
+
 	cons, err := a.sh.JS.CreateOrUpdateConsumer(ctx, subjects.StreamSubmit, jetstream.ConsumerConfig{
 		Durable:       ConsumerName,
 		Description:   "admitter replicas share this consumer",
@@ -84,7 +169,16 @@ func (a *Admitter) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("admitter consumer: %w", err)
 	}
-	cc, err := cons.Consume(func(m jetstream.Msg) { a.handle(ctx, m) },
+	sem := make(chan struct{}, a.cfg.Concurrency)
+	var handlers sync.WaitGroup
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		sem <- struct{}{}
+		handlers.Add(1)
+		go func() {
+			defer func() { <-sem; handlers.Done() }()
+			a.handle(ctx, m)
+		}()
+	},
 		jetstream.PullMaxMessages(64),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			if !errors.Is(err, jetstream.ErrNoHeartbeat) {
@@ -98,6 +192,7 @@ func (a *Admitter) Run(ctx context.Context) error {
 	<-ctx.Done()
 	cc.Drain()
 	<-cc.Closed()
+	handlers.Wait()
 	return nil
 }
 
@@ -110,41 +205,186 @@ func (a *Admitter) handle(ctx context.Context, m jetstream.Msg) {
 		return
 	}
 	req := &sub.Request
-	if e := req.Validate(now, a.cfg.ModelKnown, a.cfg.Limits); e != nil {
-		a.reject(ctx, m, &intake.Failure{Tenant: sub.Tenant, ID: sub.ID, Format: sub.Format, Err: e}, now)
-		return
+	in := admission.Input{Now: now, Tenant: sub.Tenant, Request: req, Tenants: a.cfg.Tenants,
+		Known: a.cfg.ModelKnown, Limits: a.cfg.Limits, Quotas: a.quotas, Estimate: a.cfg.Estimate,
+		Shedder: a.cfg.Shedder, Defer: a.cfg.Defer}
+	// The lookups below only matter for a request the tenant may send at
+	// all; Decide refuses the others on its own.
+	if p, e := a.cfg.Tenants.Lookup(sub.Tenant); e == nil {
+		if req.Workflow != nil && req.Workflow.ID != "" && subjects.ValidToken(req.Workflow.ID) {
+			st, err := a.reg.Get(ctx, sub.Tenant, req.Workflow.ID)
+			if err != nil {
+				a.retry(m, "workflow get", sub.ID, err)
+				return
+			}
+			in.Workflow = st
+		}
+		if a.store != nil && p.Cache.Enabled() && req.Validate(now, a.cfg.ModelKnown, a.cfg.Limits) == nil {
+			hit, err := a.store.Lookup(ctx, sub.Tenant, req.Model, req, p.Cache, now)
+			if err != nil {
+				// A cache outage costs GPU time, not correctness.
+				a.sh.Log.Warn("cache lookup", "id", sub.ID, "err", err)
+			}
+			in.CacheHit = hit
+		}
 	}
-	priority := req.Priority
-	if priority == "" {
-		priority = a.cfg.DefaultPriority
+	a.mu.Lock()
+	in.Load = a.fleet.Load(a.pendingLocked(), now)
+	in.Pools = a.fleet.Pools(now, a.speed)
+	in.PricePerGPUHour = a.fleet.MeanPrice(now)
+	a.mu.Unlock()
+
+	d := admission.Decide(in)
+	switch d.Action {
+	case admission.ActionAdmit, admission.ActionDefer:
+		if err := a.admit(ctx, sub, d, now); err != nil {
+			a.retry(m, "publish admitted", sub.ID, err)
+			return
+		}
+	case admission.ActionCacheHit:
+		if err := a.sh.PublishResult(ctx, d.CacheHit.Result, sub.Format); err != nil {
+			a.retry(m, "publish cached result", sub.ID, err)
+			return
+		}
+	default:
+		if err := a.refuse(ctx, sub, d, now); err != nil {
+			a.retry(m, "publish refusal", sub.ID, err)
+			return
+		}
 	}
-	deadline := req.EffectiveDeadline(now, a.cfg.DefaultDeadline[priority])
-	adm := intake.Admit(sub, priority, req.Model, now, deadline)
-	out, err := svc.Encode(subjects.Admitted(priority, subjects.DeadlineBucket(deadline.Sub(now)), sub.Tenant), schemas.Msgpack, adm, sub.ID)
-	if err == nil {
-		_, err = a.sh.JS.PublishMsg(ctx, out)
+	ev := d.Event(sub.ID, sub.Tenant, now)
+	a.sh.Emit(ev)
+	code := ""
+	if d.Error != nil {
+		code = d.Error.Code
 	}
-	if err != nil {
-		// Not acked: JetStream redelivers it, to this or another replica.
-		a.sh.Log.Warn("publish admitted", "id", sub.ID, "err", err)
-		m.NakWithDelay(time.Second)
-		return
-	}
-	a.sh.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_admitted_total{class=%q}`, priority)).Inc()
-	a.sh.Emit(schemas.Event{Kind: "admitted", RequestID: sub.ID, Tenant: sub.Tenant,
-		Fields: map[string]any{"class": priority, "model": adm.Model, "prompt_tokens": adm.PromptTokens, "deadline_ms": deadline.Sub(now).Milliseconds()}})
+	a.sh.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_admission_total{action=%q,class=%q,code=%q}`, d.Action, d.Priority, code)).Inc()
 	m.Ack()
 }
 
-// reject answers a submission with its specific error and, for unusable
-// bytes, keeps the original in the DLQ. The message is acked only once the
-// answer is stored.
+// retry leaves a submission unacked so JetStream redelivers it, to this or
+// another replica: nothing acknowledged is lost.
+func (a *Admitter) retry(m jetstream.Msg, what, id string, err error) {
+	a.sh.Log.Warn(what, "id", id, "err", err)
+	m.NakWithDelay(time.Second)
+}
+
+// admit publishes the admitted envelope — or, for a deferral, a schedule
+// that JetStream turns into it at d.DeferUntil — and records a workflow
+// step's start. The envelope carries the request id as Nats-Msg-Id, and so
+// does the schedule: if a redelivered submission is decided differently
+// the second time (admit after defer, or defer after admit), the stream
+// drops it as a duplicate and the request still runs once.
+func (a *Admitter) admit(ctx context.Context, sub intake.Submission, d admission.Decision, now time.Time) error {
+	adm := intake.Admit(sub, d.Priority, d.Model, now, d.Deadline)
+	target := subjects.Admitted(d.Priority, subjects.DeadlineBucket(d.Deadline.Sub(now)), sub.Tenant)
+	var out *nats.Msg
+	var err error
+	if d.Action == admission.ActionDefer {
+		out, err = svc.Encode(ScheduleSubject(sub.Tenant, sub.ID), schemas.Msgpack, adm, sub.ID)
+		if err == nil {
+			SetSchedule(out, d.DeferUntil, target)
+		}
+	} else {
+		out, err = svc.Encode(target, schemas.Msgpack, adm, sub.ID)
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := a.sh.JS.PublishMsg(ctx, out); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.since[d.Priority]++
+	a.mu.Unlock()
+	if wf := sub.Request.Workflow; wf != nil && wf.ID != "" {
+		if _, err := a.reg.StepStart(ctx, sub.Tenant, *wf, sub.ID, now, d.Predicted+d.PredictedWait, d.GPUSeconds, d.Profile.StepRetries()); err != nil {
+			// The request is admitted and will run; only doom detection
+			// for its workflow loses this step. Retrying the submission
+			// would not undo the publish, so log and go on.
+			a.sh.Log.Warn("workflow step start", "id", sub.ID, "workflow", wf.ID, "err", err)
+		}
+	}
+	a.inflight.put(sub.Tenant, sub.ID, pendingReq{model: sub.Request.Model, req: sub.Request, profile: d.Profile,
+		estUSD: d.EstimatedCostUSD, expires: d.Deadline.Add(time.Minute)}, now)
+	if d.Moved {
+		a.sh.Emit(schemas.Event{Kind: "moved", RequestID: sub.ID, Tenant: sub.Tenant, Reason: d.MoveReason,
+			Fields: map[string]any{"from": sub.Request.Model, "to": d.Model, "priority": d.Priority}})
+	}
+	return nil
+}
+
+// refuse publishes a reject or shed result. A workflow_doomed refusal also
+// marks the workflow doomed in the registry, which hands back — once — the
+// running steps to cancel.
+func (a *Admitter) refuse(ctx context.Context, sub intake.Submission, d admission.Decision, now time.Time) error {
+	if w := d.Workflow; w != nil && w.Doomed && sub.Request.Workflow != nil {
+		out, err := a.reg.Refuse(ctx, sub.Tenant, *sub.Request.Workflow, sub.ID, d.Error.Message, now, w.GPUSecondsSaved)
+		if err != nil {
+			return err
+		}
+		if err := a.cancelSteps(ctx, sub.Tenant, sub.Request.Workflow.ID, out, d.Error.Message); err != nil {
+			return err
+		}
+		if !out.NewlyDoomed && out.GPUSecondsSaved > 0 {
+			a.sh.Emit(schemas.Event{Kind: "workflow_step_refused", RequestID: sub.ID, Tenant: sub.Tenant, Reason: d.Error.Message,
+				Fields: map[string]any{"workflow": sub.Request.Workflow.ID, "gpu_seconds_saved": out.GPUSecondsSaved}})
+		}
+	}
+	return a.sh.PublishResult(ctx, d.Result(sub.ID, sub.Tenant, now), sub.Format)
+}
+
+// cancelSteps carries out a registry outcome that doomed a workflow: a
+// cancel per running step (workers abort on it, the router drops it if
+// still queued) and one workflow_cancelled event with the GPU-seconds the
+// doom saved so far.
+func (a *Admitter) cancelSteps(ctx context.Context, tenant, wfID string, out workflow.Outcome, reason string) error {
+	if !out.NewlyDoomed {
+		return nil
+	}
+	now := a.sh.Now()
+	ids := make([]string, 0, len(out.Cancel))
+	for _, st := range out.Cancel {
+		c := schemas.Cancel{V: schemas.Version, RequestID: st.RequestID, Tenant: tenant, Reason: "workflow doomed: " + reason, At: now}
+		m, err := svc.Encode(subjects.Cancel(tenant), schemas.Msgpack, c, "")
+		if err != nil {
+			return err
+		}
+		if _, err := a.sh.JS.PublishMsg(ctx, m); err != nil {
+			return fmt.Errorf("publish cancel %s: %w", st.RequestID, err)
+		}
+		ids = append(ids, st.RequestID)
+	}
+	a.sh.Emit(schemas.Event{Kind: "workflow_cancelled", Tenant: tenant, Reason: reason,
+		Fields: map[string]any{"workflow": wfID, "cancelled_steps": ids, "gpu_seconds_saved": out.GPUSecondsSaved}})
+	return nil
+}
+
+// ScheduleSubject is where a deferred request's schedule waits: inside the
+// ADMITTED stream (schedules fire only within their stream) but outside
+// every router filter, and unique per request because a stream keeps one
+// schedule per subject.
+func ScheduleSubject(tenant, id string) string {
+	return subjects.Prefix + ".sched." + tenant + "." + id
+}
+
+// SetSchedule turns m into a one-shot JetStream message schedule that the
+// server republishes on target at `at` (nats-server 2.12+: header
+// Nats-Schedule "@at <RFC 3339>", which has second resolution, and
+// Nats-Schedule-Target in the same stream).
+func SetSchedule(m *nats.Msg, at time.Time, target string) {
+	m.Header.Set("Nats-Schedule", "@at "+at.UTC().Format(time.RFC3339))
+	m.Header.Set("Nats-Schedule-Target", target)
+}
+
+// reject answers a submission that could not be decoded with its specific
+// error and, for unusable bytes, keeps the original in the DLQ. The
+// message is acked only once the answer is stored.
 func (a *Admitter) reject(ctx context.Context, m jetstream.Msg, f *intake.Failure, now time.Time) {
 	if f.DeadLetter {
 		raw := &nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}
 		if err := a.sh.DeadLetter(ctx, raw, f.Err.Error()); err != nil {
-			a.sh.Log.Warn("dead-letter", "err", err)
-			m.NakWithDelay(time.Second)
+			a.retry(m, "dead-letter", f.ID, err)
 			return
 		}
 	}
@@ -154,8 +394,7 @@ func (a *Admitter) reject(ctx context.Context, m jetstream.Msg, f *intake.Failur
 	if !f.NoReply {
 		res := svc.ErrorResult(f.ID, f.Tenant, "", f.Err, now)
 		if err := a.sh.PublishResult(ctx, res, f.Format); err != nil {
-			a.sh.Log.Warn("publish error result", "id", f.ID, "err", err)
-			m.NakWithDelay(time.Second)
+			a.retry(m, "publish error result", f.ID, err)
 			return
 		}
 	}

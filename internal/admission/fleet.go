@@ -1,0 +1,191 @@
+package admission
+
+import (
+	"math"
+	"sort"
+	"time"
+
+	"github.com/switchyard-ai/switchyard/schemas"
+)
+
+// FleetView turns the heartbeat stream into the Load and Pools that Decide
+// needs. It is a plain value with time passed in, so the admitter shell,
+// the simulator and replay compute the same figures from the same inputs.
+// Not safe for concurrent use: the caller serialises Observe and Load.
+type FleetView struct {
+	// Window is the span over which a worker's completion rate is
+	// measured; 0 means 5 s.
+	Window time.Duration
+	// Stale drops a worker whose last heartbeat is older; 0 means 3 s.
+	Stale time.Duration
+	// PeakHalfLife is how fast the remembered peak throughput decays;
+	// 0 means 30 s.
+	PeakHalfLife time.Duration
+
+	workers map[string]*workerObs
+	peak    float64
+	peakAt  time.Time
+}
+
+type sample struct {
+	at   time.Time
+	done uint64
+}
+
+type workerObs struct {
+	last    schemas.Heartbeat
+	seen    time.Time
+	samples []sample
+}
+
+func (f *FleetView) window() time.Duration { return orDefault(f.Window, 5*time.Second) }
+func (f *FleetView) stale() time.Duration  { return orDefault(f.Stale, 3*time.Second) }
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// Observe records one heartbeat received at now. Rates are measured on the
+// worker's own SentAt clock, so delivery jitter does not distort them.
+func (f *FleetView) Observe(hb schemas.Heartbeat, now time.Time) {
+	if f.workers == nil {
+		f.workers = map[string]*workerObs{}
+	}
+	w := f.workers[hb.WorkerID]
+	if w == nil {
+		w = &workerObs{}
+		f.workers[hb.WorkerID] = w
+	}
+	at := hb.SentAt
+	if at.IsZero() {
+		at = now
+	}
+	if n := len(w.samples); n > 0 {
+		prev := w.samples[n-1]
+		if hb.CompletedTotal < prev.done || !at.After(prev.at) {
+			// A restarted worker (counter went back) or a reordered
+			// heartbeat: start measuring afresh rather than invent a rate.
+			if hb.CompletedTotal < prev.done {
+				w.samples = w.samples[:0]
+			} else {
+				w.last, w.seen = hb, now
+				return
+			}
+		}
+	}
+	w.samples = append(w.samples, sample{at: at, done: hb.CompletedTotal})
+	cut := 0
+	for cut < len(w.samples)-2 && at.Sub(w.samples[cut+1].at) >= f.window() {
+		cut++
+	}
+	w.samples = w.samples[cut:]
+	w.last, w.seen = hb, now
+}
+
+func (w *workerObs) rate() float64 {
+	if len(w.samples) < 2 {
+		return 0
+	}
+	a, b := w.samples[0], w.samples[len(w.samples)-1]
+	dt := b.at.Sub(a.at).Seconds()
+	if dt <= 0 {
+		return 0
+	}
+	return float64(b.done-a.done) / dt
+}
+
+func (f *FleetView) live(now time.Time) []*workerObs {
+	var out []*workerObs
+	for id, w := range f.workers {
+		if now.Sub(w.seen) > f.stale() {
+			if now.Sub(w.seen) > 10*f.stale() {
+				delete(f.workers, id)
+			}
+			continue
+		}
+		if w.last.Draining {
+			continue
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+// Load is the fleet's load at now given the per-class pending counts of
+// the admitted streams. RequestsPerSec is the measured completion rate, but
+// never less than the decayed peak seen recently: at low load completions
+// only show the arrival rate, not what the fleet can do, and a burst must
+// not be judged against the trough before it.
+func (f *FleetView) Load(pending map[string]int, now time.Time) Load {
+	l := Load{Pending: pending}
+	live := f.live(now)
+	rate, util := 0.0, 0.0
+	for _, w := range live {
+		rate += w.rate()
+		util += w.last.Utilization
+	}
+	if len(live) > 0 {
+		util /= float64(len(live))
+	}
+	if f.peak > 0 {
+		hl := orDefault(f.PeakHalfLife, 30*time.Second)
+		decayed := f.peak
+		if dt := now.Sub(f.peakAt); dt > 0 {
+			decayed = f.peak * math.Exp2(-dt.Seconds()/hl.Seconds())
+		}
+		f.peak, f.peakAt = decayed, now
+	}
+	if rate > f.peak {
+		f.peak, f.peakAt = rate, now
+	}
+	if len(live) > 0 {
+		l.RequestsPerSec = f.peak
+	}
+	l.Utilization = util
+	return l
+}
+
+// Pools summarises live workers by pool. speed gives a GPU's throughput
+// relative to the estimator's reference GPU (nil means 1 for all).
+func (f *FleetView) Pools(now time.Time, speed func(gpu string) float64) []Pool {
+	by := map[string]*Pool{}
+	for _, w := range f.live(now) {
+		name := w.last.Pool
+		if name == "" {
+			name = w.last.GPU
+		}
+		p := by[name]
+		if p == nil {
+			s := 1.0
+			if speed != nil {
+				s = speed(w.last.GPU)
+			}
+			p = &Pool{Name: name, Speed: s}
+			by[name] = p
+		}
+		p.Workers++
+		p.PricePerHour += (w.last.PricePerHour - p.PricePerHour) / float64(p.Workers)
+	}
+	out := make([]Pool, 0, len(by))
+	for _, p := range by {
+		out = append(out, *p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// MeanPrice is the mean $/GPU-hour of the live fleet, 0 when empty.
+func (f *FleetView) MeanPrice(now time.Time) float64 {
+	live := f.live(now)
+	if len(live) == 0 {
+		return 0
+	}
+	s := 0.0
+	for _, w := range live {
+		s += w.last.PricePerHour
+	}
+	return s / float64(len(live))
+}

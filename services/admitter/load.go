@@ -1,0 +1,83 @@
+package admitter
+
+import (
+	"context"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/switchyard-ai/switchyard/schemas"
+	"github.com/switchyard-ai/switchyard/services/router"
+	"github.com/switchyard-ai/switchyard/services/svc"
+	"github.com/switchyard-ai/switchyard/subjects"
+)
+
+// onHeartbeat keeps the latest heartbeat per worker for the fleet view.
+func (a *Admitter) onHeartbeat(m *nats.Msg) {
+	var hb schemas.Heartbeat
+	if err := svc.Decode(m.Header, m.Data, &hb); err != nil || hb.WorkerID == "" {
+		return
+	}
+	now := a.sh.Now()
+	a.mu.Lock()
+	a.fleet.Observe(hb, now)
+	a.mu.Unlock()
+}
+
+// pollPending reads the router consumers' backlog — messages not yet
+// delivered plus those delivered but not yet placed (the router acks an
+// admitted request only once it is dispatched) — every LoadInterval, in
+// the background so no submission waits on a consumer-info round trip.
+func (a *Admitter) pollPending(ctx context.Context) {
+	t := time.NewTicker(a.cfg.LoadInterval)
+	defer t.Stop()
+	for {
+		counts := map[string]int{}
+		ok := true
+		for _, class := range schemas.Priorities {
+			cons, err := a.sh.JS.Consumer(ctx, subjects.StreamAdmitted, router.ConsumerName(class))
+			if err != nil {
+				ok = false // no router yet: keep the previous figures
+				break
+			}
+			info := cons.CachedInfo()
+			counts[class] = int(info.NumPending) + info.NumAckPending
+		}
+		if ok {
+			a.mu.Lock()
+			a.polled = counts
+			a.since = map[string]int{}
+			a.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// pendingLocked is the last poll plus what this replica admitted since:
+// it over-counts what the router dispatched meanwhile, which errs towards
+// shedding a little early rather than queueing doomed work.
+func (a *Admitter) pendingLocked() map[string]int {
+	out := make(map[string]int, len(schemas.Priorities))
+	for _, c := range schemas.Priorities {
+		out[c] = a.polled[c] + a.since[c]
+	}
+	return out
+}
+
+// speed is a GPU's decode speed relative to the estimator's reference
+// H100: decode is memory-bound, so it scales with achieved HBM bandwidth.
+func (a *Admitter) speed(gpu string) float64 {
+	if a.cfg.Catalog == nil {
+		return 1
+	}
+	ref, ok1 := a.cfg.Catalog.GPU("h100")
+	g, ok2 := a.cfg.Catalog.GPU(gpu)
+	if !ok1 || !ok2 || ref.HBMTBps*ref.EtaB <= 0 {
+		return 1
+	}
+	return g.HBMTBps * g.EtaB / (ref.HBMTBps * ref.EtaB)
+}
