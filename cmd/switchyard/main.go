@@ -39,6 +39,7 @@ func commands() map[string]command {
 		"gateway":  {"serve the OpenAI-compatible HTTP API (--listen ADDR --nats URL --tenants FILE)", runGateway},
 		"sim":      {"replay a trace against a simulated fleet under several policies (--trace FILE --format F --policies P,...)", runSim},
 		"loadgen":  {"publish a multi-tenant load to a running system and count every result (--nats URL --rate R --duration D --json)", runLoadgen},
+		"gpu":      {"capacity planning from the GPU performance model", runGPU},
 	}
 }
 
