@@ -159,6 +159,10 @@ func runWorker(ctx context.Context, args []string, _ io.Writer) error {
 	backend := fs.String("backend", "sim", "backend: sim (simulated GPU)")
 	pool := fs.String("pool", "", "pool name (default: the GPU name)")
 	speed := fs.Float64("speedup", 1, "run the simulated GPU this many times faster than real time")
+	var fault worker.Fault // fault injection, for fault tests only (services/worker/fault.go)
+	fs.Float64Var(&fault.Slowdown, "fault-slowdown", 0, "FAULT INJECTION (tests): stretch every engine step by this factor")
+	fs.Float64Var(&fault.ErrorRate, "fault-error-rate", 0, "FAULT INJECTION (tests): answer this share of requests with backend_error")
+	fs.Uint64Var(&fault.Seed, "fault-seed", 1, "FAULT INJECTION (tests): seed picking which requests fail")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -170,9 +174,15 @@ func runWorker(ctx context.Context, args []string, _ io.Writer) error {
 		return err
 	}
 	defer sh.NC.Drain()
-	w, err := worker.New(sh, worker.Config{ID: f.id, Pool: *pool, GPU: *gpu, Model: *model, Dtype: *dtype, TP: *tp, SpeedUp: *speed, Catalog: cat})
+	if err := fault.Validate(); err != nil {
+		return err
+	}
+	w, err := worker.New(sh, worker.Config{ID: f.id, Pool: *pool, GPU: *gpu, Model: *model, Dtype: *dtype, TP: *tp, SpeedUp: *speed, Catalog: cat, Fault: fault})
 	if err != nil {
 		return err
+	}
+	if fault.Active() {
+		sh.Log.Warn(fault.String())
 	}
 	return w.Run(ctx)
 }

@@ -47,6 +47,8 @@ type Config struct {
 	// zero-time backend that isolates the control plane's own cost in
 	// `switchyard bench bus`.
 	Instant bool
+	// Fault injects misbehaviour for fault tests (fault.go); zero is healthy.
+	Fault Fault
 }
 
 // Worker is one simulated GPU worker.
@@ -219,6 +221,10 @@ func (w *Worker) onDispatch(ctx context.Context, m jetstream.Msg) {
 		w.finish(ctx, d, m, svc.ErrorResult(id, d.Admitted.Tenant, d.Admitted.Priority, e, w.sh.Now()))
 		return
 	}
+	if res, failed := w.injectedError(d); failed {
+		w.finish(ctx, d, m, res)
+		return
+	}
 	if w.cfg.Instant {
 		w.finish(ctx, d, m, w.instantResult(d))
 		return
@@ -273,7 +279,7 @@ func (w *Worker) loop(ctx context.Context) {
 		start := w.clock.now(w.sh.Now())
 		st := w.eng.Step(start)
 		w.mu.Unlock()
-		realDur := time.Duration(float64(st.Duration) / w.clock.speed)
+		realDur := time.Duration(float64(st.Duration) * w.cfg.Fault.stretch() / w.clock.speed)
 		if realDur > 0 {
 			select {
 			case <-ctx.Done():
