@@ -66,6 +66,15 @@ type Router struct {
 	// progress is when each held request's ack deadline was last extended.
 	progress map[string]time.Time
 	journal  string
+	acks     chan pendingAck
+}
+
+// pendingAck is a dispatch whose stream ack is awaited before the admitted
+// message it came from is acked.
+type pendingAck struct {
+	fut jetstream.PubAckFuture
+	msg jetstream.Msg
+	adm schemas.Admitted
 }
 
 // New builds a router.
@@ -90,7 +99,7 @@ func New(sh *svc.Shell, cfg Config) *Router {
 	}
 	core := routing.New(routing.Config{Policy: pol, Cost: cfg.Cost, Fleet: cfg.Fleet, QueueWeights: cfg.QueueWeights})
 	return &Router{sh: sh, cfg: cfg, core: core, inbox: make(chan func(), 8192), progress: map[string]time.Time{},
-		journal: subjects.Journal("router", sh.Instance)}
+		journal: subjects.Journal("router", sh.Instance), acks: make(chan pendingAck, 4096)}
 }
 
 // Run serves until ctx ends.
@@ -140,6 +149,7 @@ func (r *Router) Run(ctx context.Context) error {
 	loopCtx, stopLoop := context.WithCancel(ctx)
 	loopDone := make(chan struct{})
 	go func() { defer close(loopDone); r.loop(loopCtx) }()
+	go r.ackDispatches(loopCtx)
 	defer func() { stopLoop(); <-loopDone }()
 	if !r.cfg.Lease {
 		return r.consume(ctx)
@@ -300,10 +310,9 @@ func (r *Router) dispatch(ctx context.Context, in routing.Input, a routing.Actio
 	d := schemas.Dispatch{V: schemas.Version, Admitted: h.Adm, WorkerID: a.Worker, RouterID: r.sh.Instance, PlacedAt: in.At,
 		PredictedSeconds: a.Terms.CompletionSeconds, CachedTokens: a.Terms.CachedTokens}
 	m, err := svc.Encode(subjects.Dispatch(a.Worker), schemas.Msgpack, d, fmt.Sprintf("%s-a%d", a.ID, h.Adm.Attempt))
+	var fut jetstream.PubAckFuture
 	if err == nil {
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err = r.sh.JS.PublishMsg(pctx, m)
-		cancel()
+		fut, err = r.sh.JS.PublishMsgAsync(m)
 	}
 	if err != nil {
 		r.sh.Log.Warn("dispatch publish failed; holding it again", "id", a.ID, "err", err)
@@ -311,8 +320,11 @@ func (r *Router) dispatch(ctx context.Context, in routing.Input, a routing.Actio
 		r.apply(ctx, routing.Input{Kind: routing.InDispatchFailed, ID: a.ID, Admitted: &adm}, msg)
 		return
 	}
-	if msg != nil {
-		msg.Ack()
+	// The admitted message is acked only once the dispatch is stored; the
+	// decision loop does not wait for that round trip.
+	select {
+	case r.acks <- pendingAck{fut: fut, msg: msg, adm: h.Adm}:
+	case <-ctx.Done():
 	}
 	r.sh.Metrics.GetOrCreateHistogram(`switchyard_router_queue_seconds`).Update(in.At.Sub(h.Adm.SubmittedAt).Seconds())
 	r.sh.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_dispatched_total{class=%q,gpu=%q}`, h.Adm.Priority, a.GPU)).Inc()
@@ -371,4 +383,31 @@ func (r *Router) requestSnapshot(ctx context.Context, worker string) {
 	sub.AutoUnsubscribe(1)
 	r.sh.NC.PublishRequest(subjects.KVSnapshotRequest(worker), inbox, nil)
 	r.sh.Metrics.GetOrCreateCounter(`switchyard_router_kv_snapshots_requested_total`).Inc()
+}
+
+// ackDispatches acks admitted messages in dispatch order as their dispatch
+// publishes are confirmed; a failed one is handed back to the core.
+func (r *Router) ackDispatches(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case p := <-r.acks:
+			select {
+			case <-p.fut.Ok():
+				if p.msg != nil {
+					p.msg.Ack()
+				}
+			case err := <-p.fut.Err():
+				r.sh.Log.Warn("dispatch not stored; holding it again", "id", p.adm.Request.ID, "err", err)
+				adm := p.adm
+				msg := p.msg
+				r.post(ctx, func() {
+					r.apply(ctx, routing.Input{Kind: routing.InDispatchFailed, ID: adm.Request.ID, Admitted: &adm}, msg)
+				})
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
 }
