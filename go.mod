@@ -5,6 +5,7 @@ go 1.26.8
 require github.com/vmihailenco/msgpack/v5 v5.4.1
 
 require (
+	github.com/NVIDIA/go-nvml v0.13.4-1 // indirect
 	github.com/VictoriaMetrics/metrics v1.45.0 // indirect
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
 	github.com/compose-spec/compose-go/v2 v2.16.2 // indirect
