@@ -115,7 +115,14 @@ func (w Workload) Generate() []Arrival {
 		}
 		return w.Tenants[len(w.Tenants)-1]
 	}
-	var history []schemas.Request
+	// history holds deterministic prompts with the tenant that sent them:
+	// a repeat comes from the same tenant, as real repeats do (and as the
+	// per-tenant cache requires to hit).
+	type asked struct {
+		tenant TenantMix
+		req    schemas.Request
+	}
+	var history []asked
 	zero := 0.0
 	n := 0
 	for t := time.Duration(0); t < w.Duration; {
@@ -132,7 +139,8 @@ func (w Workload) Generate() []Arrival {
 		var req schemas.Request
 		switch r := rng.Float64(); {
 		case r < w.RepeatFraction && len(history) > 0:
-			req = history[rng.IntN(len(history))]
+			h := history[rng.IntN(len(history))]
+			tm, req = h.tenant, h.req
 			req.ID = ""
 		default:
 			sys := systemPrompts[rng.IntN(len(systemPrompts))]
@@ -144,7 +152,7 @@ func (w Workload) Generate() []Arrival {
 			}
 			if rng.Float64() < 0.5 {
 				req.Temperature = &zero
-				history = append(history, req)
+				history = append(history, asked{tenant: tm, req: req})
 			}
 			if rng.Float64() < w.AutoFraction/(1-w.RepeatFraction) {
 				req.Model = "auto"

@@ -277,7 +277,13 @@ func (r *Registry) Refuse(ctx context.Context, tenant string, wf schemas.Workflo
 			return false, nil // redelivery: counted already
 		}
 		if !s.Doomed {
+			// Decide judged the workflow doomed with the refused step's
+			// prediction, which Assess here does not have: doom it
+			// regardless, and cancel what is running.
 			v := Assess(s, now, 0)
+			if !v.Doomed {
+				v.Cancel, v.CancelGPUSeconds = cancellable(s, now)
+			}
 			v.Doomed, v.Reason = true, reason
 			out = markDoomed(s, v, now)
 		}
