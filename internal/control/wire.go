@@ -14,6 +14,7 @@ import (
 //	sy.ctl.warmth.<worker>    WarmthMsg    controller → worker
 //	sy.ctl.replicas.<pool>    ReplicasMsg  controller → scaler (and KEDA via the metric)
 //	sy.ctl.shed.<class>       ShedMsg      controller → admitter
+//	sy.ctl.drain.<worker>     (request)    scaler → worker: stop taking work
 func BudgetSubject(worker string) string { return subjects.Control(KindBudget, worker) }
 
 // SpecSubject is sy.ctl.spec.<worker>.
@@ -27,6 +28,11 @@ func ReplicasSubject(pool string) string { return subjects.Control(KindReplicas,
 
 // ShedSubject is sy.ctl.shed.<class>.
 func ShedSubject(class string) string { return subjects.Control(KindShed, class) }
+
+// DrainSubject is sy.ctl.drain.<worker>, a core-NATS request: the worker
+// announces itself draining in a heartbeat at once, so routers stop placing
+// on it before it stops consuming, and replies when it has.
+func DrainSubject(worker string) string { return subjects.Control("drain", worker) }
 
 // Wildcards for subscribers.
 const (

@@ -12,7 +12,8 @@ import (
 
 // subscribeControl applies the controller's per-worker decisions to the
 // engine: speculative decoding on/off (sy.ctl.spec.<id>), batch and token
-// budgets (sy.ctl.budget.<id>) and weight warmth (sy.ctl.warmth.<id>).
+// budgets (sy.ctl.budget.<id>) and weight warmth (sy.ctl.warmth.<id>),
+// and answers a scaler's drain request (sy.ctl.drain.<id>).
 // The engine decides what each setting means; this only moves bytes. The
 // returned function unsubscribes.
 func (w *Worker) subscribeControl() (func(), error) {
@@ -38,6 +39,9 @@ func (w *Worker) subscribeControl() (func(), error) {
 		return nil, err
 	}
 	if err := add(control.WarmthSubject(w.cfg.ID), w.onWarmth); err != nil {
+		return nil, err
+	}
+	if err := add(control.DrainSubject(w.cfg.ID), w.onDrain); err != nil {
 		return nil, err
 	}
 	return stop, nil
@@ -82,4 +86,19 @@ func (w *Worker) onWarmth(m *nats.Msg) {
 		return
 	}
 	w.sh.Emit(schemas.Event{Kind: "weights", WorkerID: w.cfg.ID, Reason: c.Reason, Fields: map[string]any{"model": c.Model, "state": c.State}})
+}
+
+// onDrain marks the worker draining and heartbeats at once, while it keeps
+// consuming: routers stop placing on it, and whatever they dispatched
+// before they heard still arrives and is served. The scaler stops the
+// worker (which then finishes what it holds) only after a grace period.
+func (w *Worker) onDrain(m *nats.Msg) {
+	w.mu.Lock()
+	w.draining = true
+	w.mu.Unlock()
+	w.heartbeat()
+	if m.Reply != "" {
+		m.Respond([]byte("draining"))
+	}
+	w.sh.Log.Info("draining on request: no new placements")
 }

@@ -1,0 +1,254 @@
+// Package controller is the control-loop service shell: it gathers worker
+// heartbeats (sy.hb.>), the router's queue depth per class (JetStream
+// consumer info of the router-<class> consumers) and results (SLO
+// attainment per class and the request mix), runs internal/control every
+// interval and publishes its decisions on sy.ctl.> — per-worker spec
+// decoding, budgets and warmth, per-pool desired replicas, per-class
+// shedding margins — each change also an event with its reason. It exports
+// switchyard_desired_replicas{pool} for KEDA or an HPA. Its Scaler acts on
+// desired replicas inside one process (switchyard up / demo). All decisions
+// are internal/control's; this package moves bytes.
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/switchyard-ai/switchyard/internal/control"
+	"github.com/switchyard-ai/switchyard/schemas"
+	"github.com/switchyard-ai/switchyard/services/router"
+	"github.com/switchyard-ai/switchyard/services/svc"
+	"github.com/switchyard-ai/switchyard/subjects"
+)
+
+// Config configures the service.
+type Config struct {
+	Control control.Config
+	// StaleAfter drops a worker whose last heartbeat is older (default 5 s).
+	StaleAfter time.Duration
+	// SLOWindow is the window of results attainment is measured over
+	// (default 60 s).
+	SLOWindow time.Duration
+	// Starting, when set, reports replicas started but not yet
+	// heartbeating per pool key (the in-process Scaler's Starting).
+	Starting func() map[string]int
+}
+
+// Controller is the running service.
+type Controller struct {
+	sh  *svc.Shell
+	cfg Config
+	ctl *control.Controller
+
+	mu      sync.Mutex
+	hbs     map[string]hbSeen
+	results []resultSeen
+	mix     control.Mix
+	mixN    int
+	desired map[string]int
+}
+
+type hbSeen struct {
+	hb schemas.Heartbeat
+	at time.Time
+}
+
+type resultSeen struct {
+	at    time.Time
+	class string
+	met   bool
+}
+
+// New builds the service.
+func New(sh *svc.Shell, cfg Config) (*Controller, error) {
+	if cfg.StaleAfter <= 0 {
+		cfg.StaleAfter = 5 * time.Second
+	}
+	if cfg.SLOWindow <= 0 {
+		cfg.SLOWindow = time.Minute
+	}
+	ctl, err := control.New(cfg.Control)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Control = ctl.Config()
+	c := &Controller{sh: sh, cfg: cfg, ctl: ctl, hbs: map[string]hbSeen{}, desired: map[string]int{}}
+	for _, p := range cfg.Control.Pools {
+		key := p.Key()
+		c.desired[key] = -1
+		sh.Metrics.NewGauge(fmt.Sprintf(`switchyard_desired_replicas{pool=%q}`, key), func() float64 {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			return float64(max(c.desired[key], 0))
+		})
+	}
+	return c, nil
+}
+
+// Desired returns the last desired replicas per pool key.
+func (c *Controller) Desired() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int, len(c.desired))
+	for k, v := range c.desired {
+		out[k] = v
+	}
+	return out
+}
+
+// Run decides every interval until ctx ends.
+func (c *Controller) Run(ctx context.Context) error {
+	hbSub, err := c.sh.NC.Subscribe(subjects.HeartbeatAll, c.onHeartbeat)
+	if err != nil {
+		return fmt.Errorf("controller heartbeats: %w", err)
+	}
+	defer hbSub.Unsubscribe()
+	resSub, err := c.sh.NC.Subscribe(subjects.ResultAll, c.onResult)
+	if err != nil {
+		return fmt.Errorf("controller results: %w", err)
+	}
+	defer resSub.Unsubscribe()
+	c.sh.Log.Info("controller starting", "interval", c.cfg.Control.Interval, "pools", len(c.cfg.Control.Pools))
+	t := time.NewTicker(c.cfg.Control.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			c.Step(ctx)
+		}
+	}
+}
+
+func (c *Controller) onHeartbeat(m *nats.Msg) {
+	var hb schemas.Heartbeat
+	if err := svc.Decode(m.Header, m.Data, &hb); err != nil || hb.WorkerID == "" {
+		return
+	}
+	c.mu.Lock()
+	c.hbs[hb.WorkerID] = hbSeen{hb: hb, at: c.sh.Now()}
+	c.mu.Unlock()
+}
+
+func (c *Controller) onResult(m *nats.Msg) {
+	var r schemas.Result
+	if err := svc.Decode(m.Header, m.Data, &r); err != nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// Shed and rejected requests count as misses: the tenant did not get
+	// an answer in time.
+	c.results = append(c.results, resultSeen{at: c.sh.Now(), class: r.Priority, met: r.Status == schemas.StatusOK && r.SLOMet})
+	if r.Status == schemas.StatusOK && r.Usage.CompletionTokens > 0 {
+		// A running mean over the last ~500 results.
+		c.mixN = min(c.mixN+1, 500)
+		w := 1 / float64(c.mixN)
+		c.mix.PromptTokens += w * (float64(r.Usage.PromptTokens) - c.mix.PromptTokens)
+		c.mix.OutputTokens += w * (float64(r.Usage.CompletionTokens) - c.mix.OutputTokens)
+	}
+}
+
+// Step gathers the inputs, decides once and publishes the decision.
+func (c *Controller) Step(ctx context.Context) control.Decision {
+	in := c.inputs(ctx)
+	d := c.ctl.Decide(in)
+	c.mu.Lock()
+	for _, r := range d.Replicas {
+		c.desired[r.Pool] = r.Desired
+	}
+	c.mu.Unlock()
+	c.publish(d)
+	return d
+}
+
+func (c *Controller) inputs(ctx context.Context) control.Inputs {
+	now := c.sh.Now()
+	in := control.Inputs{Now: now, Queued: map[string]int{}, SLO: map[string]control.Attainment{}}
+	c.mu.Lock()
+	for id, s := range c.hbs {
+		if now.Sub(s.at) > c.cfg.StaleAfter {
+			delete(c.hbs, id)
+			continue
+		}
+		in.Workers = append(in.Workers, s.hb)
+	}
+	i := 0
+	for i < len(c.results) && now.Sub(c.results[i].at) > c.cfg.SLOWindow {
+		i++
+	}
+	c.results = c.results[i:]
+	for _, r := range c.results {
+		a := in.SLO[r.class]
+		a.Total++
+		if r.met {
+			a.Met++
+		}
+		in.SLO[r.class] = a
+	}
+	in.Mix = c.mix
+	c.mu.Unlock()
+	if c.cfg.Starting != nil {
+		in.Starting = c.cfg.Starting()
+	}
+	for _, class := range schemas.Priorities {
+		qctx, cancel := context.WithTimeout(ctx, time.Second)
+		cons, err := c.sh.JS.Consumer(qctx, subjects.StreamAdmitted, router.ConsumerName(class))
+		if err == nil {
+			// Pending: not yet delivered; ack-pending: held in the router's
+			// queue, not yet dispatched.
+			info := cons.CachedInfo()
+			if fresh, err := cons.Info(qctx); err == nil {
+				info = fresh
+			}
+			in.Queued[class] = int(info.NumPending) + info.NumAckPending
+		}
+		cancel()
+	}
+	return in
+}
+
+func (c *Controller) publish(d control.Decision) {
+	send := func(subject string, v any) {
+		m, err := svc.Encode(subject, schemas.Msgpack, v, "")
+		if err != nil {
+			c.sh.Log.Error("encode control", "subject", subject, "err", err)
+			return
+		}
+		if err := c.sh.NC.PublishMsg(m); err != nil {
+			c.sh.Log.Warn("publish control", "subject", subject, "err", err)
+		}
+	}
+	// Desired replicas go out every interval: a scaler that (re)starts
+	// converges within one interval.
+	for _, r := range d.Replicas {
+		send(control.ReplicasSubject(r.Pool), control.ReplicasMsg{Pool: r.Pool, GPU: r.GPU, Model: r.Model, Desired: r.Desired, Current: r.Current, Reason: r.Reason, At: d.At})
+	}
+	for _, s := range d.Spec {
+		send(control.SpecSubject(s.Worker), control.SpecMsg{Worker: s.Worker, On: s.On, Gain: s.Gain, Reason: s.Reason, At: d.At})
+	}
+	for _, b := range d.Budgets {
+		send(control.BudgetSubject(b.Worker), control.BudgetMsg{Worker: b.Worker, MaxBatch: b.MaxBatch, TokenBudget: b.TokenBudget, Reason: b.Reason, At: d.At})
+	}
+	for _, w := range d.Warmth {
+		send(control.WarmthSubject(w.Worker), control.WarmthMsg{Worker: w.Worker, Model: w.Model, State: w.State, Reason: w.Reason, At: d.At})
+	}
+	for _, s := range d.Shed {
+		send(control.ShedSubject(s.Class), control.ShedMsg{Class: s.Class, Margin: s.Margin, Reason: s.Reason, At: d.At})
+	}
+	for _, ch := range d.Changes {
+		ev := schemas.Event{Kind: ch.Kind, Reason: ch.Reason, At: d.At,
+			Fields: map[string]any{"target": ch.Target, "from": ch.From, "to": ch.To}}
+		if ch.Kind == control.KindSpec || ch.Kind == control.KindBudget || ch.Kind == control.KindWarmth {
+			ev.WorkerID = ch.Target
+		}
+		c.sh.Emit(ev)
+		c.sh.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_control_changes_total{kind=%q}`, ch.Kind)).Inc()
+		c.sh.Log.Info("control change", "kind", ch.Kind, "target", ch.Target, "from", ch.From, "to", ch.To, "reason", ch.Reason)
+	}
+}
