@@ -46,8 +46,9 @@ type SpecConfig struct {
 	// Acceptance is the per-token acceptance rate α (default 0.7: EAGLE-3
 	// ≈0.75-0.8, draft models ≈0.6, n-gram on chat ≈0.5).
 	Acceptance float64
-	// DraftLayers is one draft forward's cost in target-layer units
-	// (default 1, an EAGLE head; 0 for n-gram; a small draft model several).
+	// DraftLayers is one draft forward's cost in target-layer units: 0
+	// means the default 1 (an EAGLE head), a negative value a free proposer
+	// (n-gram lookup), a small draft model several.
 	DraftLayers float64
 	// Seed makes acceptance draws reproducible.
 	Seed uint64
@@ -396,10 +397,6 @@ func (e *Engine) admitPrefix(s *seq) {
 		s.hashed = append(s.hashed, n)
 	}
 	s.computed = min(len(s.hashed)*tokens.BlockSize, s.total()-1)
-	if !s.admitted {
-		s.cached = s.computed
-		s.admitted = true
-	}
 }
 
 // preemptLast evicts the most recently admitted running sequence back to the
@@ -488,6 +485,9 @@ func (e *Engine) step(now time.Time) Step {
 		if !e.ensure(s, s.computed+n) {
 			e.releaseBlocks(s)
 			break
+		}
+		if !s.admitted {
+			s.cached, s.admitted = s.computed, true
 		}
 		e.waiting[0] = nil
 		e.waiting = e.waiting[1:]

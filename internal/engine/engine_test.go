@@ -107,7 +107,7 @@ func TestPrefixCachingSavesPrefill(t *testing.T) {
 	f1, now := run(t, e, t0, nil)
 	e.Add(seqOf("second", 7, 4000, 1)) // same prefix
 	f2, end := run(t, e, now, nil)
-	if f2[0].CachedTokens != 4000-16*0-1 && f2[0].CachedTokens != 3999 {
+	if f2[0].CachedTokens != 3999 { // 250 full blocks hit, last token recomputed
 		t.Errorf("cached %d, want 3999", f2[0].CachedTokens)
 	}
 	t1, t2 := f1[0].FirstTokenAt.Sub(t0), end.Sub(now)
