@@ -1,0 +1,61 @@
+package intake
+
+import (
+	"testing"
+
+	"github.com/switchyard-ai/switchyard/schemas"
+)
+
+func TestDecode(t *testing.T) {
+	mp, _ := schemas.Marshal(schemas.Msgpack, schemas.Request{Model: "m", Prompt: "p", MaxTokens: 1})
+	tests := []struct {
+		name       string
+		subject    string
+		ct, hdrID  string
+		body       []byte
+		wantID     string
+		wantCode   string
+		deadLetter bool
+		noReply    bool
+	}{
+		{name: "payload id wins", subject: "sy.submit.acme", hdrID: "h1", body: []byte(`{"id":"p1","model":"m","prompt":"x","max_tokens":1}`), wantID: "p1"},
+		{name: "header id", subject: "sy.submit.acme", hdrID: "h1", body: []byte(`{"model":"m","prompt":"x","max_tokens":1}`), wantID: "h1"},
+		{name: "msgpack", subject: "sy.submit.acme", ct: schemas.ContentMsgpack, hdrID: "m1", body: mp, wantID: "m1"},
+		{name: "malformed keeps header id", subject: "sy.submit.acme", hdrID: "h2", body: []byte(`{"model":`), wantID: "h2", wantCode: schemas.CodeMalformed, deadLetter: true},
+		{name: "empty body", subject: "sy.submit.acme", hdrID: "h3", body: nil, wantID: "h3", wantCode: schemas.CodeMalformed, deadLetter: true},
+		{name: "bad content type", subject: "sy.submit.acme", ct: "text/xml", hdrID: "h4", body: []byte(`<x/>`), wantID: "h4", wantCode: schemas.CodeUnsupportedContentType, deadLetter: true},
+		{name: "oversized", subject: "sy.submit.acme", hdrID: "h5", body: make([]byte, 100), wantID: "h5", wantCode: schemas.CodeOversized, deadLetter: true},
+		{name: "bad payload id", subject: "sy.submit.acme", body: []byte(`{"id":"a b","model":"m"}`), wantCode: schemas.CodeInvalidID},
+		{name: "not a submit subject", subject: "sy.submit.a.b", body: []byte(`{}`), wantCode: schemas.CodeInvalidTenant, deadLetter: true, noReply: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			max := 0
+			if tc.name == "oversized" {
+				max = 10
+			}
+			sub, fail := Decode(tc.subject, tc.ct, tc.hdrID, tc.body, max)
+			if tc.wantCode == "" {
+				if fail != nil {
+					t.Fatalf("unexpected failure %+v", fail.Err)
+				}
+				if sub.ID != tc.wantID || sub.Request.ID != tc.wantID || sub.Tenant != "acme" {
+					t.Fatalf("got %+v", sub)
+				}
+				return
+			}
+			if fail == nil || fail.Err.Code != tc.wantCode {
+				t.Fatalf("failure %+v, want code %s", fail, tc.wantCode)
+			}
+			if tc.wantID != "" && fail.ID != tc.wantID {
+				t.Fatalf("failure id %q, want %q", fail.ID, tc.wantID)
+			}
+			if fail.ID == "" && !fail.NoReply {
+				t.Fatal("a failure with a reply must carry an id")
+			}
+			if fail.DeadLetter != tc.deadLetter || fail.NoReply != tc.noReply {
+				t.Fatalf("deadLetter %v noReply %v", fail.DeadLetter, fail.NoReply)
+			}
+		})
+	}
+}

@@ -1,0 +1,134 @@
+package schemas
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestCodecRoundTripBothFormats(t *testing.T) {
+	temp := 0.0
+	dl := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	in := Request{ID: "r1", Model: "llama-3.1-8b", Messages: []Message{{Role: "user", Content: "hi"}}, MaxTokens: 8,
+		Temperature: &temp, Priority: PriorityInteractive, DeadlineMs: 1500, Deadline: &dl,
+		Workflow: &Workflow{ID: "wf", Step: 2, Of: 3, ToolState: "t"}, Metadata: map[string]string{"task": "classify"}}
+	for _, f := range []Format{JSON, Msgpack} {
+		b, err := Marshal(f, in)
+		if err != nil {
+			t.Fatalf("%s marshal: %v", f, err)
+		}
+		var out Request
+		if err := Unmarshal(f, b, &out); err != nil {
+			t.Fatalf("%s unmarshal: %v", f, err)
+		}
+		// msgpack decodes times in the local zone: the instant must match.
+		if out.Deadline == nil || !out.Deadline.Equal(*in.Deadline) {
+			t.Fatalf("%s deadline %v, want %v", f, out.Deadline, in.Deadline)
+		}
+		out.Deadline = in.Deadline
+		if !reflect.DeepEqual(in, out) {
+			t.Fatalf("%s round trip:\n in %+v\nout %+v", f, in, out)
+		}
+	}
+}
+
+func TestFormatFromContentType(t *testing.T) {
+	tests := []struct {
+		ct      string
+		want    Format
+		wantErr bool
+	}{
+		{"", JSON, false},
+		{"application/json; charset=utf-8", JSON, false},
+		{"application/msgpack", Msgpack, false},
+		{"application/x-msgpack", Msgpack, false},
+		{"application/protobuf", JSON, true},
+	}
+	for _, tc := range tests {
+		got, err := FormatFromContentType(tc.ct)
+		if (err != nil) != tc.wantErr || (!tc.wantErr && got != tc.want) {
+			t.Errorf("FormatFromContentType(%q) = %v, %v", tc.ct, got, err)
+		}
+		if err != nil {
+			if e, ok := err.(*Error); !ok || e.Code != CodeUnsupportedContentType {
+				t.Errorf("error %v is not a named unsupported_content_type", err)
+			}
+		}
+	}
+}
+
+func TestUnmarshalRejectsTrailingJSON(t *testing.T) {
+	var r Request
+	if err := Unmarshal(JSON, []byte(`{"model":"m"} {"x":1}`), &r); err == nil {
+		t.Fatal("trailing data must be an error")
+	}
+}
+
+func TestValidate(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	past := now.Add(-time.Second)
+	known := func(m string) bool { return m == "llama-3.1-8b" }
+	ok := func() Request { return Request{Model: "llama-3.1-8b", Prompt: "hi", MaxTokens: 4} }
+	tests := []struct {
+		name string
+		mut  func(*Request)
+		code string
+	}{
+		{"valid", func(*Request) {}, ""},
+		{"auto model is allowed", func(r *Request) { r.Model = "auto" }, ""},
+		{"bad id", func(r *Request) { r.ID = "has space" }, CodeInvalidID},
+		{"missing model", func(r *Request) { r.Model = " " }, CodeMissingModel},
+		{"unknown model", func(r *Request) { r.Model = "gpt-17" }, CodeUnknownModel},
+		{"no prompt", func(r *Request) { r.Prompt = "" }, CodeMissingPrompt},
+		{"both prompt and messages", func(r *Request) { r.Messages = []Message{{Role: "user", Content: "x"}} }, CodeAmbiguousPrompt},
+		{"bad role", func(r *Request) { r.Prompt = ""; r.Messages = []Message{{Role: "robot", Content: "x"}} }, CodeInvalidMessage},
+		{"zero max_tokens", func(r *Request) { r.MaxTokens = 0 }, CodeInvalidMaxTokens},
+		{"huge max_tokens", func(r *Request) { r.MaxTokens = 1 << 20 }, CodeInvalidMaxTokens},
+		{"prompt too large", func(r *Request) { r.Prompt = strings.Repeat("x", 3<<20) }, CodePromptTooLarge},
+		{"bad temperature", func(r *Request) { v := 3.0; r.Temperature = &v }, CodeInvalidTemperature},
+		{"bad priority", func(r *Request) { r.Priority = "urgent" }, CodeInvalidPriority},
+		{"negative deadline", func(r *Request) { r.DeadlineMs = -1 }, CodeInvalidDeadline},
+		{"deadline in the past", func(r *Request) { r.Deadline = &past }, CodeInvalidDeadline},
+		{"workflow step 0", func(r *Request) { r.Workflow = &Workflow{ID: "w", Step: 0} }, CodeInvalidWorkflow},
+		{"workflow step beyond of", func(r *Request) { r.Workflow = &Workflow{ID: "w", Step: 4, Of: 3} }, CodeInvalidWorkflow},
+		{"newer wire version", func(r *Request) { r.V = Version + 1 }, CodeMalformed},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := ok()
+			tc.mut(&r)
+			e := r.Validate(now, known, Limits{})
+			switch {
+			case tc.code == "" && e != nil:
+				t.Fatalf("unexpected error %v", e)
+			case tc.code != "" && (e == nil || e.Code != tc.code):
+				t.Fatalf("error %v, want code %s", e, tc.code)
+			}
+		})
+	}
+}
+
+func TestEffectiveDeadlineTakesTheEarlier(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	abs := now.Add(2 * time.Second)
+	r := Request{DeadlineMs: 5000, Deadline: &abs}
+	if got := r.EffectiveDeadline(now, time.Minute); !got.Equal(abs) {
+		t.Fatalf("got %v want %v", got, abs)
+	}
+	r = Request{}
+	if got := r.EffectiveDeadline(now, time.Minute); !got.Equal(now.Add(time.Minute)) {
+		t.Fatalf("fallback: got %v", got)
+	}
+}
+
+func TestStatusForCode(t *testing.T) {
+	for code, want := range map[string]string{
+		CodeShed: StatusShed, CodeDeadlineExceeded: StatusFailed, CodeCancelled: StatusFailed,
+		CodeMalformed: StatusRejected, CodeQuotaExceeded: StatusRejected, CodeRetryBudget: StatusFailed,
+	} {
+		if got := StatusForCode(code); got != want {
+			t.Errorf("StatusForCode(%s) = %s, want %s", code, got, want)
+		}
+	}
+}

@@ -1,0 +1,106 @@
+package subjects
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/switchyard-ai/switchyard/internal/bus"
+)
+
+func TestBuildersAndParsersAgree(t *testing.T) {
+	if tn, err := ParseSubmit(Submit("acme")); err != nil || tn != "acme" {
+		t.Fatalf("submit: %q %v", tn, err)
+	}
+	p, err := ParseAdmitted(Admitted("critical", "d1s", "acme"))
+	if err != nil || p != (AdmittedParts{"critical", "d1s", "acme"}) {
+		t.Fatalf("admitted: %+v %v", p, err)
+	}
+	if tn, id, err := ParseResult(Result("acme", "r1")); err != nil || tn != "acme" || id != "r1" {
+		t.Fatalf("result: %q %q %v", tn, id, err)
+	}
+	if w, err := ParseDispatch(Dispatch("gpu-0")); err != nil || w != "gpu-0" {
+		t.Fatalf("dispatch: %q %v", w, err)
+	}
+	if pool, w, err := ParseHeartbeat(Heartbeat("h100", "gpu-0")); err != nil || pool != "h100" || w != "gpu-0" {
+		t.Fatalf("heartbeat: %q %q %v", pool, w, err)
+	}
+	for _, bad := range []string{"sy.submit", "sy.submit.a.b", "xx.submit.a", "sy.submit.*"} {
+		if _, err := ParseSubmit(bad); err == nil {
+			t.Errorf("ParseSubmit(%q) accepted", bad)
+		}
+	}
+}
+
+func TestValidToken(t *testing.T) {
+	for s, want := range map[string]bool{"acme": true, "a-b_c": true, "": false, "a.b": false, "a*": false, "a>": false, "a b": false} {
+		if got := ValidToken(s); got != want {
+			t.Errorf("ValidToken(%q) = %v", s, got)
+		}
+	}
+}
+
+func TestDeadlineBuckets(t *testing.T) {
+	tests := []struct {
+		d    time.Duration
+		want string
+	}{{500 * time.Millisecond, "d1s"}, {time.Second, "d1s"}, {5 * time.Second, "d10s"}, {30 * time.Second, "d1m"},
+		{5 * time.Minute, "d10m"}, {30 * time.Minute, "d1h"}, {5 * time.Hour, "dlong"}}
+	for _, tc := range tests {
+		if got := DeadlineBucket(tc.d); got != tc.want {
+			t.Errorf("DeadlineBucket(%s) = %s, want %s", tc.d, got, tc.want)
+		}
+	}
+}
+
+// TestProvisionIsIdempotent provisions every stream twice on a real
+// server: a second service starting must not fail or change anything.
+func TestProvisionIsIdempotent(t *testing.T) {
+	srv, err := bus.StartServer(bus.ServerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	nc, err := srv.Connect("t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := bus.JetStream(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := 0; i < 2; i++ {
+		if err := Provision(ctx, js, StreamOptions{}); err != nil {
+			t.Fatalf("provision %d: %v", i, err)
+		}
+	}
+	for _, cfg := range Streams(StreamOptions{}) {
+		st, err := js.Stream(ctx, cfg.Name)
+		if err != nil {
+			t.Fatalf("stream %s: %v", cfg.Name, err)
+		}
+		info := st.CachedInfo()
+		if info.Config.Retention != cfg.Retention || info.Config.Duplicates != cfg.Duplicates {
+			t.Fatalf("stream %s config drifted: %+v", cfg.Name, info.Config)
+		}
+	}
+	// A core publish on a submit subject is recorded (that is how `nats pub` works).
+	if err := nc.Publish(Submit("acme"), []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	nc.Flush()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, _ := js.Stream(ctx, StreamSubmit)
+		info, _ := st.Info(ctx)
+		if info.State.Msgs == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("core publish not recorded: %+v", info.State)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
