@@ -234,12 +234,18 @@ func (s *Scaler) Reconcile(pool string, desired int) {
 	}
 }
 
+// drainingReply is the worker's answer to a drain request
+// (services/worker/control.go).
+const drainingReply = "draining"
+
 // drain asks the worker to announce itself draining and waits the grace
 // period. A worker that does not answer is stopped anyway after the grace:
 // its own drain on stop still finishes what it holds.
 func (s *Scaler) drain(id string) {
-	if _, err := s.nc.Request(control.DrainSubject(id), nil, 2*time.Second); err != nil {
-		s.cfg.Log.Warn("drain request unanswered; stopping after the grace period", "worker", id, "err", err)
+	// The CONTROL stream also answers (with a publish ack, since it stores
+	// sy.ctl.>), so only the worker's own reply counts.
+	if m, err := s.nc.Request(control.DrainSubject(id), nil, 2*time.Second); err != nil || string(m.Data) != drainingReply {
+		s.cfg.Log.Warn("worker did not confirm draining; stopping after the grace period anyway", "worker", id, "err", err)
 	}
 	time.Sleep(s.cfg.DrainGrace)
 }
