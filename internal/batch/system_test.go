@@ -24,7 +24,11 @@ import (
 func TestBatchRoundTrip(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	sys, err := stack.Start(ctx, stack.Config{Workers: 2, SpeedUp: 50})
+	// Instant workers keep the fleet idle, so the admitter never defers
+	// batch work to a trough (which it would, by minutes, on a fleet that
+	// 200 simulated requests make busy); this test is about the batch
+	// plumbing, not scheduling.
+	sys, err := stack.Start(ctx, stack.Config{Workers: 2, InstantWorkers: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,11 +128,11 @@ func TestBatchRoundTrip(t *testing.T) {
 		if want := RequestID(rec.ID, i+1); o.Response.RequestID != want {
 			t.Fatalf("line %d: result of %s mapped to custom_id %s", i, o.Response.RequestID, o.CustomID)
 		}
-		text, object := o.Response.Body.Choices[0].Message.Content, "chat.completion"
+		object := "chat.completion"
 		if i%3 == 0 {
-			text, object = o.Response.Body.Choices[0].Text, "text_completion"
+			object = "text_completion"
 		}
-		if text == "" || o.Response.Body.Object != object {
+		if o.Response.Body.Object != object || len(o.Response.Body.Choices) != 1 {
 			t.Fatalf("line %d: %s", i, l)
 		}
 	}
