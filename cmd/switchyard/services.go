@@ -156,7 +156,10 @@ func runWorker(ctx context.Context, args []string, _ io.Writer) error {
 	model := fs.String("model", "llama-3.1-8b", "model served")
 	dtype := fs.String("dtype", "bf16", "weights dtype: bf16, fp16 or fp8")
 	tp := fs.Int("tp", 1, "tensor-parallel degree")
-	backend := fs.String("backend", "sim", "backend: sim (simulated GPU)")
+	backend := fs.String("backend", "sim", "backend: sim (simulated GPU) or openai (a real OpenAI-compatible server)")
+	openaiURL := fs.String("openai-url", "", "openai backend: the server's root URL, e.g. http://127.0.0.1:8000")
+	openaiModel := fs.String("openai-model", "", "openai backend: the served model name (default --model)")
+	maxConc := fs.Int("max-concurrent", 64, "openai backend: requests in flight")
 	pool := fs.String("pool", "", "pool name (default: the GPU name)")
 	speed := fs.Float64("speedup", 1, "run the simulated GPU this many times faster than real time")
 	var fault worker.Fault // fault injection, for fault tests only (services/worker/fault.go)
@@ -166,9 +169,6 @@ func runWorker(ctx context.Context, args []string, _ io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *backend != "sim" {
-		return fmt.Errorf("backend %q: this build's worker service runs the sim backend; the openai backend is the internal/backend/openai package", *backend)
-	}
 	sh, cat, err := f.connect(ctx, "worker")
 	if err != nil {
 		return err
@@ -177,7 +177,8 @@ func runWorker(ctx context.Context, args []string, _ io.Writer) error {
 	if err := fault.Validate(); err != nil {
 		return err
 	}
-	w, err := worker.New(sh, worker.Config{ID: f.id, Pool: *pool, GPU: *gpu, Model: *model, Dtype: *dtype, TP: *tp, SpeedUp: *speed, Catalog: cat, Fault: fault})
+	w, err := worker.New(sh, worker.Config{ID: f.id, Pool: *pool, GPU: *gpu, Model: *model, Dtype: *dtype, TP: *tp, SpeedUp: *speed, Catalog: cat,
+		Backend: *backend, OpenAIURL: *openaiURL, OpenAIModel: *openaiModel, MaxConcurrent: *maxConc, Fault: fault})
 	if err != nil {
 		return err
 	}

@@ -34,6 +34,10 @@ type WorkerSpec struct {
 	Model string
 	Dtype string
 	TP    int
+	// Backend is "sim" (default) or "openai" with OpenAIURL: a worker that
+	// fronts a real OpenAI-compatible server.
+	Backend   string
+	OpenAIURL string
 }
 
 // Config configures a stack. The zero value runs three H100 workers serving
@@ -260,7 +264,7 @@ func (s *Stack) AddWorker(spec WorkerSpec) (string, error) {
 		return "", err
 	}
 	w, err := worker.New(sh, worker.Config{ID: id, GPU: spec.GPU, Model: spec.Model, Dtype: spec.Dtype, TP: spec.TP,
-		SpeedUp: s.cfg.SpeedUp, Catalog: s.Catalog, Instant: s.cfg.InstantWorkers})
+		SpeedUp: s.cfg.SpeedUp, Catalog: s.Catalog, Instant: s.cfg.InstantWorkers, Backend: spec.Backend, OpenAIURL: spec.OpenAIURL})
 	if err != nil {
 		return "", err
 	}

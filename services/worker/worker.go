@@ -49,6 +49,12 @@ type Config struct {
 	Instant bool
 	// Fault injects misbehaviour for fault tests (fault.go); zero is healthy.
 	Fault Fault
+	// Backend is "sim" (default: the simulated GPU engine) or "openai"
+	// (forward to a real OpenAI-compatible server at OpenAIURL).
+	Backend       string
+	OpenAIURL     string
+	OpenAIModel   string // served model name; default Model
+	MaxConcurrent int    // openai backend: requests in flight (default 64)
 }
 
 // Worker is one simulated GPU worker.
@@ -67,6 +73,8 @@ type Worker struct {
 	done     uint64
 	errs     uint64
 	draining bool
+	// remote is set for the openai backend.
+	remote *remote
 }
 
 type job struct {
@@ -110,7 +118,22 @@ func New(sh *svc.Shell, cfg Config) (*Worker, error) {
 	}
 	w := &Worker{sh: sh, cfg: cfg, replica: rep, eng: eng, inflight: map[string]*job{}, wake: make(chan struct{}, 1)}
 	w.clock = simClock{real0: sh.Now(), sim0: sh.Now(), speed: cfg.SpeedUp}
-	sh.Metrics.NewGauge(fmt.Sprintf(`switchyard_worker_simulated{worker=%q,gpu=%q}`, cfg.ID, rep.GPU.Name), func() float64 { return 1 })
+	simulated := 1.0
+	switch cfg.Backend {
+	case "", "sim":
+	case "openai":
+		if cfg.OpenAIURL == "" {
+			return nil, fmt.Errorf("worker %s: the openai backend needs its server's URL", cfg.ID)
+		}
+		if cfg.MaxConcurrent == 0 {
+			w.cfg.MaxConcurrent = 64
+		}
+		w.remote = newRemote(w.cfg)
+		simulated = 0
+	default:
+		return nil, fmt.Errorf("worker %s: unknown backend %q (sim or openai)", cfg.ID, cfg.Backend)
+	}
+	sh.Metrics.NewGauge(fmt.Sprintf(`switchyard_worker_simulated{worker=%q,gpu=%q}`, cfg.ID, rep.GPU.Name), func() float64 { return simulated })
 	return w, nil
 }
 
@@ -131,8 +154,13 @@ func ConsumerName(id string) string { return "worker-" + id }
 // Run serves until ctx ends, then drains: it stops taking dispatches and
 // finishes what it holds before returning.
 func (w *Worker) Run(ctx context.Context) error {
-	w.sh.Log.Info("worker starting", "gpu", w.replica.GPU.Name, "model", w.cfg.Model, "simulated", true,
-		"note", "simulated GPU: timings come from the roofline model in internal/perf, not a real device")
+	if w.remote != nil {
+		w.sh.Log.Info("worker starting", "gpu", w.replica.GPU.Name, "model", w.cfg.Model, "simulated", false,
+			"backend", "openai", "server", w.cfg.OpenAIURL, "nvml", w.remote.haveGPU, "gpu_name", w.remote.gpu.Name)
+	} else {
+		w.sh.Log.Info("worker starting", "gpu", w.replica.GPU.Name, "model", w.cfg.Model, "simulated", true,
+			"note", "simulated GPU: timings come from the roofline model in internal/perf, not a real device")
+	}
 	maxAck := w.cfg.MaxBatch * 2
 	if maxAck <= 0 {
 		maxAck = 512
@@ -227,6 +255,10 @@ func (w *Worker) onDispatch(ctx context.Context, m jetstream.Msg) {
 	}
 	if w.cfg.Instant {
 		w.finish(ctx, d, m, w.instantResult(d))
+		return
+	}
+	if w.remote != nil {
+		w.runRemote(ctx, d, m)
 		return
 	}
 	w.mu.Lock()
@@ -395,6 +427,10 @@ func (w *Worker) onCancel(msg *nats.Msg) {
 	if err := svc.Decode(msg.Header, msg.Data, &c); err != nil {
 		return
 	}
+	if w.remote != nil {
+		w.cancelRemote(c.RequestID)
+		return
+	}
 	w.mu.Lock()
 	j := w.inflight[c.RequestID]
 	if j == nil || j.d.Admitted.Tenant != c.Tenant {
@@ -424,8 +460,13 @@ func (w *Worker) publishTokens(j *job, n int, done bool) {
 		text = SimulatedText(a.Request.ID+fmt.Sprint(j.emitted), a.Model, n) + " "
 	}
 	j.emitted++
-	ch := schemas.TokenChunk{V: schemas.Version, ID: a.Request.ID, Seq: j.emitted, Text: text, Done: done, At: w.sh.Now()}
-	m, err := svc.Encode(subjects.Tokens(a.Tenant, a.Request.ID), svc.ResultFormat(a.ResultFormat), ch, "")
+	w.publishChunk(a.Tenant, a.Request.ID, a.ResultFormat, j.emitted, text, done)
+}
+
+// publishChunk sends one token chunk on the request's token subject.
+func (w *Worker) publishChunk(tenant, id, format string, seq uint64, text string, done bool) {
+	ch := schemas.TokenChunk{V: schemas.Version, ID: id, Seq: seq, Text: text, Done: done, At: w.sh.Now()}
+	m, err := svc.Encode(subjects.Tokens(tenant, id), svc.ResultFormat(format), ch, "")
 	if err == nil {
 		w.sh.NC.PublishMsg(m)
 	}
@@ -465,6 +506,9 @@ func (w *Worker) heartbeats(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			if w.remote != nil {
+				w.scrape(ctx)
+			}
 			w.heartbeat()
 		}
 	}
@@ -474,8 +518,11 @@ func (w *Worker) heartbeats(ctx context.Context) {
 func (w *Worker) Heartbeat() schemas.Heartbeat {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	st := w.eng.State()
 	w.hbSeq++
+	if w.remote != nil {
+		return w.remoteHeartbeat()
+	}
+	st := w.eng.State()
 	g := w.replica.GPU
 	total := uint64(g.HBMGiB*float64(1<<30)) * uint64(w.cfg.TP)
 	// HBM in use: weights plus the KV pool's occupied share of what the

@@ -1,0 +1,184 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchyard-ai/switchyard/internal/backend/openai"
+	"github.com/switchyard-ai/switchyard/internal/nvml"
+	"github.com/switchyard-ai/switchyard/internal/perf"
+	"github.com/switchyard-ai/switchyard/schemas"
+	"github.com/switchyard-ai/switchyard/services/svc"
+)
+
+// remote is the `openai` backend: the worker fronts a real
+// OpenAI-compatible server (vLLM, SGLang, TGI, llama.cpp), forwards each
+// dispatch as a streamed request, and reports the server's own metrics
+// (KV usage, running and waiting requests) and, with a driver, NVML's view
+// of the GPU. Nothing about it is simulated, and its heartbeats say so.
+type remote struct {
+	client  *openai.Client
+	sem     chan struct{}
+	gpu     nvml.Info
+	haveGPU bool
+
+	// guarded by Worker.mu
+	metrics  openai.Metrics
+	scraped  bool
+	cancels  map[string]context.CancelFunc
+	running  int
+	tokensPS float64
+}
+
+func newRemote(cfg Config) *remote {
+	model := cfg.OpenAIModel
+	if model == "" {
+		model = cfg.Model
+	}
+	r := &remote{client: openai.New(cfg.OpenAIURL, model), sem: make(chan struct{}, max(1, cfg.MaxConcurrent)), cancels: map[string]context.CancelFunc{}}
+	if info, err := nvml.Probe(); err == nil {
+		r.gpu, r.haveGPU = info, true
+	}
+	return r
+}
+
+// runRemote forwards one dispatch. The semaphore bounds concurrency: a
+// full worker stops pulling dispatches, which is the backpressure the
+// router sees in its heartbeats.
+func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.Msg) {
+	r := w.remote
+	select {
+	case r.sem <- struct{}{}:
+	case <-ctx.Done():
+		return // unacked: redelivered
+	}
+	a := d.Admitted
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	if !a.Deadline.IsZero() {
+		rctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), a.Deadline)
+	}
+	w.mu.Lock()
+	r.cancels[a.Request.ID] = cancel
+	r.running++
+	w.mu.Unlock()
+	go func() {
+		defer func() {
+			cancel()
+			w.mu.Lock()
+			delete(r.cancels, a.Request.ID)
+			r.running--
+			w.mu.Unlock()
+			<-r.sem
+		}()
+		j := &job{d: d, msg: m, stream: a.Request.Stream}
+		var seq uint64
+		res, err := r.client.Generate(rctx, openai.Request{Messages: a.Request.Messages, Prompt: a.Request.Prompt,
+			MaxTokens: a.Request.MaxTokens, Temperature: a.Request.Temperature, Seed: a.Request.Seed}, func(text string) {
+			if j.stream {
+				seq++
+				w.publishChunk(a.Tenant, a.Request.ID, a.ResultFormat, seq, text, false)
+			}
+		})
+		if j.stream {
+			w.publishChunk(a.Tenant, a.Request.ID, a.ResultFormat, seq+1, "", true)
+		}
+		now := w.sh.Now()
+		if err != nil {
+			code, msg := schemas.CodeBackendError, "backend "+r.client.BaseURL+": "+err.Error()
+			switch {
+			case errors.Is(rctx.Err(), context.DeadlineExceeded):
+				code, msg = schemas.CodeDeadlineExceeded, "deadline passed while the backend was generating"
+			case errors.Is(rctx.Err(), context.Canceled):
+				code, msg = schemas.CodeCancelled, "cancelled while the backend was generating"
+			}
+			out := svc.ErrorResult(a.Request.ID, a.Tenant, a.Priority, &schemas.Error{Code: code, Message: msg}, now)
+			out.WorkerID, out.GPU = w.cfg.ID, w.replica.GPU.Name
+			w.finish(ctx, d, m, out)
+			return
+		}
+		queue := d.PlacedAt.Sub(a.SubmittedAt)
+		itl := 0.0
+		if res.CompletionTokens > 1 {
+			itl = float64((res.Total - res.TTFT).Microseconds()) / 1000 / float64(res.CompletionTokens-1)
+		}
+		gpuSec := res.Total.Seconds() * float64(max(1, w.cfg.TP))
+		out := schemas.Result{
+			ID: a.Request.ID, Tenant: a.Tenant, Status: schemas.StatusOK, Model: a.Model, Text: res.Text,
+			FinishReason: res.FinishReason,
+			Usage:        schemas.Usage{PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens, CachedTokens: res.CachedTokens},
+			Timing:       schemas.Timing{QueueMs: ms(queue), TTFTMs: ms(queue + res.TTFT), ITLMs: itl, TotalMs: ms(queue + res.Total)},
+			WorkerID:     w.cfg.ID, GPU: w.replica.GPU.Name, Simulated: false, Priority: a.Priority, Attempt: a.Attempt,
+			GPUSeconds: gpuSec, CostUSD: res.Total.Seconds() / 3600 * w.replica.PricePerHour(), FinishedAt: now,
+		}
+		dl := a.Deadline
+		out.Deadline = &dl
+		out.SLOMet = !a.Deadline.IsZero() && !now.After(a.Deadline)
+		w.finish(ctx, d, m, out)
+	}()
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// cancelRemote aborts a forwarded request; its goroutine publishes the
+// cancelled result.
+func (w *Worker) cancelRemote(id string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if c, ok := w.remote.cancels[id]; ok {
+		c()
+		return true
+	}
+	return false
+}
+
+// scrape refreshes the server's metrics; called before each heartbeat,
+// outside the worker lock.
+func (w *Worker) scrape(ctx context.Context) {
+	sctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	m, err := w.remote.client.ScrapeMetrics(sctx)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		w.sh.Log.Debug("scrape backend metrics", "err", err)
+		return
+	}
+	w.remote.metrics, w.remote.scraped = m, true
+	if w.remote.haveGPU {
+		if info, err := nvml.Probe(); err == nil {
+			w.remote.gpu = info
+		}
+	}
+}
+
+// remoteHeartbeat is the real backend's telemetry. KV capacity comes from
+// the catalog's model of this GPU; its use from the server's own gauge.
+// Callers hold w.mu.
+func (w *Worker) remoteHeartbeat() schemas.Heartbeat {
+	r := w.remote
+	g := w.replica.GPU
+	total := uint64(g.HBMGiB*float64(1<<30)) * uint64(w.cfg.TP)
+	free := total
+	name := ""
+	if r.haveGPU {
+		total, free, name = r.gpu.MemoryTotal, r.gpu.MemoryFree, r.gpu.Name
+	}
+	blocks := w.replica.KVBlocks(16, perf.DefaultMemUtil)
+	running, waiting := r.running, 0
+	if r.scraped {
+		running, waiting = int(r.metrics.Running), int(r.metrics.Waiting)
+	}
+	return schemas.Heartbeat{
+		V: schemas.Version, WorkerID: w.cfg.ID, Pool: w.cfg.Pool, GPU: g.Name, GPUName: name, Arch: g.Arch,
+		Simulated: false, Backend: "openai", TP: w.cfg.TP,
+		HBMTotalBytes: total, HBMFreeBytes: free,
+		KVBlocksTotal: blocks, KVBlocksFree: int(float64(blocks) * (1 - r.metrics.KVUsage)), BlockSize: 16,
+		Models:  []schemas.ModelState{{Name: w.replica.Model.Name, Dtype: w.cfg.Dtype, State: schemas.WeightHot}},
+		Running: running, Waiting: waiting, MaxBatch: cap(r.sem), Draining: w.draining,
+		Seq: w.hbSeq, SentAt: w.sh.Now(), PricePerHour: w.replica.PricePerHour(),
+		CompletedTotal: w.done, ErrorsTotal: w.errs,
+	}
+}
