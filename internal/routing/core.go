@@ -160,6 +160,10 @@ type Core struct {
 	suspect   []string
 	exclude   []string
 	lastSweep time.Time
+	// approxKV are workers that publish no KV events (a real server behind
+	// the openai backend): the router assumes a dispatched prompt's blocks
+	// are cached there, and the index's per-worker LRU cap ages them out.
+	approxKV map[string]bool
 }
 
 // OverdueGrace is how long past its deadline a dispatched request may go
@@ -191,7 +195,8 @@ func New(cfg Config) *Core {
 		cfg.ExplainTop = 8
 	}
 	return &Core{cfg: cfg, fleet: fleet.New(cfg.Fleet), q: queue.New[*Held](cfg.QueueWeights), held: map[string]*Held{},
-		placedOn: map[string]*inflight{}, breakers: breaker.NewSet(cfg.Breaker), budget: retry.NewBudget(cfg.Retry)}
+		placedOn: map[string]*inflight{}, breakers: breaker.NewSet(cfg.Breaker), budget: retry.NewBudget(cfg.Retry),
+		approxKV: map[string]bool{}}
 }
 
 // Fleet exposes the fleet view (read-only use).
@@ -225,8 +230,11 @@ func (c *Core) Apply(in Input, handle any) []Action {
 		if in.Heartbeat == nil {
 			break
 		}
-		if c.fleet.ApplyHeartbeat(in.Heartbeat, in.At) {
+		if c.fleet.ApplyHeartbeat(in.Heartbeat, in.At) && in.Heartbeat.Backend != "openai" {
 			c.acts = append(c.acts, Action{Kind: ActSnapshot, Worker: in.Heartbeat.WorkerID})
+		}
+		if in.Heartbeat.Backend == "openai" {
+			c.approxKV[in.Heartbeat.WorkerID] = true
 		}
 		// The receive time, not the worker's clock, decides staleness.
 		if t, ok := c.breakers.Heartbeat(in.Heartbeat.WorkerID, in.At, in.At); ok {
@@ -362,6 +370,9 @@ func (c *Core) placeReady(now time.Time) {
 		}
 		delete(c.held, it.ID)
 		c.placedOn[it.ID] = &inflight{worker: a.Worker, adm: h.Adm, predicted: dec.Terms.CompletionSeconds}
+		if c.approxKV[a.Worker] {
+			c.fleet.Prefix().Stored(dec.Worker.Idx, h.Adm.BlockHashes)
+		}
 		if c.breakers.State(a.Worker) != breaker.Closed {
 			c.breakers.Allow(a.Worker, now) // commit the half-open probe
 		}
