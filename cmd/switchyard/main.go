@@ -26,20 +26,21 @@ type command struct {
 // commands is the table of subcommands; each lives in its own file.
 func commands() map[string]command {
 	return map[string]command{
-		"demo":     {"run everything on embedded NATS with a mixed multi-tenant load", runDemo},
-		"up":       {"run every service in one process on embedded NATS", runUp},
-		"nats":     {"run a standalone JetStream server", runNATS},
-		"admitter": {"run the admitter service against --nats URL", runAdmitter},
-		"router":   {"run the router service against --nats URL", runRouter},
-		"worker":   {"run one GPU worker against --nats URL", runWorker},
-		"batch":    {"submit, track and collect OpenAI-format batch files (--nats URL)", runBatch},
-		"auth":     {"generate a NATS config confining each tenant to its own subjects (--tenants a,b --out F)", runAuth},
-		"replay":   {"run a recorded window back through the routing core (--store DIR | --nats URL)", runReplay},
-		"bench":    {"measure placement, the bus pipeline and the gateway against baselines", runBench},
-		"gateway":  {"serve the OpenAI-compatible HTTP API (--listen ADDR --nats URL --tenants FILE)", runGateway},
-		"sim":      {"replay a trace against a simulated fleet under several policies (--trace FILE --format F --policies P,...)", runSim},
-		"loadgen":  {"publish a multi-tenant load to a running system and count every result (--nats URL --rate R --duration D --json)", runLoadgen},
-		"gpu":      {"capacity planning from the GPU performance model", runGPU},
+		"demo":       {"run everything on embedded NATS with a mixed multi-tenant load", runDemo},
+		"up":         {"run every service in one process on embedded NATS", runUp},
+		"nats":       {"run a standalone JetStream server", runNATS},
+		"admitter":   {"run the admitter service against --nats URL", runAdmitter},
+		"router":     {"run the router service against --nats URL", runRouter},
+		"worker":     {"run one GPU worker against --nats URL", runWorker},
+		"batch":      {"submit, track and collect OpenAI-format batch files (--nats URL)", runBatch},
+		"auth":       {"generate a NATS config confining each tenant to its own subjects (--tenants a,b --out F)", runAuth},
+		"replay":     {"run a recorded window back through the routing core (--store DIR | --nats URL)", runReplay},
+		"bench":      {"measure placement, the bus pipeline and the gateway against baselines", runBench},
+		"gateway":    {"serve the OpenAI-compatible HTTP API (--listen ADDR --nats URL --tenants FILE)", runGateway},
+		"sim":        {"replay a trace against a simulated fleet under several policies (--trace FILE --format F --policies P,...)", runSim},
+		"loadgen":    {"publish a multi-tenant load to a running system and count every result (--nats URL --rate R --duration D --json)", runLoadgen},
+		"controller": {"run the control loop: autoscaling, spec decoding, budgets, warmth, shedding (--nats URL --interval 2s)", runController},
+		"gpu":        {"capacity planning from the GPU performance model", runGPU},
 	}
 }
 

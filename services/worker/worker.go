@@ -188,6 +188,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("snapshot subscription: %w", err)
 	}
 	defer snapSub.Unsubscribe()
+	stopControl, err := w.subscribeControl()
+	if err != nil {
+		return err
+	}
+	defer stopControl()
 
 	runCtx, stopLoop := context.WithCancel(context.Background())
 	loopDone := make(chan struct{})
