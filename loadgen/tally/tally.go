@@ -21,6 +21,9 @@ import (
 const (
 	EventMoved             = "moved"
 	EventWorkflowCancelled = "workflow_cancelled"
+	// EventWorkflowStepRefused is a refused step of a workflow already
+	// doomed; it carries gpu_seconds_saved.
+	EventWorkflowStepRefused = "workflow_step_refused"
 )
 
 // Summary is a run's counters. The JSON names are the demo's and loadgen's
@@ -137,7 +140,7 @@ func (t *Tally) apply(e *entry, r schemas.Result) {
 // Event records a decision event; only the kinds the summary reports
 // count, each at most once per (kind, request id) when it names a request.
 func (t *Tally) Event(ev schemas.Event) {
-	if ev.Kind != EventMoved && ev.Kind != EventWorkflowCancelled {
+	if ev.Kind != EventMoved && ev.Kind != EventWorkflowCancelled && ev.Kind != EventWorkflowStepRefused {
 		return
 	}
 	t.mu.Lock()
@@ -154,6 +157,10 @@ func (t *Tally) Event(ev schemas.Event) {
 		t.moved++
 	case EventWorkflowCancelled:
 		t.cancelled++
+		t.saved += number(ev.Fields["gpu_seconds_saved"])
+	case EventWorkflowStepRefused:
+		// A later step of an already-doomed workflow: not a new
+		// cancellation, but its predicted GPU time was saved too.
 		t.saved += number(ev.Fields["gpu_seconds_saved"])
 	}
 }

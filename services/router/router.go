@@ -270,7 +270,12 @@ func (r *Router) apply(ctx context.Context, in routing.Input, handle jetstream.M
 	if in.Kind == routing.InForget {
 		clear(r.progress)
 	}
-	for _, a := range r.core.Apply(in, h) {
+	start := time.Now()
+	acts := r.core.Apply(in, h)
+	if in.Kind == routing.InAdmitted || in.Kind == routing.InTick {
+		r.sh.Metrics.GetOrCreateHistogram(`switchyard_placement_seconds`).Update(time.Since(start).Seconds())
+	}
+	for _, a := range acts {
 		r.do(ctx, in, a)
 	}
 	r.sh.Metrics.GetOrCreateGauge(`switchyard_router_held`, nil).Set(float64(r.core.HeldCount()))
@@ -293,6 +298,11 @@ func (r *Router) do(ctx context.Context, in routing.Input, a routing.Action) {
 			r.sh.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_retries_total{allowed="%t"}`, a.Event.Fields["retry"])).Inc()
 		} else {
 			r.sh.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_breaker_transitions_total{to=%q}`, a.Event.Fields["to"])).Inc()
+			open := 0.0
+			if a.Event.Fields["to"] != "closed" {
+				open = 1
+			}
+			r.sh.Metrics.GetOrCreateGauge(fmt.Sprintf(`switchyard_breaker_open{worker=%q}`, a.Worker), nil).Set(open)
 		}
 	case routing.ActDelayed:
 		r.sh.Emit(schemas.Event{Kind: "delayed", RequestID: a.ID, Tenant: a.Held.Adm.Tenant, Reason: a.Reason, At: in.At})

@@ -113,7 +113,7 @@ func (s *Shell) PublishResult(ctx context.Context, res schemas.Result, f schemas
 			return fmt.Errorf("publish result %s: %w", res.ID, err)
 		}
 		if won {
-			s.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_results_total{service=%q,status=%q,class=%q}`, s.Service, res.Status, res.Priority)).Inc()
+			s.countFinal(res)
 		} else {
 			s.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_results_duplicate_suppressed_total{service=%q}`, s.Service)).Inc()
 		}
@@ -127,7 +127,9 @@ func (s *Shell) PublishResult(ctx context.Context, res schemas.Result, f schemas
 	if err != nil {
 		return fmt.Errorf("publish result %s: %w", res.ID, err)
 	}
-	s.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_results_total{service=%q,status=%q,class=%q}`, s.Service, res.Status, res.Priority)).Inc()
+	if !ack.Duplicate {
+		s.countFinal(res)
+	}
 	if ack.Duplicate {
 		s.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_results_duplicate_suppressed_total{service=%q}`, s.Service)).Inc()
 		s.Log.Debug("duplicate result suppressed by stream dedupe", "id", res.ID)
@@ -189,4 +191,14 @@ func (s *Shell) DeadLetter(ctx context.Context, orig *nats.Msg, reason string) e
 	}
 	s.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_dead_letters_total{service=%q}`, s.Service)).Inc()
 	return nil
+}
+
+// countFinal records a final result in the service's metrics: by status,
+// whether it met its SLO, and what it cost.
+func (s *Shell) countFinal(res schemas.Result) {
+	s.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_results_total{service=%q,status=%q,class=%q}`, s.Service, res.Status, res.Priority)).Inc()
+	s.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_slo_total{class=%q,met="%t"}`, res.Priority, res.Status == schemas.StatusOK && res.SLOMet)).Inc()
+	if res.CostUSD > 0 {
+		s.Metrics.GetOrCreateFloatCounter(fmt.Sprintf(`switchyard_cost_usd_total{class=%q}`, res.Priority)).Add(res.CostUSD)
+	}
 }
