@@ -43,6 +43,12 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	genDur := fs.Duration("gen-duration", 10*time.Minute, "agentic: generation window")
 	stage := fs.Duration("stage", 60*time.Second, "shared-prefix: duration of each ladder stage")
 	parallel := fs.Int("parallel", runtime.GOMAXPROCS(0), "runs in parallel")
+	autoscale := fs.Bool("autoscale", false, "also run each policy with the control loop scaling the fleet (internal/control in virtual time); --gpus is then the starting fleet")
+	asMin := fs.Int("autoscale-min", 1, "autoscale: fewest replicas per pool")
+	asMax := fs.Int("autoscale-max", 64, "autoscale: most replicas per pool")
+	ctlInterval := fs.Duration("control-interval", 2*time.Second, "autoscale: controller decision interval")
+	asUtil := fs.Float64("target-utilization", 0.7, "autoscale: share of a replica's modelled capacity the scaler plans to use")
+	asWarmth := fs.Bool("autoscale-warmth", false, "autoscale: also apply the controller's sleep/wake/unload decisions")
 	fs.SetOutput(stdout)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -82,12 +88,25 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 		tr.Name, st.Requests, st.Span.Round(time.Second), st.RatePerSec, st.MeanPrompt, st.MeanOutput, 100*st.IdealHitTokens)
 	fmt.Fprintf(stdout, "fleet %s, model %s\n", *gpus, *model)
 
+	// Each policy runs on the fixed fleet and, with --autoscale, again
+	// with the controller sizing it, so both compare in one table.
+	type variant struct {
+		policy string
+		auto   bool
+	}
+	var variants []variant
+	for _, n := range names {
+		variants = append(variants, variant{strings.TrimSpace(n), false})
+		if *autoscale {
+			variants = append(variants, variant{strings.TrimSpace(n), true})
+		}
+	}
 	type job struct{ si, pi int }
 	points := make([]sim.SweepPoint, len(scales))
 	var jobs []job
 	for si, s := range scales {
-		points[si] = sim.SweepPoint{Scale: s, Results: make([]*sim.Result, len(names))}
-		for pi := range names {
+		points[si] = sim.SweepPoint{Scale: s, Results: make([]*sim.Result, len(variants))}
+		for pi := range variants {
 			jobs = append(jobs, job{si, pi})
 		}
 	}
@@ -101,9 +120,17 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 			for j := range ch {
 				jb := jobs[j]
 				t := tr.Scale(points[jb.si].Scale).Window(*duration)
-				pol, err := sim.NewPolicy(strings.TrimSpace(names[jb.pi]), perf.NewPredictor(nil))
+				v := variants[jb.pi]
+				pol, err := sim.NewPolicy(v.policy, perf.NewPredictor(nil))
+				c := cfg
+				if v.auto {
+					pol.Name += "+autoscale"
+					c.Autoscale = &sim.Autoscale{Min: *asMin, Max: *asMax, Warmth: *asWarmth}
+					c.Autoscale.Control.Interval = *ctlInterval
+					c.Autoscale.Control.TargetUtilization = *asUtil
+				}
 				if err == nil {
-					points[jb.si].Results[jb.pi], err = sim.Run(cfg, t, pol)
+					points[jb.si].Results[jb.pi], err = sim.Run(c, t, pol)
 				}
 				errs[j] = err
 			}
@@ -128,6 +155,7 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 			fmt.Fprintf(stdout, "\nrate scale %g×\n", p.Scale)
 		}
 		printTable(stdout, p.Results)
+		printAutoscale(stdout, p.Results)
 	}
 	main := points[len(points)-1].Results
 	for _, p := range points {
@@ -198,6 +226,45 @@ func loadTrace(format, path string, o traces.ReadOptions, seed int64, wfRate flo
 		return traces.SharedPrefix(traces.SharedPrefixConfig{Seed: seed, StageDuration: stage}), nil
 	}
 	return nil, fmt.Errorf("unknown --format %q (want mooncake, azure, agentic or shared-prefix)", format)
+}
+
+// printAutoscale sets each autoscaled run beside the fixed fleet: GPU-hours
+// and the high-priority classes' attainment, the two figures the control
+// loop trades.
+func printAutoscale(w io.Writer, rs []*sim.Result) {
+	var any bool
+	for _, r := range rs {
+		any = any || r.Autoscale != nil
+	}
+	if !any {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "policy\tGPU-h\tcritical\tinteractive\tstandard\tbatch\treplicas min/mean/max\tstarted\tretired\tchanges\t")
+	for _, r := range rs {
+		reps, started, retired, changes := "fixed", "", "", ""
+		if a := r.Autoscale; a != nil {
+			reps = fmt.Sprintf("%d/%.2f/%d", a.MinReplicas, a.MeanReplicas, a.MaxReplicas)
+			started, retired = strconv.Itoa(a.Started), strconv.Itoa(a.Retired)
+			var kv []string
+			for _, k := range []string{"replicas", "spec", "budget", "warmth", "shed"} {
+				if a.Changes[k] > 0 {
+					kv = append(kv, fmt.Sprintf("%s %d", k, a.Changes[k]))
+				}
+			}
+			changes = strings.Join(kv, ", ")
+		}
+		cls := func(c string) string {
+			cr, ok := r.ByPriority[c]
+			if !ok {
+				return "-"
+			}
+			return fmt.Sprintf("%.4f", cr.SLOAttainment)
+		}
+		fmt.Fprintf(tw, "%s\t%.3f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Name, r.GPUHours,
+			cls("critical"), cls("interactive"), cls("standard"), cls("batch"), reps, started, retired, changes)
+	}
+	tw.Flush()
 }
 
 func printTable(w io.Writer, rs []*sim.Result) {

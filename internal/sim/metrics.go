@@ -59,6 +59,10 @@ type Result struct {
 
 	ByPriority map[string]ClassResult `json:"slo_attainment_by_priority"`
 
+	// Autoscale is what the control loop did (autoscaled runs only); the
+	// GPU-hours above then count each replica only while provisioned.
+	Autoscale *AutoscaleStats `json:"autoscale,omitempty"`
+
 	Steps       uint64  `json:"engine_steps"`
 	WallSeconds float64 `json:"wall_s"`
 
@@ -156,12 +160,14 @@ func (r *runner) result(name string) *Result {
 		span = 1e-9
 	}
 	res.MakespanSeconds = span
+	endAt := first + int64(span*1e9)
 	for _, w := range r.ws {
-		h := span / 3600 * float64(w.rep.TP)
-		res.GPUHours += h
-		res.CostUSD += span / 3600 * w.rep.PricePerHour()
+		prov := r.provisionedSeconds(w, first, endAt)
+		res.GPUHours += prov / 3600 * float64(w.rep.TP)
+		res.CostUSD += prov / 3600 * w.rep.PricePerHour()
 		res.BusyGPUHours += w.busyGPU / 3600
 	}
+	r.autoscaleResult(res, first, endAt)
 	res.GoodputRPS = float64(res.Succeeded) / span
 	res.OutputTokPerSec = outTok / span
 	if res.GPUHours > 0 {

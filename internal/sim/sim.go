@@ -103,6 +103,9 @@ type Config struct {
 	// OnPlace, when set, sees every placement with the fleet and request it
 	// was made on (tests use it to check the live path decides the same).
 	OnPlace func(f *fleet.Fleet, req *placement.Request, now time.Time, d *placement.Decision)
+	// Autoscale, when set, runs the control loop (internal/control) in
+	// virtual time over the fleet, which GPUs only starts (autoscale.go).
+	Autoscale *Autoscale
 }
 
 func (c *Config) fill() {
@@ -200,6 +203,7 @@ type runner struct {
 	open    int // requests not yet resolved
 	steps   uint64
 	doneFn  func(requestID, workerID string)
+	as      *autoscaler // nil for a fixed fleet
 }
 
 func at(ns int64) time.Time { return Epoch.Add(time.Duration(ns)) }
@@ -233,6 +237,11 @@ func Run(cfg Config, tr *traces.Trace, pol Policy) (*Result, error) {
 	}
 	if err := r.buildFleet(); err != nil {
 		return nil, err
+	}
+	if cfg.Autoscale != nil {
+		if err := r.startAutoscale(); err != nil {
+			return nil, err
+		}
 	}
 	r.buildRequests()
 	r.loop()
@@ -302,6 +311,9 @@ func (r *runner) loop() {
 			r.stepEnd(r.ws[ev.a])
 		case evHeartbeat:
 			w := r.ws[ev.a]
+			if r.as != nil && !r.as.beat(r, w) {
+				break // retired
+			}
 			r.heartbeat(w)
 			r.h.push(r.now+int64(r.cfg.HeartbeatInterval), evHeartbeat, w.idx)
 			r.tryPlace()
@@ -309,6 +321,8 @@ func (r *runner) loop() {
 			r.deliver(ev.a)
 		case evArrive:
 			r.arrive(ev.a)
+		case evReady, evControl:
+			r.as.event(r, ev)
 		}
 	}
 	// Whatever is still open at the cut-off failed.
@@ -521,6 +535,9 @@ func (r *runner) resolve(i int32, status uint8) {
 	st.status = status
 	st.doneAt = r.now
 	r.open--
+	if r.as != nil {
+		r.as.resolved(r, i, status)
+	}
 	q := &r.tr.Requests[i]
 	if q.Workflow == nil {
 		return
@@ -562,6 +579,7 @@ func (r *runner) heartbeat(w *simWorker) {
 		TokensPerSec: s.TokensPerSec, SpecDecode: s.SpecDecode,
 		KVSeq: w.kvSeq, Seq: w.hbSeq, SentAt: at(r.now), PricePerHour: w.rep.PricePerHour(),
 		CompletedTotal: w.done,
+		Draining:       r.as != nil && r.as.draining(w.idx),
 	}
 	r.fleet.ApplyHeartbeat(&w.hb, at(r.now))
 }
@@ -655,7 +673,7 @@ func (r *runner) shed(q *traces.Request, deadline time.Time) admission.ShedVerdi
 	if span > 0 {
 		l.RequestsPerSec = float64(len(r.recent)) / span
 	}
-	return admission.Shedder{}.Check(q.Priority, at(r.now), deadline, r.service(q), l)
+	return admission.Shedder{Margin: r.shedMargins()}.Check(q.Priority, at(r.now), deadline, r.service(q), l)
 }
 
 // service is the request's predicted service time alone and uncached on
