@@ -59,6 +59,10 @@ type Config struct {
 	// exceeds it. Predictions come from the GPU generation's roofline, so a
 	// healthy worker sits near 1; a throttled or sick one drifts above.
 	OutlierFactor float64
+	// OutlierSlack is the least excess over the prediction that can make
+	// an outlier: short requests' times are dominated by bus and queueing
+	// jitter, and 3 × a 30 ms prediction says nothing about the GPU.
+	OutlierSlack time.Duration
 	// StaleAfter opens the breaker of a worker whose last heartbeat is older.
 	StaleAfter time.Duration
 	// OpenFor is the first cool-down before half-open; every failed probe
@@ -84,6 +88,7 @@ func Defaults() Config {
 		FailureRate:         0.5,
 		ConsecutiveFailures: 5,
 		OutlierFactor:       3,
+		OutlierSlack:        time.Second,
 		StaleAfter:          3 * time.Second,
 		OpenFor:             5 * time.Second,
 		MaxOpenFor:          60 * time.Second,
@@ -111,6 +116,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.OutlierFactor <= 0 {
 		c.OutlierFactor = d.OutlierFactor
+	}
+	if c.OutlierSlack <= 0 {
+		c.OutlierSlack = d.OutlierSlack
 	}
 	if c.StaleAfter <= 0 {
 		c.StaleAfter = d.StaleAfter
@@ -343,7 +351,7 @@ func (s *Set) Observe(worker string, o Outcome, now time.Time) (Transition, bool
 	ratio := 0.0
 	if o.PredictedSeconds > 0 && o.ObservedSeconds > 0 {
 		ratio = o.ObservedSeconds / o.PredictedSeconds
-		slow = ratio > s.cfg.OutlierFactor
+		slow = ratio > s.cfg.OutlierFactor && o.ObservedSeconds-o.PredictedSeconds > s.cfg.OutlierSlack.Seconds()
 	}
 	bad := failed || slow
 	switch b.state {

@@ -436,22 +436,32 @@ func PolicyNamed(name string, cat *catalog.Catalog, cost placement.CostModel) (p
 	return baselines.New(name, cost)
 }
 
+// MaxEjectFraction caps how much of the fleet breakers may take out of
+// placement at once (Envoy's max_ejection_percent idea): when most of the
+// fleet looks sick the likelier culprit is shared (the bus, the load), and
+// ejecting everyone would turn a slowdown into an outage.
+const MaxEjectFraction = 0.5
+
 // excludeSuspects adds workers whose breaker refuses traffic to the
 // request's exclusions, reporting whether any was added.
 func (c *Core) excludeSuspects(req *placement.Request, now time.Time) bool {
 	if len(c.suspect) == 0 {
 		return false
 	}
+	limit := max(1, int(float64(c.fleet.Len())*MaxEjectFraction))
 	c.exclude = append(c.exclude[:0], req.Exclude...)
-	added := false
+	added := 0
 	for _, w := range c.suspect {
+		if added == limit {
+			break
+		}
 		if !c.breakers.Allowed(w, now) {
 			c.exclude = append(c.exclude, w)
-			added = true
+			added++
 		}
 	}
 	req.Exclude = c.exclude
-	return added
+	return added > 0
 }
 
 // transition records a breaker state change; a worker whose breaker opened
