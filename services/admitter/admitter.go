@@ -104,6 +104,7 @@ type Admitter struct {
 	since  map[string]int
 
 	inflight *inflight
+	shed     shedControl // the controller's margins (control.go)
 }
 
 // New builds an admitter over a shell.
@@ -146,6 +147,11 @@ func (a *Admitter) Run(ctx context.Context) error {
 		return fmt.Errorf("admitter heartbeats: %w", err)
 	}
 	defer hb.Unsubscribe()
+	unshed, err := a.shed.follow(a.sh.NC, a.sh.Log)
+	if err != nil {
+		return err
+	}
+	defer unshed()
 	var bg sync.WaitGroup
 	bgCtx, stopBg := context.WithCancel(ctx)
 	defer func() { stopBg(); bg.Wait() }()
@@ -207,7 +213,7 @@ func (a *Admitter) handle(ctx context.Context, m jetstream.Msg) {
 	req := &sub.Request
 	in := admission.Input{Now: now, Tenant: sub.Tenant, Request: req, Tenants: a.cfg.Tenants,
 		Known: a.cfg.ModelKnown, Limits: a.cfg.Limits, Quotas: a.quotas, Estimate: a.cfg.Estimate,
-		Shedder: a.cfg.Shedder, Defer: a.cfg.Defer}
+		Shedder: a.shed.shedder(a.cfg.Shedder), Defer: a.cfg.Defer}
 	// The lookups below only matter for a request the tenant may send at
 	// all; Decide refuses the others on its own.
 	if p, e := a.cfg.Tenants.Lookup(sub.Tenant); e == nil {
