@@ -163,7 +163,7 @@ func Compare(w Window, policy, recordedPolicy string, replayed []Decision, event
 			slot(ev.At).Shed++
 		case ev.Service == "admitter" && ev.Kind == "rejected":
 			slot(ev.At).Rejected++
-		case len(ev.Kind) >= 7 && ev.Kind[:7] == "breaker" && ev.Reason == "open":
+		case ev.Kind == "breaker_open":
 			rep.BreakerTrips++
 		}
 	}
