@@ -22,6 +22,7 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/routing"
 	"github.com/switchyard-ai/switchyard/internal/workflow"
 	"github.com/switchyard-ai/switchyard/services/admitter"
+	"github.com/switchyard-ai/switchyard/services/controller"
 	"github.com/switchyard-ai/switchyard/services/router"
 	"github.com/switchyard-ai/switchyard/services/svc"
 	"github.com/switchyard-ai/switchyard/services/worker"
@@ -38,6 +39,9 @@ type WorkerSpec struct {
 	// fronts a real OpenAI-compatible server.
 	Backend   string
 	OpenAIURL string
+	// InitialWeights is the weight state at start (hot by default); the
+	// local scaler starts workers cold, so they pay the load time.
+	InitialWeights string
 }
 
 // Config configures a stack. The zero value runs three H100 workers serving
@@ -64,6 +68,9 @@ type Config struct {
 	// Tenants is the admitter's tenant profiles file; empty means
 	// admitter.Permissive().
 	Tenants string
+	// Control, when set, runs the controller and a local scaler over the
+	// fleet (control.go).
+	Control *ControlConfig
 }
 
 // DefaultWorker is the worker a bare `switchyard up` starts.
@@ -90,6 +97,7 @@ type Stack struct {
 	workers      map[string]context.CancelFunc
 	workerDone   map[string]chan struct{}
 	nextWorkerID int
+	ctl          *controller.Controller
 }
 
 // Start brings the stack up and returns once every service is consuming.
@@ -155,6 +163,11 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	s.run("router", router.New(rsh, router.Config{Cost: cost, Policy: pol, Lease: true}).Run)
 	for _, spec := range cfg.Fleet {
 		if _, err := s.AddWorker(spec); err != nil {
+			return fail(err)
+		}
+	}
+	if cfg.Control != nil {
+		if err := s.startControl(*cfg.Control); err != nil {
 			return fail(err)
 		}
 	}
@@ -264,7 +277,8 @@ func (s *Stack) AddWorker(spec WorkerSpec) (string, error) {
 		return "", err
 	}
 	w, err := worker.New(sh, worker.Config{ID: id, GPU: spec.GPU, Model: spec.Model, Dtype: spec.Dtype, TP: spec.TP,
-		SpeedUp: s.cfg.SpeedUp, Catalog: s.Catalog, Instant: s.cfg.InstantWorkers, Backend: spec.Backend, OpenAIURL: spec.OpenAIURL})
+		SpeedUp: s.cfg.SpeedUp, Catalog: s.Catalog, Instant: s.cfg.InstantWorkers, Backend: spec.Backend, OpenAIURL: spec.OpenAIURL,
+		InitialWeights: spec.InitialWeights})
 	if err != nil {
 		return "", err
 	}
