@@ -10,11 +10,15 @@
 // or US dollars, never an arbitrary score, and they meet in one formula:
 //
 //	completion_s = queue_s + load_s + prefill_s + decode_s + preempt_s
-//	total_usd    = completion_s × value_of_time_usd_per_s × workflow_factor
+//	total_usd    = (completion_s × workflow_factor + delay_s) × value_of_time_usd_per_s
 //	             + gpu_usd
 //	             + miss_usd
 //
-//	queue_s     work already queued or booked on the worker (always on: every baseline sees load)
+//	queue_s     prefill work queued or booked on the worker, less what it has
+//	            prefilled since its last heartbeat (always on: every baseline sees load)
+//	delay_s     the seconds this request costs the sequences already there:
+//	            (running + booked) × (prefill_s + load_s), since its prefill
+//	            chunks share their steps under continuous batching
 //	load_s      weight warmth: cold-start seconds for the model on that worker
 //	prefill_s   prefill of the prompt tokens not already in that worker's KV cache
 //	decode_s    decode of the expected output at the worker's batch size
@@ -23,6 +27,9 @@
 //	workflow_factor  workflow context: later steps of a workflow carry its sunk spend
 //	gpu_usd     GPU generation: GPU-seconds used × that GPU's $/hour
 //	miss_usd    latency budget: P(miss deadline) × the class's miss penalty
+//
+// The router books the chosen worker with Decision.Booking: prompt tokens
+// net of the cached prefix, so queue_s counts only work still to do.
 //
 // The worker with the lowest total_usd wins. Hard filters record why each
 // rejected worker was rejected and whether the reason is unresolvable

@@ -127,8 +127,12 @@ func TestEachAxisChangesTheDecision(t *testing.T) {
 	for i := range hashes {
 		hashes[i] = uint64(1000 + i)
 	}
+	hashes200 := make([]uint64, 200)
+	for i := range hashes200 {
+		hashes200[i] = uint64(1000 + i)
+	}
 	withPrefix := func(f *fleet.Fleet, id string) *fleet.Fleet {
-		f.ApplyKV(&schemas.KVEvent{WorkerID: id, Seq: 1, Kind: schemas.KVStored, Hashes: hashes}, now)
+		f.ApplyKV(&schemas.KVEvent{WorkerID: id, Seq: 1, Kind: schemas.KVStored, Hashes: hashes200}, now)
 		return f
 	}
 	cases := []struct {
@@ -147,11 +151,20 @@ func TestEachAxisChangesTheDecision(t *testing.T) {
 		{"kv: prefix holder wins", withPrefix(build(spec{gpu: "fast"}, spec{gpu: "fast"}), "B"), withHashes(req(schemas.PriorityStandard), hashes), nil, "B"},
 		{"kv: ...moved", withPrefix(build(spec{gpu: "fast"}, spec{gpu: "fast"}), "A"), withHashes(req(schemas.PriorityStandard), hashes), nil, "A"},
 
+		// Only the prefix moves between these two: A runs 8 sequences, B 4.
+		// The prefix saves A 0.32 s of prefill; B's 0.4 s uncached prefill
+		// would stall its 4 sequences (delay_s 1.6 s), which outweighs A's
+		// slower decode at the bigger batch.
+		{"kv: a busier prefix holder wins", withPrefix(build(spec{gpu: "fast", running: 8}, spec{gpu: "fast", running: 4}), "A"), withHashes(withPrompt(req(schemas.PriorityStandard), 4000), hashes200), nil, "A"},
+		{"kv: ...and loses without the prefix", build(spec{gpu: "fast", running: 8}, spec{gpu: "fast", running: 4}), withHashes(withPrompt(req(schemas.PriorityStandard), 4000), hashes200), nil, "B"},
+
 		{"warmth: hot beats cold", build(spec{gpu: "fast", state: schemas.WeightCold}, spec{gpu: "fast"}), req(schemas.PriorityStandard), nil, "B"},
 		{"warmth: ...swapped", build(spec{gpu: "fast"}, spec{gpu: "fast", state: schemas.WeightCold}), req(schemas.PriorityStandard), nil, "A"},
 		{"warmth: sleeping beats cold", build(spec{gpu: "fast", state: schemas.WeightCold}, spec{gpu: "fast", state: schemas.WeightSleeping}), req(schemas.PriorityStandard), nil, "B"},
 
 		{"priority: interactive buys speed", build(spec{gpu: "slow"}, spec{gpu: "fast"}), req(schemas.PriorityInteractive), nil, "B"},
+		{"priority: critical joins the fast GPU's 1 s queue", build(spec{gpu: "fast", queued: 10000}, spec{gpu: "slow"}), req(schemas.PriorityCritical), nil, "A"},
+		{"priority: standard leaves that queue to higher classes", build(spec{gpu: "fast", queued: 10000}, spec{gpu: "slow"}), req(schemas.PriorityStandard), nil, "B"},
 		{"priority: batch buys price", build(spec{gpu: "slow"}, spec{gpu: "fast"}), req(schemas.PriorityBatch), nil, "A"},
 
 		{"latency: no deadline, batch goes cheap", build(spec{gpu: "slow"}, spec{gpu: "fast"}), req(schemas.PriorityBatch), nil, "A"},
@@ -181,6 +194,8 @@ func TestEachAxisChangesTheDecision(t *testing.T) {
 }
 
 func withHashes(r *Request, h []uint64) *Request { r.BlockHashes = h; return r }
+
+func withPrompt(r *Request, n int) *Request { r.PromptTokens = n; return r }
 
 func withDeadline(r *Request, d time.Duration) *Request { r.Deadline = now.Add(d); return r }
 
@@ -216,7 +231,8 @@ func TestFilterReasons(t *testing.T) {
 		{"model larger than HBM", spec{gpu: "fast", state: schemas.WeightAbsent}, req(schemas.PriorityStandard), weights, ReasonModelTooLarge, true},
 		{"GPU the cost model cannot run", spec{gpu: "tpu"}, req(schemas.PriorityStandard), nil, ReasonCannotRun, true},
 		{"deadline missed even idle", spec{gpu: "slow"}, withDeadline(req(schemas.PriorityStandard), 3*time.Second), nil, ReasonDeadlineUnreachable, true},
-		{"deadline missed because of the queue", spec{gpu: "fast", queued: 20000}, withDeadline(req(schemas.PriorityStandard), 3*time.Second), nil, ReasonDeadlineBusy, false},
+		{"deadline missed because of the queue", spec{gpu: "fast", queued: 20000}, withDeadline(req(schemas.PriorityCritical), 3*time.Second), nil, ReasonDeadlineBusy, false},
+		{"standard may not join a long queue", spec{gpu: "fast", queued: 20000}, req(schemas.PriorityStandard), nil, ReasonPriorityReserve, false},
 		{"deadline missed because of a cold load", spec{gpu: "fast", state: schemas.WeightCold}, withDeadline(req(schemas.PriorityStandard), 3*time.Second), nil, ReasonDeadlineBusy, false},
 		{"stale", spec{gpu: "fast", seenAgo: 4 * time.Second}, req(schemas.PriorityStandard), nil, ReasonStale, false},
 		{"draining", spec{gpu: "fast", draining: true}, req(schemas.PriorityStandard), nil, ReasonDraining, false},
@@ -300,7 +316,11 @@ func TestBreakdownFollowsTheFormula(t *testing.T) {
 	if tm.Blocks != (2200+15)/16-50 {
 		t.Fatalf("blocks %d", tm.Blocks)
 	}
-	want := tm.CompletionSeconds*tm.ValueOfTime*tm.WorkflowFactor + tm.GPUUSD + tm.MissUSD
+	// Three running sequences each wait out this request's 0.12 s prefill.
+	if !near(tm.DelaySeconds, 3*0.12) {
+		t.Fatalf("delay %v", tm.DelaySeconds)
+	}
+	want := (tm.CompletionSeconds*tm.WorkflowFactor+tm.DelaySeconds)*tm.ValueOfTime + tm.GPUUSD + tm.MissUSD
 	if !near(tm.TotalUSD, want) || !near(tm.CompletionSeconds, 0.1+0.12+2.3) || tm.PMiss <= 0 || tm.PMiss > 0.5 {
 		t.Fatalf("formula: %+v", tm)
 	}
@@ -358,5 +378,44 @@ func TestPlaceDoesNotAllocate(t *testing.T) {
 	p.Place(f, r, now) // warm the scratch
 	if a := testing.AllocsPerRun(100, func() { p.Place(f, r, now) }); a != 0 {
 		t.Fatalf("Place allocates %v per call", a)
+	}
+}
+
+// The queue term drains what the worker has prefilled since its heartbeat,
+// and the router books only the prompt tokens the worker has to prefill.
+func TestQueueDrainsAndBookingIsNetOfCache(t *testing.T) {
+	cases := []struct {
+		queued  int
+		seenAgo time.Duration
+		want    float64
+	}{
+		{10000, 0, 1},
+		{10000, 400 * time.Millisecond, 0.6},
+		{10000, 1500 * time.Millisecond, 0},
+		{0, 0, 0},
+	}
+	for _, c := range cases {
+		d := place(t, build(spec{gpu: "fast", queued: c.queued, seenAgo: c.seenAgo}), req(schemas.PriorityCritical), testOpts())
+		if got := d.Terms.QueueSeconds; math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("queued %d seen %v ago: queue_s %v, want %v", c.queued, c.seenAgo, got, c.want)
+		}
+	}
+	hashes := make([]uint64, 100)
+	for i := range hashes {
+		hashes[i] = uint64(i + 1)
+	}
+	f := build(spec{gpu: "fast"})
+	f.ApplyKV(&schemas.KVEvent{WorkerID: "A", Seq: 1, Kind: schemas.KVStored, Hashes: hashes}, now)
+	d := place(t, f, withHashes(req(schemas.PriorityCritical), hashes), testOpts())
+	prefill, out, blocks := d.Booking(2000, 200)
+	if prefill != 2000-1600 || out != 200 || blocks != d.Terms.Blocks || blocks != (2200+15)/16-100 {
+		t.Fatalf("booking %d %d %d (terms %+v)", prefill, out, blocks, d.Terms)
+	}
+	if err := f.Reserve("A", "x", prefill, out, blocks, now); err != nil {
+		t.Fatal(err)
+	}
+	// The booked 400 tokens are 0.04 s of queue for the next request.
+	if d := place(t, f, req(schemas.PriorityCritical), testOpts()); math.Abs(d.Terms.QueueSeconds-0.04) > 1e-9 {
+		t.Fatalf("queue after booking %v", d.Terms.QueueSeconds)
 	}
 }

@@ -426,12 +426,10 @@ func (r *runner) dispatch(i int32, d *placement.Decision) {
 	w := r.ws[r.byWID[d.Worker.ID]]
 	st.status = stPlaced
 	st.worker = w.idx
-	blocks := d.Terms.Blocks
-	if blocks <= 0 {
-		blocks = (q.PromptTokens + q.OutputTokens + tokens.BlockSize - 1) / tokens.BlockSize
-	}
-	// Booked as the live router books (services/router dispatch).
-	_ = r.fleet.Reserve(w.id, q.ID, q.PromptTokens, q.OutputTokens, blocks, at(r.now))
+	// Booked through placement's Decision.Booking, which the live router
+	// uses too: the prompt tokens net of the cached prefix.
+	prefill, output, blocks := d.Booking(q.PromptTokens, q.OutputTokens)
+	_ = r.fleet.Reserve(w.id, q.ID, prefill, output, blocks, at(r.now))
 	r.h.push(r.now+int64(r.cfg.DispatchLatency), evDeliver, i)
 }
 
