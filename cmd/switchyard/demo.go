@@ -32,6 +32,7 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	seed := fs.Uint64("seed", 1, "workload seed")
 	rate := fs.Float64("rate", 0, "steady request rate per second (default: the workload's)")
 	verbose := fs.Bool("v", false, "debug logging")
+	autoscale := fs.Bool("autoscale", false, "run the controller and a local scaler over the demo fleet (workers join and drain as it decides)")
 	tenants := fs.String("tenants", "", "tenant profiles JSON (default: the demo's acme critical, globex interactive, initech standard, umbrella batch)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -49,7 +50,11 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 	}
-	st, err := stack.Start(ctx, stack.Config{StoreDir: *store, Fleet: fleet, Logger: logger, Tenants: *tenants})
+	cfg := stack.Config{StoreDir: *store, Fleet: fleet, Logger: logger, Tenants: *tenants}
+	if *autoscale {
+		cfg.Control = &stack.ControlConfig{Min: 1}
+	}
+	st, err := stack.Start(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -67,6 +67,9 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 	metricsAddr := fs.String("metrics", "127.0.0.1:9100", "Prometheus /metrics address (empty = off)")
 	speed := fs.Float64("speedup", 1, "simulated GPU speed-up over real time")
 	verbose := fs.Bool("v", false, "debug logging")
+	autoscale := fs.Bool("autoscale", false, "run the controller and a local scaler: workers are started and drained as the controller decides")
+	asMin := fs.Int("autoscale-min", 1, "autoscale: fewest workers per pool")
+	asMax := fs.Int("autoscale-max", 0, "autoscale: most workers per pool (0 = twice the starting fleet, at least 4)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -80,7 +83,11 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	logger := newLogger(*verbose)
-	st, err := stack.Start(ctx, stack.Config{Listen: *listen, StoreDir: *store, Fleet: fleet, MetricsAddr: *metricsAddr, SpeedUp: *speed, Logger: logger})
+	cfg := stack.Config{Listen: *listen, StoreDir: *store, Fleet: fleet, MetricsAddr: *metricsAddr, SpeedUp: *speed, Logger: logger}
+	if *autoscale {
+		cfg.Control = &stack.ControlConfig{Min: *asMin, Max: *asMax}
+	}
+	st, err := stack.Start(ctx, cfg)
 	if err != nil {
 		return err
 	}
