@@ -81,6 +81,18 @@ func launch(ctx context.Context, t *testing.T, cfg sysConfig) *system {
 		id := fmt.Sprintf("adm%d", i)
 		s.admitters = append(s.admitters, s.start(id, append([]string{"admitter"}, common(id)...)...))
 	}
+	if cfg.natsNodes >= 3 {
+		// On a cluster, services that provision the same R3 streams at the
+		// same moment can time out (the meta leader serialises the
+		// creates); let the first admitter create them, the rest then
+		// find them in place.
+		wctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+		err := s.admitters[0].WaitFor(wctx, "admitter running")
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	for i := 1; i <= cfg.routers; i++ {
 		id := fmt.Sprintf("r%d", i)
 		s.routers = append(s.routers, s.start(id, append([]string{"router"}, common(id)...)...))
@@ -143,7 +155,7 @@ func (s *system) startNATS(ctx context.Context, n int) {
 jetstream {
   store_dir: %q
   max_memory_store: 268435456
-  max_file_store: 1073741824
+  max_file_store: 8589934592
 }
 cluster {
   name: switchyard
