@@ -14,8 +14,8 @@
 //	             + gpu_usd
 //	             + miss_usd
 //
-//	queue_s     prefill work queued or booked on the worker, less what it has
-//	            prefilled since its last heartbeat (always on: every baseline sees load)
+//	queue_s     prefill work queued or booked on the worker, net of cached
+//	            prefixes (always on: every baseline sees load)
 //	delay_s     the seconds this request costs the sequences already there:
 //	            (running + booked) × (prefill_s + load_s), since its prefill
 //	            chunks share their steps under continuous batching

@@ -381,17 +381,16 @@ func TestPlaceDoesNotAllocate(t *testing.T) {
 	}
 }
 
-// The queue term drains what the worker has prefilled since its heartbeat,
-// and the router books only the prompt tokens the worker has to prefill.
-func TestQueueDrainsAndBookingIsNetOfCache(t *testing.T) {
+// The router books only the prompt tokens the worker has to prefill, and
+// the queue term counts them.
+func TestBookingIsNetOfCache(t *testing.T) {
 	cases := []struct {
 		queued  int
 		seenAgo time.Duration
 		want    float64
 	}{
 		{10000, 0, 1},
-		{10000, 400 * time.Millisecond, 0.6},
-		{10000, 1500 * time.Millisecond, 0},
+		{10000, 400 * time.Millisecond, 1},
 		{0, 0, 0},
 	}
 	for _, c := range cases {
