@@ -93,14 +93,32 @@ func Streams(o StreamOptions) []jetstream.StreamConfig {
 
 // Provision creates or updates every stream. It is idempotent and safe to
 // call from every service at start.
+//
+// On a cluster, services starting together race to create the same
+// replicated streams and a create can time out while the stream's group
+// forms; each stream is retried with backoff until ctx ends or a minute
+// passes.
 func Provision(ctx context.Context, js jetstream.JetStream, o StreamOptions) error {
 	for _, cfg := range Streams(o) {
-		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
-			// Another service may be creating the same stream right now.
-			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-				continue
+		var err error
+		wait := 250 * time.Millisecond
+		deadline := time.Now().Add(time.Minute)
+		for {
+			actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			_, err = js.CreateOrUpdateStream(actx, cfg)
+			cancel()
+			if err == nil || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+				break
 			}
-			return fmt.Errorf("provision stream %s: %w", cfg.Name, err)
+			if ctx.Err() != nil || time.Now().After(deadline) {
+				return fmt.Errorf("provision stream %s: %w", cfg.Name, err)
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("provision stream %s: %w", cfg.Name, ctx.Err())
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, 4*time.Second)
 		}
 	}
 	return nil

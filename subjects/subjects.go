@@ -12,6 +12,7 @@
 //	sy.dlq.<service>                              undecodable input          DLQ
 //	sy.tok.<tenant>.<request-id>                  worker → client (core NATS, not stored)
 //	sy.journal.<service>.<instance>               a decision loop's ordered inputs JOURNAL
+//	sy.rpc.<kind>.<target>                        core request/reply, never stored
 package subjects
 
 import (
@@ -89,9 +90,15 @@ func Heartbeat(pool, worker string) string { return join(Prefix, "hb", pool, wor
 // KV is sy.kv.<worker>.
 func KV(worker string) string { return join(Prefix, "kv", worker) }
 
-// KVSnapshotRequest is the core-NATS request subject on which a worker
-// answers with a KV snapshot: sy.ctl.kvsnap.<worker>.
-func KVSnapshotRequest(worker string) string { return join(Prefix, "ctl", "kvsnap", worker) }
+// RPC is sy.rpc.<kind>.<target>: core-NATS request/reply between services.
+// It is deliberately outside every stream: a stream capturing a request
+// subject answers the request itself with a publish ack, before the real
+// responder can.
+func RPC(kind, target string) string { return join(Prefix, "rpc", kind, target) }
+
+// KVSnapshotRequest is the request subject on which a worker answers with a
+// KV snapshot: sy.rpc.kvsnap.<worker>.
+func KVSnapshotRequest(worker string) string { return RPC("kvsnap", worker) }
 
 // Event is sy.event.<service>.<kind>.
 func Event(service, kind string) string { return join(Prefix, "event", service, kind) }

@@ -80,14 +80,14 @@ var jetStreamClient = []string{"$JS.API.>", "$JS.ACK.>", "$JS.FC.>", "$KV.>", "_
 // service's role and stop a misconfigured service from, say, submitting as
 // a tenant, rather than contain a compromised one.
 func ServicePermissions(service string) (Permissions, error) {
-	common := []string{"sy.event.>", "sy.ctl.>", "sy.dlq.>"}
+	common := []string{"sy.event.>", "sy.ctl.>", "sy.rpc.>", "sy.dlq.>"}
 	var pub, sub []string
 	switch service {
 	case "admitter":
-		pub = []string{"sy.admitted.>", "sy.result.>"}
+		pub = []string{"sy.admitted.>", "sy.sched.>", "sy.result.>"}
 		sub = []string{"sy.submit.*", "sy.result.>", "sy.hb.>"}
 	case "router":
-		pub = []string{"sy.dispatch.*", "sy.admitted.>", "sy.result.>"}
+		pub = []string{"sy.dispatch.*", "sy.admitted.>", "sy.result.>", "sy.journal.>"}
 		sub = []string{"sy.admitted.>", "sy.hb.>", "sy.kv.*", "sy.result.>", "sy.event.>"}
 	case "worker":
 		pub = []string{"sy.result.>", "sy.tok.>", "sy.hb.>", "sy.kv.*"}

@@ -14,7 +14,7 @@ import (
 //	sy.ctl.warmth.<worker>    WarmthMsg    controller → worker
 //	sy.ctl.replicas.<pool>    ReplicasMsg  controller → scaler (and KEDA via the metric)
 //	sy.ctl.shed.<class>       ShedMsg      controller → admitter
-//	sy.ctl.drain.<worker>     (request)    scaler → worker: stop taking work
+//	sy.rpc.drain.<worker>     (request)    scaler → worker: stop taking work
 func BudgetSubject(worker string) string { return subjects.Control(KindBudget, worker) }
 
 // SpecSubject is sy.ctl.spec.<worker>.
@@ -29,10 +29,11 @@ func ReplicasSubject(pool string) string { return subjects.Control(KindReplicas,
 // ShedSubject is sy.ctl.shed.<class>.
 func ShedSubject(class string) string { return subjects.Control(KindShed, class) }
 
-// DrainSubject is sy.ctl.drain.<worker>, a core-NATS request: the worker
+// DrainSubject is sy.rpc.drain.<worker>, a core-NATS request (outside the
+// CONTROL stream, whose publish ack would otherwise answer first): the worker
 // announces itself draining in a heartbeat at once, so routers stop placing
 // on it before it stops consuming, and replies when it has.
-func DrainSubject(worker string) string { return subjects.Control("drain", worker) }
+func DrainSubject(worker string) string { return subjects.RPC("drain", worker) }
 
 // Wildcards for subscribers.
 const (

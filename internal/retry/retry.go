@@ -63,6 +63,14 @@ func Defaults() Config {
 
 func (c Config) withDefaults() Config {
 	d := Defaults()
+	// An unset scope takes the whole default, floor included: a zero floor
+	// would leave a quiet tenant unable to retry at all.
+	if c.Tenant == (Limits{}) {
+		c.Tenant = d.Tenant
+	}
+	if c.Fleet == (Limits{}) {
+		c.Fleet = d.Fleet
+	}
 	if c.Tenant.Ratio <= 0 {
 		c.Tenant.Ratio = d.Tenant.Ratio
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -36,6 +37,7 @@ func LeaseKV(ctx context.Context, js jetstream.JetStream, ttl time.Duration, rep
 // holders never run fn at once for longer than one refresh interval.
 func RunAsLeader(ctx context.Context, kv jetstream.KeyValue, key, holder string, ttl time.Duration, onChange func(leader bool), fn func(context.Context) error) error {
 	tick := ttl / 3
+compete:
 	for {
 		rev, err := kv.Create(ctx, key, []byte(holder))
 		if err != nil {
@@ -43,7 +45,10 @@ func RunAsLeader(ctx context.Context, kv jetstream.KeyValue, key, holder string,
 				return nil
 			}
 			if !errors.Is(err, jetstream.ErrKeyExists) {
-				return fmt.Errorf("acquire lease %s: %w", key, err)
+				// JetStream can be briefly unavailable (a cluster electing a
+				// new meta leader): keep competing rather than exit, or the
+				// last router standing would take the fleet down with it.
+				slog.Warn("lease unavailable; retrying", "key", key, "err", err)
 			}
 			select {
 			case <-ctx.Done():
@@ -70,7 +75,21 @@ func RunAsLeader(ctx context.Context, kv jetstream.KeyValue, key, holder string,
 			case err := <-done:
 				cancel()
 				kv.Delete(context.WithoutCancel(ctx), key, jetstream.LastRevision(rev))
-				return err
+				if err == nil || ctx.Err() != nil {
+					return err
+				}
+				// The leader's work failed (JetStream unavailable, say):
+				// step down and compete again rather than exit.
+				slog.Warn("leader work failed; stepping down", "key", key, "err", err)
+				if onChange != nil {
+					onChange(false)
+				}
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(tick):
+				}
+				continue compete
 			case <-time.After(tick):
 				r, err := kv.Update(ctx, key, []byte(holder), rev)
 				if err != nil {

@@ -13,7 +13,7 @@ import (
 // subscribeControl applies the controller's per-worker decisions to the
 // engine: speculative decoding on/off (sy.ctl.spec.<id>), batch and token
 // budgets (sy.ctl.budget.<id>) and weight warmth (sy.ctl.warmth.<id>),
-// and answers a scaler's drain request (sy.ctl.drain.<id>).
+// and answers a scaler's drain request (sy.rpc.drain.<id>).
 // The engine decides what each setting means; this only moves bytes. The
 // returned function unsubscribes.
 func (w *Worker) subscribeControl() (func(), error) {
