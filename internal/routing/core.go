@@ -38,6 +38,10 @@ const (
 	InTick           = "tick"
 	InDispatchFailed = "dispatch_failed"
 	InForget         = "forget"
+	// InAdopt hands a new leader the requests an earlier router dispatched
+	// that have no final result yet, read back from the workers' dispatch
+	// consumers, so it can re-place them if their worker is dead.
+	InAdopt = "adopt"
 )
 
 // Input is one thing that happened to the router, with the time it
@@ -52,6 +56,8 @@ type Input struct {
 	// Result is the final result that releases a request (its outcome
 	// feeds the worker's circuit breaker).
 	Result *ResultSummary `json:"result,omitempty"`
+	// Adopted lists in-flight dispatches to take over (InAdopt).
+	Adopted []schemas.Dispatch `json:"adopted,omitempty"`
 	// ID names the request of a release or a failed dispatch.
 	ID string `json:"id,omitempty"`
 }
@@ -268,6 +274,18 @@ func (c *Core) Apply(in Input, handle any) []Action {
 		delete(c.placedOn, in.ID)
 		if in.Admitted != nil {
 			c.admit(*in.Admitted, handle, in.At)
+		}
+	case InAdopt:
+		for i := range in.Adopted {
+			d := &in.Adopted[i]
+			id := d.Admitted.Request.ID
+			if f, known := c.placedOn[id]; known && f.adm.Attempt >= d.Admitted.Attempt {
+				continue
+			}
+			if _, held := c.held[id]; held {
+				continue
+			}
+			c.placedOn[id] = &inflight{worker: d.WorkerID, adm: d.Admitted, predicted: d.PredictedSeconds}
 		}
 	case InForget:
 		for id := range c.held {

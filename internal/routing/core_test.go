@@ -430,3 +430,23 @@ func contains(xs []string, x string) bool {
 	}
 	return false
 }
+
+// TestCoreAdoptedWorkIsReplacedWhenItsWorkerDies: a new leader that never
+// dispatched r1 itself adopts it from the dead worker's consumer and still
+// re-places it once the worker is declared lost.
+func TestCoreAdoptedWorkIsReplacedWhenItsWorkerDies(t *testing.T) {
+	s := newSim(t, Config{})
+	s.advance(time.Second, "a", "b")
+	adm := admitted("r1", "acme", 60*time.Second, 1000, 128, s.now)
+	old := schemas.Dispatch{Admitted: *adm, WorkerID: "a", PlacedAt: s.now, PredictedSeconds: 2}
+	older := old
+	older.Admitted.Attempt = -1 // a stale copy must not win over the newer attempt
+	if acts := s.apply(Input{Kind: InAdopt, Adopted: []schemas.Dispatch{old, older}}); len(acts) != 0 {
+		t.Fatalf("adopting acted: %s", kinds(acts))
+	}
+	acts := s.advance(10*time.Second, "b") // a is dead
+	ds := only(acts, ActDispatch)
+	if len(ds) != 1 || ds[0].ID != "r1" || ds[0].Worker != "b" || ds[0].Held.Adm.Attempt != 1 {
+		t.Fatalf("want r1 re-placed once on b as attempt 1; got %s", kinds(acts))
+	}
+}

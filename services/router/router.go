@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -239,8 +240,62 @@ func (r *Router) consume(ctx context.Context) error {
 		ccs = append(ccs, cc)
 	}
 	r.sh.Log.Info("router consuming", "policy", r.core.Policy())
+	if adopted, err := r.inflightDispatches(ctx); err != nil {
+		r.sh.Log.Warn("reading in-flight dispatches", "err", err)
+	} else if len(adopted) > 0 {
+		r.sh.Log.Info("adopting in-flight dispatches", "count", len(adopted))
+		r.post(ctx, func() { r.apply(ctx, routing.Input{Kind: routing.InAdopt, Adopted: adopted}, nil) })
+	}
 	<-ctx.Done()
 	return nil
+}
+
+// inflightDispatches reads back, from every worker's dispatch consumer, the
+// dispatches delivered but not acked that have no final result: the work an
+// earlier leader placed. Without them a new leader could not re-place the
+// work of a worker that died before it took over.
+func (r *Router) inflightDispatches(ctx context.Context) ([]schemas.Dispatch, error) {
+	st, err := r.sh.JS.Stream(ctx, subjects.StreamDispatch)
+	if err != nil {
+		return nil, err
+	}
+	var out []schemas.Dispatch
+	lister := st.ListConsumers(ctx)
+	for info := range lister.Info() {
+		if !strings.HasPrefix(info.Name, "worker-") || info.NumAckPending == 0 {
+			continue
+		}
+		first, last := info.AckFloor.Stream+1, info.Delivered.Stream
+		if last < first {
+			continue
+		}
+		cons, err := r.sh.JS.OrderedConsumer(ctx, subjects.StreamDispatch, jetstream.OrderedConsumerConfig{
+			FilterSubjects: []string{info.Config.FilterSubject}, DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: first})
+		if err != nil {
+			return out, err
+		}
+		for n := 0; n < 10000; n++ {
+			m, err := cons.Next(jetstream.FetchMaxWait(time.Second))
+			if err != nil {
+				break
+			}
+			md, err := m.Metadata()
+			if err != nil || md.Sequence.Stream > last {
+				break
+			}
+			var d schemas.Dispatch
+			if svc.Decode(m.Headers(), m.Data(), &d) != nil {
+				continue
+			}
+			if r.sh.Ledger != nil {
+				if done, err := r.sh.Ledger.Done(ctx, d.Admitted.Tenant, d.Admitted.Request.ID); err == nil && done {
+					continue
+				}
+			}
+			out = append(out, d)
+		}
+	}
+	return out, lister.Err()
 }
 
 // post hands work to the decision goroutine.
