@@ -58,3 +58,38 @@ func TestNormalTail(t *testing.T) {
 		}
 	}
 }
+
+// Pruning by the lower bound never changes the decision: a placer that
+// keeps every candidate (and so never prunes) picks the same worker with
+// the same breakdown, and the cheapest-first candidate lists agree.
+func TestPruningKeepsTheWinner(t *testing.T) {
+	f, reqs := Synthetic(SyntheticConfig{Workers: 300, Blocks: 30000, Requests: 200, Seed: 3}, now)
+	pruned := New(BenchCost(), Options{})
+	full := New(BenchCost(), Options{Explain: 1 << 20})
+	skipped := 0
+	for i := range reqs {
+		a := pruned.Place(f, &reqs[i], now)
+		aw, at, ac, as := a.Worker, a.Terms, append([]Candidate(nil), a.Candidates...), a.Skipped
+		b := full.Place(f, &reqs[i], now)
+		if aw != b.Worker || at != b.Terms {
+			t.Fatalf("request %d: pruned picked %v, full %v", i, aw, b.Worker)
+		}
+		if b.Skipped != 0 || b.Considered != len(b.Candidates) {
+			t.Fatalf("full placer skipped %d, kept %d of %d", b.Skipped, len(b.Candidates), b.Considered)
+		}
+		for k := range ac {
+			if ac[k] != b.Candidates[k] {
+				t.Fatalf("request %d: candidate %d differs", i, k)
+			}
+		}
+		for k := 1; k < len(b.Candidates); k++ {
+			if b.Candidates[k].Terms.TotalUSD < b.Candidates[k-1].Terms.TotalUSD {
+				t.Fatalf("candidates not cheapest first")
+			}
+		}
+		skipped += as
+	}
+	if skipped == 0 {
+		t.Fatal("the lower bound never pruned a worker")
+	}
+}

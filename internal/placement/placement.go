@@ -121,8 +121,18 @@ type Decision struct {
 	// was unresolvable: waiting will not help, so the router should fail
 	// the request rather than queue it.
 	Unresolvable bool
-	Candidates   []Candidate
-	Rejections   []Rejection
+	// Candidates are the best Options.Explain workers that passed every
+	// filter, cheapest first, each with its breakdown; Considered is how
+	// many passed in all. Keeping only the best few is what lets a
+	// thousand-worker placement stay inside its latency budget: a full
+	// breakdown per worker is ~200 bytes written a thousand times.
+	Candidates []Candidate
+	Considered int
+	// Skipped counts workers not fully evaluated because a lower bound on
+	// their cost could not beat the Explain-th best candidate; they might
+	// also have failed a filter, so they are not in Rejections.
+	Skipped    int
+	Rejections []Rejection
 	// Counts is the number of rejections per Reason.
 	Counts [NumReasons]int
 }
@@ -170,6 +180,9 @@ type Options struct {
 	// PredictionError is the relative standard error of completion-time
 	// predictions, used for P(miss) (default 0.25).
 	PredictionError float64
+	// Explain is how many of the cheapest candidates a Decision keeps with
+	// their breakdowns (default 8).
+	Explain int
 	// FinishWeight scales how much a workflow's completed fraction raises
 	// the value of its next step's time (default 3).
 	FinishWeight float64
@@ -227,6 +240,9 @@ func (o *Options) fill() {
 	}
 	if o.PredictionError <= 0 {
 		o.PredictionError = 0.25
+	}
+	if o.Explain <= 0 {
+		o.Explain = 8
 	}
 	if o.FinishWeight <= 0 {
 		o.FinishWeight = 3
@@ -359,23 +375,26 @@ func (p *Placer) Place(f *fleet.Fleet, req *Request, now time.Time) *Decision {
 	d := &p.dec
 	*d = Decision{Policy: p.Name(), RequestID: r.ID}
 	p.cands, p.rejs = p.cands[:0], p.rejs[:0]
-	staleness := f.Staleness()
-	best, bestCost := -1, math.Inf(1)
+	// A worker is fresh when heard from at or after cutoff: one time
+	// comparison per worker instead of a subtraction.
+	cutoff := now.Add(-f.Staleness())
 	c := &p.cand
 	for _, w := range workers {
 		if w == nil {
 			continue
 		}
-		reason := p.evaluate(c, w, &r, weight, now, staleness)
+		reason := p.evaluate(c, w, &r, weight, now, cutoff)
+		if reason == reasonSkipped {
+			d.Skipped++
+			continue
+		}
 		if reason != ReasonNone {
 			p.rejs = append(p.rejs, Rejection{Worker: w, Reason: reason})
 			d.Counts[reason]++
 			continue
 		}
-		p.cands = append(p.cands, Candidate{Worker: w, Terms: c.t})
-		if c.t.TotalUSD < bestCost || (c.t.TotalUSD == bestCost && best >= 0 && less(w, p.cands[best].Worker)) {
-			best, bestCost = len(p.cands)-1, c.t.TotalUSD
-		}
+		d.Considered++
+		p.keep(w, &c.t)
 	}
 	for _, w := range p.touched {
 		p.lens[w] = 0
@@ -387,9 +406,9 @@ func (p *Placer) Place(f *fleet.Fleet, req *Request, now time.Time) *Decision {
 	}
 
 	d.Candidates, d.Rejections = p.cands, p.rejs
-	if best >= 0 {
-		d.Worker = p.cands[best].Worker
-		d.Terms = p.cands[best].Terms
+	if len(p.cands) > 0 {
+		d.Worker = p.cands[0].Worker
+		d.Terms = p.cands[0].Terms
 	} else {
 		d.Unresolvable = len(p.rejs) > 0
 		for _, rj := range p.rejs {
@@ -400,6 +419,51 @@ func (p *Placer) Place(f *fleet.Fleet, req *Request, now time.Time) *Decision {
 		}
 	}
 	return d
+}
+
+// reasonSkipped marks a worker pruned by its lower bound; it is never a
+// Rejection.
+const reasonSkipped = Reason(255)
+
+// lowerBound is a cost no lower than the worker's total_usd could be, from
+// the terms computed so far (queue_s, prefill_s, decode_s): every other
+// term is non-negative, workflow_factor is at least 1, and delay_s is at
+// least the others times prefill_s. It adds exactly as completion and
+// total do, and is shaved by a part in 10^12 so that rounding can never
+// prune the true best.
+func (p *Placer) lowerBound(c *cand) float64 {
+	t := &c.t
+	comp := t.QueueSeconds + t.PrefillSeconds + t.DecodeSeconds
+	delay := float64(c.batch-1) * t.PrefillSeconds
+	return (comp + delay) * p.rp.valueOfTime * (1 - 1e-12)
+}
+
+// keep inserts w into the cheapest-first list of the best Options.Explain
+// candidates. Costs that are not finite are never picked.
+func (p *Placer) keep(w *fleet.Worker, t *Terms) {
+	if !(t.TotalUSD < math.Inf(1)) {
+		return
+	}
+	k := len(p.cands)
+	if k == p.opts.Explain {
+		if !better(w, t, &p.cands[k-1]) {
+			return
+		}
+		k--
+		p.cands = p.cands[:k]
+	}
+	i := k
+	for i > 0 && better(w, t, &p.cands[i-1]) {
+		i--
+	}
+	p.cands = append(p.cands, Candidate{})
+	copy(p.cands[i+1:], p.cands[i:k])
+	p.cands[i] = Candidate{Worker: w, Terms: *t}
+}
+
+// better orders candidates by cost, exact ties by less.
+func better(w *fleet.Worker, t *Terms, c *Candidate) bool {
+	return t.TotalUSD < c.Terms.TotalUSD || (t.TotalUSD == c.Terms.TotalUSD && less(w, c.Worker))
 }
 
 func secondsUntil(t, now time.Time) float64 {
@@ -437,31 +501,39 @@ func (p *Placer) grow(nWorkers, nIndex int) {
 
 // evaluate runs every filter and every scorer for w, in a fixed order: the
 // cheap, unresolvable filters first so most rejections cost little.
-func (p *Placer) evaluate(c *cand, w *fleet.Worker, r *Request, weight uint64, now time.Time, staleness time.Duration) Reason {
+func (p *Placer) evaluate(c *cand, w *fleet.Worker, r *Request, weight uint64, now, cutoff time.Time) Reason {
 	if p.excluded[w.Idx] {
 		return ReasonExcluded
 	}
 	if w.Draining {
 		return ReasonDraining
 	}
-	if !w.Fresh(now, staleness) {
+	if w.LastSeen.IsZero() || w.LastSeen.Before(cutoff) {
 		return ReasonStale
 	}
 	*c = cand{w: w}
-	c.ms, c.resident = w.Model(r.Model, r.Dtype)
 	c.c = p.classFor(w, r)
+
+	// The terms every worker has, from fields next to each other in the
+	// Worker, first: they bound the total from below, and a worker whose
+	// bound cannot beat the Explain-th best candidate so far is skipped
+	// before the model-residency lookup and the rest of the chain.
+	queueTerm(p, c, r)
+	kvTerm(p, c, r)
+	decodeTerm(p, c, r)
+	if len(p.cands) == p.opts.Explain && p.lowerBound(c) > p.cands[len(p.cands)-1].Terms.TotalUSD {
+		return reasonSkipped
+	}
 
 	// Filters and terms, one axis at a time; each axis file says what it
 	// reads and why. Terms that later filters need come first.
+	c.ms, c.resident = w.Model(r.Model, r.Dtype)
 	if reason := gpuFilter(p, c, r, weight); reason != ReasonNone {
 		return reason
 	}
-	queueTerm(p, c, r)
 	if reason := warmthTerm(p, c, r); reason != ReasonNone {
 		return reason
 	}
-	kvTerm(p, c, r)
-	decodeTerm(p, c, r)
 	if reason := headroomFilter(p, c, r, weight); reason != ReasonNone {
 		return reason
 	}
