@@ -23,18 +23,11 @@ import (
 // Disabled: workflow_factor is 1 and only the request's own deadline counts.
 
 func workflowTerm(p *Placer, c *cand, r *Request, _ time.Time) {
-	c.t.WorkflowFactor = 1
+	c.t.WorkflowFactor = p.rp.workflowFactor
 	c.deadlineIn = p.rp.deadlineIn
 	wf := r.Workflow
 	if !p.on[axWorkflow] || wf == nil {
 		return
-	}
-	if wf.Of > 0 && wf.Step > 1 {
-		done := float64(wf.Step-1) / float64(wf.Of)
-		if done > 1 {
-			done = 1
-		}
-		c.t.WorkflowFactor = 1 + p.opts.FinishWeight*done
 	}
 	if !math.IsInf(p.rp.workflowDeadlineIn, 1) {
 		left := 0
@@ -46,4 +39,17 @@ func workflowTerm(p *Placer, c *cand, r *Request, _ time.Time) {
 			c.deadlineIn = step
 		}
 	}
+}
+
+// workflowFactor depends on the request alone, so Place computes it once.
+func workflowFactor(p *Placer, r *Request) float64 {
+	wf := r.Workflow
+	if !p.on[axWorkflow] || wf == nil || wf.Of <= 0 || wf.Step <= 1 {
+		return 1
+	}
+	done := float64(wf.Step-1) / float64(wf.Of)
+	if done > 1 {
+		done = 1
+	}
+	return 1 + p.opts.FinishWeight*done
 }

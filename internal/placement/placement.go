@@ -263,6 +263,8 @@ type Placer struct {
 
 	lens     []int32 // prefix match lengths by worker Idx
 	touched  []int32
+	first    []int32 // workers evaluated ahead of the rest
+	done     []bool  // by worker Idx: already evaluated this placement
 	excluded []bool
 	cached   []cachedPrefill
 
@@ -302,6 +304,7 @@ func (p *Placer) Options() Options { return p.opts }
 type reqParams struct {
 	valueOfTime, missPenalty, ceiling float64
 	queueCeiling                      float64 // +Inf for none
+	workflowFactor                    float64 // as workflowTerm computes it
 	fp8                               bool
 	// Deadlines as seconds from now (+Inf for none), so the per-worker
 	// loop does float arithmetic instead of time.Time arithmetic.
@@ -367,6 +370,7 @@ func (p *Placer) Place(f *fleet.Fleet, req *Request, now time.Time) *Decision {
 	p.rp = p.params(r.Priority)
 	p.rp.fp8 = isFP8(r.Dtype)
 	p.rp.deadlineIn, p.rp.workflowDeadlineIn = secondsUntil(r.Deadline, now), secondsUntil(r.WorkflowDeadline, now)
+	p.rp.workflowFactor = workflowFactor(p, &r)
 	var weight uint64
 	if p.opts.WeightBytes != nil {
 		weight = p.opts.WeightBytes(r.Model, r.Dtype)
@@ -378,23 +382,30 @@ func (p *Placer) Place(f *fleet.Fleet, req *Request, now time.Time) *Decision {
 	// A worker is fresh when heard from at or after cutoff: one time
 	// comparison per worker instead of a subtraction.
 	cutoff := now.Add(-f.Staleness())
-	c := &p.cand
+	// The workers holding the longest cached prefix are the likeliest
+	// winners: evaluated first, they set a tight bar for pruning the rest.
+	// The order changes nothing else, since candidates are ranked by a
+	// total order.
+	var longest int32
+	for _, wi := range p.touched {
+		longest = max(longest, p.lens[wi])
+	}
+	p.first = p.first[:0]
+	for _, wi := range p.touched {
+		if p.lens[wi] == longest && int(wi) < len(workers) && workers[wi] != nil {
+			p.first = append(p.first, wi)
+			p.done[wi] = true
+			p.consider(d, workers[wi], &r, weight, now, cutoff)
+		}
+	}
 	for _, w := range workers {
-		if w == nil {
+		if w == nil || p.done[w.Idx] {
 			continue
 		}
-		reason := p.evaluate(c, w, &r, weight, now, cutoff)
-		if reason == reasonSkipped {
-			d.Skipped++
-			continue
-		}
-		if reason != ReasonNone {
-			p.rejs = append(p.rejs, Rejection{Worker: w, Reason: reason})
-			d.Counts[reason]++
-			continue
-		}
-		d.Considered++
-		p.keep(w, &c.t)
+		p.consider(d, w, &r, weight, now, cutoff)
+	}
+	for _, wi := range p.first {
+		p.done[wi] = false
 	}
 	for _, w := range p.touched {
 		p.lens[w] = 0
@@ -421,6 +432,22 @@ func (p *Placer) Place(f *fleet.Fleet, req *Request, now time.Time) *Decision {
 	return d
 }
 
+// consider evaluates w and records the outcome in d.
+func (p *Placer) consider(d *Decision, w *fleet.Worker, r *Request, weight uint64, now, cutoff time.Time) {
+	c := &p.cand
+	reason := p.evaluate(c, w, r, weight, now, cutoff)
+	switch reason {
+	case ReasonNone:
+		d.Considered++
+		p.keep(w, &c.t)
+	case reasonSkipped:
+		d.Skipped++
+	default:
+		p.rejs = append(p.rejs, Rejection{Worker: w, Reason: reason})
+		d.Counts[reason]++
+	}
+}
+
 // reasonSkipped marks a worker pruned by its lower bound; it is never a
 // Rejection.
 const reasonSkipped = Reason(255)
@@ -435,7 +462,7 @@ func (p *Placer) lowerBound(c *cand) float64 {
 	t := &c.t
 	comp := t.QueueSeconds + t.PrefillSeconds + t.DecodeSeconds
 	delay := float64(c.batch-1) * t.PrefillSeconds
-	return (comp + delay) * p.rp.valueOfTime * (1 - 1e-12)
+	return (comp*p.rp.workflowFactor + delay) * p.rp.valueOfTime * (1 - 1e-12)
 }
 
 // keep inserts w into the cheapest-first list of the best Options.Explain
@@ -493,6 +520,9 @@ func (p *Placer) grow(nWorkers, nIndex int) {
 	}
 	for len(p.excluded) < n {
 		p.excluded = append(p.excluded, false)
+	}
+	for len(p.done) < n {
+		p.done = append(p.done, false)
 	}
 	for len(p.wclass) < n {
 		p.wclass = append(p.wclass, workerClass{id: -1})
