@@ -188,7 +188,7 @@ func TestR3SurvivesStreamLeaderLoss(t *testing.T) {
 }
 
 // TestSingleNodeRestartKeepsAcked: a file-backed server restarted on the
-// same store keeps every acknowledged message and every result claim.
+// same store keeps every acknowledged message and every final result, which the ledger's compare-and-set still sees.
 func TestSingleNodeRestartKeepsAcked(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

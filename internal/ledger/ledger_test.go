@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchyard-ai/switchyard/internal/bus"
@@ -130,7 +129,8 @@ func TestConcurrentFinishersPublishExactlyOnce(t *testing.T) {
 
 // TestDedupeOutlivesDuplicateWindow: a worker that comes back after its
 // request was re-placed and finished elsewhere is suppressed even after the
-// stream's Nats-Msg-Id window has passed, because the KV claim still holds.
+// stream's Nats-Msg-Id window has passed, because the compare-and-set on
+// the result subject still sees the first result.
 func TestDedupeOutlivesDuplicateWindow(t *testing.T) {
 	e, l := setup(t, subjects.StreamOptions{DuplicateWindow: 500 * time.Millisecond})
 	ctx := context.Background()
@@ -145,46 +145,34 @@ func TestDedupeOutlivesDuplicateWindow(t *testing.T) {
 	if n := count(t, e.results, subj); n != 1 {
 		t.Fatalf("%d result messages, want 1", n)
 	}
-	// Show that the stream alone would not have caught it: past the window a
-	// raw publish with the same Msg-Id is stored.
-	msg := nats.NewMsg(subj)
-	msg.Data = []byte(`{}`)
-	msg.Header.Set(schemas.HeaderMsgID, "late")
-	ack, err := e.js.PublishMsg(ctx, msg)
-	if err != nil || ack.Duplicate {
-		t.Fatalf("raw publish past the window: ack %+v err %v; want stored", ack, err)
+	// The suppression is reported.
+	if n := count(t, e.events, subjects.Event("test", EventDuplicateSuppressed)); n != 1 {
+		t.Fatalf("%d duplicate_suppressed events, want 1", n)
 	}
 }
 
-// TestWinnerDiedAfterClaim: the winner claimed and crashed before
-// publishing. The next finisher loses the claim but publishes the winner's
-// stored result, so the request is not left without one.
-func TestWinnerDiedAfterClaim(t *testing.T) {
-	e, l := setup(t, subjects.StreamOptions{})
+// TestRetryAfterLostAckReportsPublished: a finisher whose ack was lost
+// calls Finish again with the same result, after the duplicate window: it
+// is told its result is the final one, and nothing is added.
+func TestRetryAfterLostAckReportsPublished(t *testing.T) {
+	e, l := setup(t, subjects.StreamOptions{DuplicateWindow: 200 * time.Millisecond})
 	ctx := context.Background()
-	winner := result("acme", "orphan", "w-dead", 0)
-	body := schemas.MustMarshal(schemas.Msgpack, winner)
-	if _, err := l.kv.Create(ctx, Key("acme", "orphan"), encodeClaim(schemas.Msgpack, body)); err != nil {
-		t.Fatal(err)
+	r := result("acme", "retry-1", "w1", 0)
+	if ok, err := l.Finish(ctx, r, schemas.Msgpack); !ok || err != nil {
+		t.Fatalf("first: %v %v", ok, err)
 	}
-	if ok, err := l.Finish(ctx, result("acme", "orphan", "w-retry", 1), schemas.JSON); ok || err != nil {
-		t.Fatalf("second finisher: %v %v", ok, err)
+	time.Sleep(300 * time.Millisecond)
+	if ok, err := l.Finish(ctx, r, schemas.Msgpack); !ok || err != nil {
+		t.Fatalf("retry of the same result: %v %v", ok, err)
 	}
-	m, err := e.results.GetLastMsgForSubject(ctx, subjects.Result("acme", "orphan"))
-	if err != nil {
-		t.Fatalf("no result on the stream: %v", err)
-	}
-	var got schemas.Result
-	if err := schemas.Unmarshal(schemas.Msgpack, m.Data, &got); err != nil || got.WorkerID != "w-dead" {
-		t.Fatalf("published %+v (%v), want the winner's result", got, err)
-	}
-	// The dead winner's own retry (same bytes) reports success and adds
-	// nothing.
-	if ok, err := l.Finish(ctx, winner, schemas.Msgpack); !ok || err != nil {
-		t.Fatalf("winner retry: %v %v", ok, err)
-	}
-	if n := count(t, e.results, subjects.Result("acme", "orphan")); n != 1 {
+	if n := count(t, e.results, subjects.Result("acme", "retry-1")); n != 1 {
 		t.Fatalf("%d result messages, want 1", n)
+	}
+	if done, err := l.Done(ctx, "acme", "retry-1"); !done || err != nil {
+		t.Fatalf("Done = %v %v", done, err)
+	}
+	if done, err := l.Done(ctx, "acme", "never"); done || err != nil {
+		t.Fatalf("Done(never) = %v %v", done, err)
 	}
 }
 
@@ -194,25 +182,5 @@ func TestFinishRejectsBadTokens(t *testing.T) {
 		if ok, err := l.Finish(context.Background(), r, schemas.JSON); ok || err == nil {
 			t.Fatalf("Finish(%q,%q) = %v, %v; want an error", r.Tenant, r.ID, ok, err)
 		}
-	}
-}
-
-func TestKey(t *testing.T) {
-	cases := []struct{ tenant, id, want string }{
-		{"acme", "abc123", "acme.abc123"},
-		{"acme", "a:b", "b64.YWNtZQ.YTpi"},
-		{"b64", "x", "b64.x"},
-		{"t!", "x", "b64.dCE.eA"},
-	}
-	seen := map[string]bool{}
-	for _, c := range cases {
-		got := Key(c.tenant, c.id)
-		if got != c.want {
-			t.Errorf("Key(%q,%q) = %q, want %q", c.tenant, c.id, got, c.want)
-		}
-		if seen[got] {
-			t.Errorf("key %q collides", got)
-		}
-		seen[got] = true
 	}
 }

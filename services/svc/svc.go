@@ -36,7 +36,7 @@ type Shell struct {
 
 // UseLedger routes final results through the exactly-once result ledger.
 func (s *Shell) UseLedger(ctx context.Context, replicas int) error {
-	l, err := ledger.New(s.JS, ledger.WithService(s.Service), ledger.WithReplicas(max(1, replicas)), ledger.WithLogger(s.Log))
+	l, err := ledger.New(s.JS, ledger.WithService(s.Service), ledger.WithLogger(s.Log))
 	if err != nil {
 		return fmt.Errorf("%s ledger: %w", s.Service, err)
 	}
