@@ -79,7 +79,7 @@ func Streams(o StreamOptions) []jetstream.StreamConfig {
 	// Batch-class work may be deferred to a trough with a scheduled message.
 	admitted.AllowMsgSchedules = true
 	return []jetstream.StreamConfig{
-		mk(StreamSubmit, "client submissions, as sent", []string{SubmitAll}, o.MaxAge, 4),
+		mk(StreamSubmit, "client submissions, as sent", []string{SubmitAll, BatchSubmitAll}, o.MaxAge, 4),
 		admitted,
 		mk(StreamDispatch, "router placements, one subject per worker", []string{DispatchAll}, o.MaxAge, 8),
 		mk(StreamResults, "final results, one per request id", []string{ResultAll}, o.MaxAge, 4),

@@ -3,6 +3,7 @@
 // stream configs that are provisioned idempotently at start.
 //
 //	sy.submit.<tenant>                            any client → admitter      SUBMIT
+//	sy.batch.<tenant>                             bulk work → admitter's batch lane  SUBMIT
 //	sy.admitted.<class>.<deadline-bucket>.<tenant> admitter → router         ADMITTED
 //	sy.dispatch.<worker>                          router → one worker        DISPATCH
 //	sy.result.<tenant>.<request-id>               any service → client       RESULTS
@@ -26,17 +27,21 @@ const Prefix = "sy"
 
 // Subject wildcards used by consumers and permissions.
 const (
-	SubmitAll    = "sy.submit.*"
-	AdmittedAll  = "sy.admitted.>"
-	DispatchAll  = "sy.dispatch.*"
-	ResultAll    = "sy.result.>"
-	HeartbeatAll = "sy.hb.>"
-	KVAll        = "sy.kv.*"
-	EventAll     = "sy.event.>"
-	ControlAll   = "sy.ctl.>"
-	DLQAll       = "sy.dlq.>"
-	TokensAll    = "sy.tok.>"
-	JournalAll   = "sy.journal.>"
+	SubmitAll = "sy.submit.*"
+	// BatchSubmitAll is the batch lane: bulk submissions (batch files) are
+	// admitted by their own consumer so ten thousand queued lines never sit
+	// in front of an interactive request at admission.
+	BatchSubmitAll = "sy.batch.*"
+	AdmittedAll    = "sy.admitted.>"
+	DispatchAll    = "sy.dispatch.*"
+	ResultAll      = "sy.result.>"
+	HeartbeatAll   = "sy.hb.>"
+	KVAll          = "sy.kv.*"
+	EventAll       = "sy.event.>"
+	ControlAll     = "sy.ctl.>"
+	DLQAll         = "sy.dlq.>"
+	TokensAll      = "sy.tok.>"
+	JournalAll     = "sy.journal.>"
 )
 
 // Journal is sy.journal.<service>.<instance>: the ordered inputs of one
@@ -66,6 +71,9 @@ func join(tokens ...string) string { return strings.Join(tokens, ".") }
 
 // Submit is sy.submit.<tenant>.
 func Submit(tenant string) string { return join(Prefix, "submit", tenant) }
+
+// BatchSubmit is sy.batch.<tenant>, the batch admission lane.
+func BatchSubmit(tenant string) string { return join(Prefix, "batch", tenant) }
 
 // Admitted is sy.admitted.<class>.<bucket>.<tenant>.
 func Admitted(class, bucket, tenant string) string {
@@ -117,11 +125,21 @@ func DLQ(service string) string { return join(Prefix, "dlq", service) }
 
 // ParseSubmit returns the tenant of sy.submit.<tenant>.
 func ParseSubmit(subj string) (tenant string, err error) {
-	t := strings.Split(subj, ".")
-	if len(t) != 3 || t[0] != Prefix || t[1] != "submit" || !ValidToken(t[2]) {
+	tenant, batch, err := ParseIntake(subj)
+	if err == nil && batch {
 		return "", fmt.Errorf("subject %q is not sy.submit.<tenant>", subj)
 	}
-	return t[2], nil
+	return tenant, err
+}
+
+// ParseIntake returns the tenant of sy.submit.<tenant> or sy.batch.<tenant>,
+// and whether it is the batch lane.
+func ParseIntake(subj string) (tenant string, batch bool, err error) {
+	t := strings.Split(subj, ".")
+	if len(t) != 3 || t[0] != Prefix || (t[1] != "submit" && t[1] != "batch") || !ValidToken(t[2]) {
+		return "", false, fmt.Errorf("subject %q is not sy.submit.<tenant> or sy.batch.<tenant>", subj)
+	}
+	return t[2], t[1] == "batch", nil
 }
 
 // AdmittedParts are the tokens of an admitted subject.

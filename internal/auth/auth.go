@@ -59,6 +59,7 @@ func TenantPermissions(t string) Permissions {
 	return Permissions{
 		Publish: []string{
 			subjects.Submit(t),
+			subjects.BatchSubmit(t),
 			subjects.Cancel(t),
 			"$JS.API.CONSUMER.CREATE." + subjects.StreamResults + ".*." + subjects.Result(t, ">"),
 			"$JS.API.CONSUMER.MSG.NEXT." + subjects.StreamResults + ".*",
@@ -85,7 +86,7 @@ func ServicePermissions(service string) (Permissions, error) {
 	switch service {
 	case "admitter":
 		pub = []string{"sy.admitted.>", "sy.sched.>", "sy.result.>"}
-		sub = []string{"sy.submit.*", "sy.result.>", "sy.hb.>"}
+		sub = []string{"sy.submit.*", "sy.batch.*", "sy.result.>", "sy.hb.>"}
 	case "router":
 		pub = []string{"sy.dispatch.*", "sy.admitted.>", "sy.result.>", "sy.journal.>"}
 		sub = []string{"sy.admitted.>", "sy.hb.>", "sy.kv.*", "sy.result.>", "sy.event.>"}
@@ -93,7 +94,7 @@ func ServicePermissions(service string) (Permissions, error) {
 		pub = []string{"sy.result.>", "sy.tok.>", "sy.hb.>", "sy.kv.*"}
 		sub = []string{"sy.dispatch.*"}
 	case "gateway":
-		pub = []string{"sy.submit.*"}
+		pub = []string{"sy.submit.*", "sy.batch.*"}
 		sub = []string{"sy.result.>", "sy.tok.>"}
 	case "ops":
 		return Permissions{Publish: []string{">"}, Subscribe: []string{">"}}, nil

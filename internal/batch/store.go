@@ -211,7 +211,7 @@ func Publish(ctx context.Context, c *client.Client, tenant string, items []Item,
 			inflight = inflight[1:]
 		}
 		req := items[i].Request
-		f, err := c.SubmitAsync(tenant, &req)
+		f, err := c.SubmitBatchAsync(tenant, &req)
 		if err != nil {
 			return acked, err
 		}

@@ -25,6 +25,9 @@ type Submission struct {
 	// IDGenerated is set when neither the payload nor the Nats-Msg-Id
 	// header carried an id.
 	IDGenerated bool
+	// BatchLane is set for submissions on sy.batch.<tenant>: bulk work,
+	// always admitted on the batch class.
+	BatchLane bool
 }
 
 // Failure is a submission that cannot be admitted. ID and Tenant are as
@@ -45,7 +48,7 @@ type Failure struct {
 // Decode parses one submission. headerID is the Nats-Msg-Id header (may be
 // empty), contentType the Content-Type header.
 func Decode(subject, contentType, headerID string, data []byte, maxBytes int) (Submission, *Failure) {
-	tenant, err := subjects.ParseSubmit(subject)
+	tenant, batchLane, err := subjects.ParseIntake(subject)
 	if err != nil {
 		return Submission{}, &Failure{ID: headerID, NoReply: true, DeadLetter: true,
 			Err: schemas.Errf(schemas.CodeInvalidTenant, "subject", "%v", err)}
@@ -90,7 +93,12 @@ func Decode(subject, contentType, headerID string, data []byte, maxBytes int) (S
 		req.ID = id
 		generated = true
 	}
-	return Submission{Tenant: tenant, ID: id, Format: f, Request: req, IDGenerated: generated}, nil
+	if batchLane {
+		// The lane is the promise: bulk work cannot jump the queue by
+		// claiming a higher class.
+		req.Priority = schemas.PriorityBatch
+	}
+	return Submission{Tenant: tenant, ID: id, Format: f, Request: req, IDGenerated: generated, BatchLane: batchLane}, nil
 }
 
 // Enrich computes what admission and placement need from the prompt: its

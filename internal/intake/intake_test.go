@@ -59,3 +59,17 @@ func TestDecode(t *testing.T) {
 		})
 	}
 }
+
+func TestBatchLaneForcesTheBatchClass(t *testing.T) {
+	sub, fail := Decode("sy.batch.acme", "", "b1", []byte(`{"model":"m","prompt":"x","max_tokens":1,"priority":"critical"}`), 0)
+	if fail != nil {
+		t.Fatalf("failure %+v", fail.Err)
+	}
+	if !sub.BatchLane || sub.Tenant != "acme" || sub.Request.Priority != schemas.PriorityBatch {
+		t.Fatalf("batch lane submission %+v", sub)
+	}
+	sub, _ = Decode("sy.submit.acme", "", "i1", []byte(`{"model":"m","prompt":"x","max_tokens":1,"priority":"critical"}`), 0)
+	if sub.BatchLane || sub.Request.Priority != schemas.PriorityCritical {
+		t.Fatalf("interactive lane submission %+v", sub)
+	}
+}

@@ -35,6 +35,9 @@ import (
 // spreads messages across them and redelivers what a dead one held.
 const ConsumerName = "admitter"
 
+// BatchConsumerName is the batch lane's durable consumer (sy.batch.*).
+const BatchConsumerName = "admitter-batch"
+
 // Config configures the admitter.
 type Config struct {
 	// ModelKnown validates model names against the catalog.
@@ -163,42 +166,58 @@ func (a *Admitter) Run(ctx context.Context) error {
 	}
 	defer func() { results.Drain(); <-results.Closed() }()
 
-	cons, err := a.sh.JS.CreateOrUpdateConsumer(ctx, subjects.StreamSubmit, jetstream.ConsumerConfig{
-		Durable:       ConsumerName,
-		Description:   "admitter replicas share this consumer",
-		FilterSubject: subjects.SubmitAll,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       a.cfg.AckWait,
-		MaxAckPending: 512,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-	})
-	if err != nil {
-		return fmt.Errorf("admitter consumer: %w", err)
-	}
-	sem := make(chan struct{}, a.cfg.Concurrency)
 	var handlers sync.WaitGroup
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		sem <- struct{}{}
-		handlers.Add(1)
-		go func() {
-			defer func() { <-sem; handlers.Done() }()
-			a.handle(ctx, m)
-		}()
-	},
-		jetstream.PullMaxMessages(64),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			if !errors.Is(err, jetstream.ErrNoHeartbeat) {
-				a.sh.Log.Debug("consume", "err", err)
-			}
-		}))
-	if err != nil {
-		return fmt.Errorf("admitter consume: %w", err)
+	var ccs []jetstream.ConsumeContext
+	defer func() {
+		for _, cc := range ccs {
+			cc.Drain()
+			<-cc.Closed()
+		}
+		handlers.Wait()
+	}()
+	// Two lanes, each its own durable consumer shared by the replicas: the
+	// batch lane's depth never delays an interactive submission.
+	for _, lane := range []struct {
+		name, filter string
+		concurrency  int
+	}{
+		{ConsumerName, subjects.SubmitAll, a.cfg.Concurrency},
+		{BatchConsumerName, subjects.BatchSubmitAll, max(1, a.cfg.Concurrency/4)},
+	} {
+		cons, err := a.sh.JS.CreateOrUpdateConsumer(ctx, subjects.StreamSubmit, jetstream.ConsumerConfig{
+			Durable:       lane.name,
+			Description:   "admitter replicas share this consumer",
+			FilterSubject: lane.filter,
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       a.cfg.AckWait,
+			MaxAckPending: 512,
+			DeliverPolicy: jetstream.DeliverAllPolicy,
+		})
+		if err != nil {
+			return fmt.Errorf("admitter consumer %s: %w", lane.name, err)
+		}
+		sem := make(chan struct{}, lane.concurrency)
+		cc, err := cons.Consume(func(m jetstream.Msg) {
+			sem <- struct{}{}
+			handlers.Add(1)
+			go func() {
+				defer func() { <-sem; handlers.Done() }()
+				a.handle(ctx, m)
+			}()
+		},
+			jetstream.PullMaxMessages(64),
+			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+				if !errors.Is(err, jetstream.ErrNoHeartbeat) {
+					a.sh.Log.Debug("consume", "err", err)
+				}
+			}))
+		if err != nil {
+			return fmt.Errorf("admitter consume %s: %w", lane.name, err)
+		}
+		ccs = append(ccs, cc)
 	}
 	a.sh.Log.Info("admitter running")
 	<-ctx.Done()
-	cc.Drain()
-	<-cc.Closed()
-	handlers.Wait()
 	return nil
 }
 

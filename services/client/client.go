@@ -77,6 +77,22 @@ func (c *Client) SubmitAsync(tenant string, req *schemas.Request) (jetstream.Pub
 	return f, nil
 }
 
+// SubmitBatchAsync publishes on the tenant's batch lane (sy.batch.<tenant>):
+// bulk work, admitted by its own consumer on the batch class, so it never
+// queues in front of interactive submissions.
+func (c *Client) SubmitBatchAsync(tenant string, req *schemas.Request) (jetstream.PubAckFuture, error) {
+	msg, err := c.message(tenant, req)
+	if err != nil {
+		return nil, err
+	}
+	msg.Subject = subjects.BatchSubmit(tenant)
+	f, err := c.js.PublishMsgAsync(msg)
+	if err != nil {
+		return nil, fmt.Errorf("submit %s: %w", req.ID, err)
+	}
+	return f, nil
+}
+
 // PublishAsyncComplete is closed when every async submit has been acked.
 func (c *Client) PublishAsyncComplete() <-chan struct{} { return c.js.PublishAsyncComplete() }
 

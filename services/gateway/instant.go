@@ -28,7 +28,7 @@ type InstantConfig struct {
 }
 
 // InstantBackend stands in for admitter + router + workers with zero
-// compute: a plain NATS subscriber on sy.submit.* that publishes the
+// compute: a plain NATS subscriber on sy.submit.* and sy.batch.* that publishes the
 // request's token chunks on sy.tok.<tenant>.<id> when it asked to stream,
 // then its one final Result into RESULTS (Nats-Msg-Id = request id), and
 // aborts on a Cancel as a worker does. It measures the gateway's own cost
@@ -65,12 +65,16 @@ func StartInstant(nc *nats.Conn, cfg InstantConfig) (*InstantBackend, error) {
 	}
 	b := &InstantBackend{cfg: cfg, nc: nc, js: js, cancels: make(chan schemas.Cancel, 64),
 		seen: map[string]schemas.Request{}, aborts: map[string]chan struct{}{}, stopped: make(chan struct{})}
-	sub, err := nc.Subscribe(subjects.SubmitAll, b.onSubmit)
-	if err != nil {
-		return nil, fmt.Errorf("instant backend subscribe: %w", err)
+	for _, lane := range []string{subjects.SubmitAll, subjects.BatchSubmitAll} {
+		sub, err := nc.Subscribe(lane, b.onSubmit)
+		if err != nil {
+			b.Stop()
+			return nil, fmt.Errorf("instant backend subscribe: %w", err)
+		}
+		b.subs = append(b.subs, sub)
 	}
-	b.subs = append(b.subs, sub)
-	if sub, err = nc.Subscribe(subjects.CancelAll, b.onCancel); err != nil {
+	sub, err := nc.Subscribe(subjects.CancelAll, b.onCancel)
+	if err != nil {
 		b.Stop()
 		return nil, fmt.Errorf("instant backend subscribe: %w", err)
 	}
@@ -129,7 +133,7 @@ func (b *InstantBackend) onCancel(m *nats.Msg) {
 }
 
 func (b *InstantBackend) onSubmit(m *nats.Msg) {
-	tenant, err := subjects.ParseSubmit(m.Subject)
+	tenant, _, err := subjects.ParseIntake(m.Subject)
 	if err != nil {
 		return
 	}
