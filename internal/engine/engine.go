@@ -76,6 +76,11 @@ type Sequence struct {
 	BlockHashes []uint64
 	MaxTokens   int
 	Arrival     time.Time
+	// Priority orders the waiting queue, lower first (schemas.PriorityRank:
+	// 0 critical … 3 batch); equal priorities keep arrival order. This is
+	// vLLM's priority scheduling policy: a batch sequence queued on a GPU
+	// never delays an interactive one that arrives after it.
+	Priority int
 }
 
 // Emit is the tokens one sequence produced in a step.
@@ -253,8 +258,25 @@ func (e *Engine) Add(s Sequence) error {
 	}
 	q := &seq{Sequence: s}
 	e.byID[s.ID] = q
-	e.waiting = append(e.waiting, q)
+	e.enqueue(q, false)
 	return nil
+}
+
+// enqueue inserts s into the waiting queue behind every sequence of equal
+// or higher priority — or, for a preempted sequence (front), ahead of its
+// own priority's queue so it resumes first.
+func (e *Engine) enqueue(s *seq, front bool) {
+	i := len(e.waiting)
+	for i > 0 {
+		w := e.waiting[i-1]
+		if w.Priority < s.Priority || (!front && w.Priority == s.Priority) {
+			break
+		}
+		i--
+	}
+	e.waiting = append(e.waiting, nil)
+	copy(e.waiting[i+1:], e.waiting[i:])
+	e.waiting[i] = s
 }
 
 // Cancel drops a sequence, freeing its KV; false if it is unknown or done.
@@ -400,7 +422,9 @@ func (e *Engine) admitPrefix(s *seq) {
 }
 
 // preemptLast evicts the most recently admitted running sequence back to the
-// front of the queue, to be recomputed, and returns it.
+// front of its priority's waiting queue, to be recomputed, and returns it.
+// It must be the last: the step loop plans running sequences in order and
+// relies on the victim not being one it already planned.
 func (e *Engine) preemptLast() *seq {
 	v := e.running[len(e.running)-1]
 	e.running[len(e.running)-1] = nil
@@ -408,9 +432,7 @@ func (e *Engine) preemptLast() *seq {
 	e.releaseBlocks(v)
 	v.computed, v.decoding = 0, false
 	v.preemptions++
-	e.waiting = append(e.waiting, nil)
-	copy(e.waiting[1:], e.waiting)
-	e.waiting[0] = v
+	e.enqueue(v, true)
 	e.out.Preempted = append(e.out.Preempted, v.ID)
 	return v
 }

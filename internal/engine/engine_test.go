@@ -333,3 +333,37 @@ func BenchmarkStep64(b *testing.B) {
 		now = now.Add(e.Step(now).Duration)
 	}
 }
+
+// TestPriorityOrdersTheWaitingQueue: with the batch full, an interactive
+// sequence that arrives after a queue of batch work is admitted first.
+func TestPriorityOrdersTheWaitingQueue(t *testing.T) {
+	e := newEngine(t, Config{MaxBatch: 1})
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i, id := range []string{"running", "batch-1", "batch-2"} {
+		s := seqOf(id, uint64(i+1), 64, 4)
+		s.Priority = 3
+		if err := e.Add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := e.Step(now) // "running" is admitted; the batch waits
+	now = now.Add(first.Duration)
+	urgent := seqOf("interactive", 9, 64, 4)
+	urgent.Priority = 1
+	if err := e.Add(urgent); err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, f := range first.Finished {
+		order = append(order, f.ID)
+	}
+	run(t, e, now, func(st Step) {
+		for _, f := range st.Finished {
+			order = append(order, f.ID)
+		}
+	})
+	want := []string{"running", "interactive", "batch-1", "batch-2"}
+	if fmt.Sprint(order) != fmt.Sprint(want) {
+		t.Fatalf("finish order %v, want %v", order, want)
+	}
+}

@@ -279,6 +279,7 @@ func (w *Worker) onDispatch(ctx context.Context, m jetstream.Msg) {
 		BlockHashes:  d.Admitted.BlockHashes,
 		MaxTokens:    d.Admitted.Request.MaxTokens,
 		Arrival:      now,
+		Priority:     max(0, schemas.PriorityRank(d.Admitted.Priority)),
 	})
 	if err == nil {
 		w.inflight[id] = &job{d: d, msg: m, stream: d.Admitted.Request.Stream}
