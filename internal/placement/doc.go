@@ -10,7 +10,8 @@
 // or US dollars, never an arbitrary score, and they meet in one formula:
 //
 //	completion_s = queue_s + load_s + prefill_s + decode_s + preempt_s
-//	total_usd    = (completion_s × workflow_factor + delay_s) × value_of_time_usd_per_s
+//	total_usd    = completion_s × workflow_factor × value_of_time_usd_per_s
+//	             + delay_s × min(value_of_time, value_of_time[interactive])
 //	             + gpu_usd
 //	             + miss_usd
 //

@@ -320,7 +320,10 @@ func TestBreakdownFollowsTheFormula(t *testing.T) {
 	if !near(tm.DelaySeconds, 3*0.12) {
 		t.Fatalf("delay %v", tm.DelaySeconds)
 	}
-	want := (tm.CompletionSeconds*tm.WorkflowFactor+tm.DelaySeconds)*tm.ValueOfTime + tm.GPUUSD + tm.MissUSD
+	want := tm.CompletionSeconds*tm.WorkflowFactor*tm.ValueOfTime + tm.DelaySeconds*tm.DelayValue + tm.GPUUSD + tm.MissUSD
+	if tm.DelayValue != tm.ValueOfTime {
+		t.Fatalf("an interactive request values others' seconds at its own rate: %+v", tm)
+	}
 	if !near(tm.TotalUSD, want) || !near(tm.CompletionSeconds, 0.1+0.12+2.3) || tm.PMiss <= 0 || tm.PMiss > 0.5 {
 		t.Fatalf("formula: %+v", tm)
 	}
@@ -416,5 +419,19 @@ func TestBookingIsNetOfCache(t *testing.T) {
 	// The booked 400 tokens are 0.04 s of queue for the next request.
 	if d := place(t, f, req(schemas.PriorityCritical), testOpts()); math.Abs(d.Terms.QueueSeconds-0.04) > 1e-9 {
 		t.Fatalf("queue after booking %v", d.Terms.QueueSeconds)
+	}
+}
+
+// A critical request's own seconds are worth its class value, the seconds
+// it costs others at most the interactive value.
+func TestDelayIsValuedAtMostInteractive(t *testing.T) {
+	for _, c := range []struct {
+		prio string
+		want float64
+	}{{schemas.PriorityCritical, 0.01}, {schemas.PriorityInteractive, 0.01}, {schemas.PriorityBatch, 0.0004}} {
+		d := place(t, build(spec{gpu: "fast", running: 2}), req(c.prio), testOpts())
+		if d.Terms.DelayValue != c.want || d.Terms.DelaySeconds != 2*0.2 {
+			t.Errorf("%s: delay %v s at %v $/s, want 0.4 s at %v", c.prio, d.Terms.DelaySeconds, d.Terms.DelayValue, c.want)
+		}
 	}
 }
