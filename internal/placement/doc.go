@@ -35,6 +35,11 @@
 // The worker with the lowest total_usd wins. Hard filters record why each
 // rejected worker was rejected and whether the reason is unresolvable
 // (waiting will not help: "no GPU here can hold this model") or busy-now.
+// A Decision keeps the Options.Explain cheapest candidates with their
+// breakdowns; a worker whose queue, prefill and decode terms alone already
+// cost more than the Explain-th best so far is skipped before the other
+// axes run (Decision.Skipped), which cannot change the outcome because
+// every other term is non-negative.
 //
 // Times and prices come from a CostModel (internal/perf's Predictor in
 // production). Its answers are cached per worker class (GPU, TP) within a
