@@ -107,10 +107,12 @@ type Action struct {
 	// Candidates summarises the best few candidates, for the placement
 	// event's explanation.
 	Candidates []Candidate
-	Rejected   int
-	Err        *schemas.Error
-	Reason     string
-	Event      *schemas.Event
+	// Rejected, Considered and Skipped count workers filtered out, passed,
+	// and pruned by the placer's lower bound.
+	Rejected, Considered, Skipped int
+	Err                           *schemas.Error
+	Reason                        string
+	Event                         *schemas.Event
 }
 
 // Candidate is one candidate's breakdown, copied out of the placer's scratch.
@@ -377,9 +379,13 @@ func (c *Core) placeReady(now time.Time) {
 			}
 			continue
 		}
-		c.fleet.Reserve(dec.Worker.ID, it.ID, h.Adm.PromptTokens, h.Adm.Request.MaxTokens, dec.Terms.Blocks, now)
+		// Book only the prompt tokens the cached prefix does not cover: the
+		// booking stands until a heartbeat absorbs it, and booking cached
+		// tokens made the worker holding a prefix look busiest.
+		prefill, output, blocks := dec.Booking(h.Adm.PromptTokens, h.Adm.Request.MaxTokens)
+		c.fleet.Reserve(dec.Worker.ID, it.ID, prefill, output, blocks, now)
 		a := Action{Kind: ActDispatch, ID: it.ID, Held: h, Worker: dec.Worker.ID, GPU: dec.Worker.GPU, Policy: dec.Policy,
-			Terms: dec.Terms, Rejected: len(dec.Rejections)}
+			Terms: dec.Terms, Rejected: len(dec.Rejections), Considered: dec.Considered, Skipped: dec.Skipped}
 		for i, cd := range dec.Candidates {
 			if i == c.cfg.ExplainTop {
 				break

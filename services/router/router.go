@@ -394,7 +394,7 @@ func (r *Router) dispatch(ctx context.Context, in routing.Input, a routing.Actio
 	r.sh.Metrics.GetOrCreateHistogram(`switchyard_router_queue_seconds`).Update(in.At.Sub(h.Adm.SubmittedAt).Seconds())
 	r.sh.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_dispatched_total{class=%q,gpu=%q}`, h.Adm.Priority, a.GPU)).Inc()
 	r.sh.Emit(schemas.Event{Kind: "placed", At: in.At, RequestID: a.ID, Tenant: h.Adm.Tenant, WorkerID: a.Worker, Reason: a.Policy,
-		Fields: map[string]any{"terms": a.Terms, "candidates": a.Candidates, "rejected": a.Rejected, "class": h.Adm.Priority,
+		Fields: map[string]any{"terms": a.Terms, "candidates": a.Candidates, "rejected": a.Rejected, "considered": a.Considered, "skipped": a.Skipped, "class": h.Adm.Priority,
 			"gpu": a.GPU, "queue_ms": in.At.Sub(h.Adm.SubmittedAt).Milliseconds()}})
 }
 
