@@ -32,6 +32,10 @@ import (
 const (
 	DefaultMaxBatch    = 256
 	DefaultTokenBudget = 8192
+	// DefaultCriticalTokenBudget keeps a step near 10-20 ms on an H100 for
+	// an 8B model (512 prefill tokens ≈ 2·8e9·512 FLOP at ~70 % of 989
+	// TFLOP/s ≈ 12 ms, gpu-model.md §4), well inside a 50 ms TPOT target.
+	DefaultCriticalTokenBudget = 512
 )
 
 // SpecConfig configures speculative decoding (gpu-model.md §8). Each step a
@@ -59,10 +63,16 @@ type Config struct {
 	Replica     perf.Replica
 	MaxBatch    int // running sequences; 0 = DefaultMaxBatch
 	TokenBudget int // tokens per step; 0 = DefaultTokenBudget
-	ChunkSize   int // largest prefill chunk per sequence per step; 0 = TokenBudget
-	MemUtil     float64
-	KVBlocks    int // override; 0 = computed from the replica and MemUtil
-	Spec        SpecConfig
+	// CriticalTokenBudget caps a step's tokens while a Critical sequence
+	// is decoding, so long prefills of other work are
+	// chunked small enough that its inter-token latency stays interactive
+	// (Sarathi-Serve's stall-free batching, applied by class). 0 means
+	// DefaultCriticalTokenBudget; negative disables the cap.
+	CriticalTokenBudget int
+	ChunkSize           int // largest prefill chunk per sequence per step; 0 = TokenBudget
+	MemUtil             float64
+	KVBlocks            int // override; 0 = computed from the replica and MemUtil
+	Spec                SpecConfig
 	// InitialWeights is a schemas.Weight* state; empty means hot.
 	InitialWeights string
 }
@@ -81,6 +91,9 @@ type Sequence struct {
 	// vLLM's priority scheduling policy: a batch sequence queued on a GPU
 	// never delays an interactive one that arrives after it.
 	Priority int
+	// Critical marks a latency-critical sequence: while one decodes, steps
+	// are capped at Config.CriticalTokenBudget tokens.
+	Critical bool
 }
 
 // Emit is the tokens one sequence produced in a step.
@@ -192,6 +205,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.TokenBudget <= 0 {
 		cfg.TokenBudget = DefaultTokenBudget
+	}
+	if cfg.CriticalTokenBudget == 0 {
+		cfg.CriticalTokenBudget = DefaultCriticalTokenBudget
 	}
 	if cfg.ChunkSize <= 0 || cfg.ChunkSize > cfg.TokenBudget {
 		cfg.ChunkSize = cfg.TokenBudget
@@ -474,6 +490,14 @@ func (e *Engine) step(now time.Time) Step {
 		k = e.cfg.Spec.K
 	}
 	budget := e.cfg.TokenBudget
+	if c := e.cfg.CriticalTokenBudget; c > 0 && c < budget {
+		for _, s := range e.running {
+			if s.decoding && s.Critical {
+				budget = c
+				break
+			}
+		}
+	}
 	e.plan = e.plan[:0]
 	preempted := false
 	for i := 0; i < len(e.running) && budget > 0; i++ {

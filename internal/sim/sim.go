@@ -440,6 +440,9 @@ func (r *runner) deliver(i int32) {
 	err := w.eng.Add(engine.Sequence{
 		ID: q.ID, PromptTokens: q.PromptTokens, BlockHashes: q.BlockHashes,
 		MaxTokens: q.OutputTokens, Arrival: at(st.submitAt),
+		// As the live worker does: the engine's waiting queue is ordered by class.
+		Priority: max(0, schemas.PriorityRank(q.Priority)),
+		Critical: q.Priority == schemas.PriorityCritical,
 	})
 	if err != nil {
 		r.fleet.Unreserve(q.ID)

@@ -280,6 +280,7 @@ func (w *Worker) onDispatch(ctx context.Context, m jetstream.Msg) {
 		MaxTokens:    d.Admitted.Request.MaxTokens,
 		Arrival:      now,
 		Priority:     max(0, schemas.PriorityRank(d.Admitted.Priority)),
+		Critical:     d.Admitted.Priority == schemas.PriorityCritical,
 	})
 	if err == nil {
 		w.inflight[id] = &job{d: d, msg: m, stream: d.Admitted.Request.Stream}
