@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchyard-ai/switchyard/internal/gateway"
 	"github.com/switchyard-ai/switchyard/schemas"
 )
 
@@ -172,24 +173,6 @@ func Parse(r io.Reader, batchID string, opts Options) ([]Item, []LineError, erro
 // openAIBody is the subset of the chat and completions request bodies that
 // Switchyard understands. Unknown fields are ignored, as OpenAI does for
 // fields a model does not support.
-type openAIBody struct {
-	Model               string            `json:"model"`
-	Messages            []openAIMessage   `json:"messages"`
-	Prompt              json.RawMessage   `json:"prompt"`
-	MaxTokens           *int              `json:"max_tokens"`
-	MaxCompletionTokens *int              `json:"max_completion_tokens"`
-	Temperature         *float64          `json:"temperature"`
-	Seed                *int64            `json:"seed"`
-	Stream              bool              `json:"stream"`
-	N                   *int              `json:"n"`
-	Metadata            map[string]string `json:"metadata"`
-}
-
-type openAIMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
-}
-
 // ParseLine turns one input line into an Item, or says why it cannot.
 func ParseLine(batchID string, line int, raw []byte, opts Options) (Item, *LineError) {
 	opts = opts.withDefaults()
@@ -212,60 +195,47 @@ func ParseLine(batchID string, line int, raw []byte, opts Options) (Item, *LineE
 	if len(in.Body) == 0 || bytes.Equal(in.Body, []byte("null")) {
 		return fail(in.CustomID, CodeInvalidBody, "body is required")
 	}
-	var b openAIBody
-	if err := json.Unmarshal(in.Body, &b); err != nil {
+	// The body is converted exactly as the HTTP gateway converts the same
+	// body, so the two doors accept and refuse the same requests.
+	var probe struct {
+		Stream bool `json:"stream"`
+	}
+	if err := json.Unmarshal(in.Body, &probe); err != nil {
 		return fail(in.CustomID, CodeInvalidBody, "body: %v", err)
 	}
-	if b.Stream {
+	if probe.Stream {
 		return fail(in.CustomID, CodeInvalidBody, "stream is not supported in a batch")
 	}
-	if b.N != nil && *b.N != 1 {
-		return fail(in.CustomID, CodeInvalidBody, "n=%d is not supported; only one choice per request", *b.N)
-	}
-	req := schemas.Request{
-		ID:          RequestID(batchID, line),
-		Model:       b.Model,
-		Temperature: b.Temperature,
-		Seed:        b.Seed,
-		Priority:    schemas.PriorityBatch,
-		DeadlineMs:  opts.Deadline.Milliseconds(),
-		Metadata:    map[string]string{"batch_id": batchID, "custom_id": in.CustomID},
-	}
-	for k, v := range b.Metadata {
-		if _, reserved := req.Metadata[k]; !reserved {
-			req.Metadata[k] = v
-		}
-	}
-	switch {
-	case b.MaxCompletionTokens != nil:
-		req.MaxTokens = *b.MaxCompletionTokens
-	case b.MaxTokens != nil:
-		req.MaxTokens = *b.MaxTokens
-	default:
-		req.MaxTokens = opts.DefaultMaxTokens
-	}
+	id := RequestID(batchID, line)
+	var req schemas.Request
+	var cerr *schemas.Error
+	rt := gateway.Routing{Priority: schemas.PriorityBatch, DeadlineMs: opts.Deadline.Milliseconds()}
 	switch in.URL {
 	case EndpointChat:
-		if len(b.Prompt) > 0 {
-			return fail(in.CustomID, CodeInvalidBody, "%s takes messages, not prompt", EndpointChat)
+		var b gateway.ChatCompletionRequest
+		if err := gateway.DecodeJSON(in.Body, &b); err != nil {
+			return fail(in.CustomID, CodeInvalidBody, "body: %s", err.Message)
 		}
-		for i, m := range b.Messages {
-			text, err := contentText(m.Content)
-			if err != nil {
-				return fail(in.CustomID, CodeInvalidBody, "messages[%d].content: %v", i, err)
-			}
-			req.Messages = append(req.Messages, schemas.Message{Role: m.Role, Content: text})
-		}
+		rt.Metadata = b.Metadata
+		req, cerr = gateway.ChatToRequest(id, b, rt, opts.DefaultMaxTokens)
 	case EndpointCompletion:
-		if len(b.Messages) > 0 {
-			return fail(in.CustomID, CodeInvalidBody, "%s takes prompt, not messages", EndpointCompletion)
+		var b gateway.CompletionRequest
+		if err := gateway.DecodeJSON(in.Body, &b); err != nil {
+			return fail(in.CustomID, CodeInvalidBody, "body: %s", err.Message)
 		}
-		p, err := promptText(b.Prompt)
-		if err != nil {
-			return fail(in.CustomID, CodeInvalidBody, "prompt: %v", err)
-		}
-		req.Prompt = p
+		rt.Metadata = b.Metadata
+		req, cerr = gateway.CompletionToRequest(id, b, rt, opts.DefaultMaxTokens)
 	}
+	if cerr != nil {
+		return fail(in.CustomID, CodeInvalidBody, "%s", cerr.Error())
+	}
+	meta := map[string]string{"batch_id": batchID, "custom_id": in.CustomID}
+	for k, v := range req.Metadata {
+		if _, reserved := meta[k]; !reserved {
+			meta[k] = v
+		}
+	}
+	req.Metadata = meta
 	// Judge here what can be judged without tenant policy or the fleet, so a
 	// malformed line lands in the error file at submit time instead of as a
 	// rejected result much later.
@@ -273,51 +243,6 @@ func ParseLine(batchID string, line int, raw []byte, opts Options) (Item, *LineE
 		return fail(in.CustomID, CodeInvalidBody, "%s", verr.Error())
 	}
 	return Item{Line: line, CustomID: in.CustomID, RequestID: req.ID, URL: in.URL, Request: req}, nil
-}
-
-// contentText accepts a message content as a string or as an array of
-// parts, of which only text parts are supported.
-func contentText(raw json.RawMessage) (string, error) {
-	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		return "", nil
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		return s, nil
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", fmt.Errorf("must be a string or an array of text parts")
-	}
-	var b strings.Builder
-	for i, p := range parts {
-		if p.Type != "text" {
-			return "", fmt.Errorf("part %d has type %q; only text parts are supported", i, p.Type)
-		}
-		b.WriteString(p.Text)
-	}
-	return b.String(), nil
-}
-
-// promptText accepts a completions prompt as a string or a one-element
-// array of strings; token-id prompts and multi-prompt arrays would need one
-// result per prompt, which a batch line cannot express.
-func promptText(raw json.RawMessage) (string, error) {
-	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
-		return "", nil
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		return s, nil
-	}
-	var arr []string
-	if err := json.Unmarshal(raw, &arr); err == nil && len(arr) == 1 {
-		return arr[0], nil
-	}
-	return "", fmt.Errorf("must be a string or an array of exactly one string")
 }
 
 func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
