@@ -7,7 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/switchyard-ai/switchyard/internal/bus"
+	"github.com/switchyard-ai/switchyard/internal/bus/bustest"
 	"github.com/switchyard-ai/switchyard/schemas"
 )
 
@@ -15,21 +15,7 @@ var t0 = time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
 
 func startJS(t *testing.T) jetstream.JetStream {
 	t.Helper()
-	srv, err := bus.StartServer(bus.ServerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := srv.Connect("cache-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := bus.JetStream(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
+	return bustest.Start(t).JS
 }
 
 func openStore(t *testing.T, js jetstream.JetStream, ttl time.Duration) *Store {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/switchyard-ai/switchyard/internal/bus"
+	"github.com/switchyard-ai/switchyard/internal/bus/bustest"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/subjects"
 )
@@ -22,29 +22,12 @@ type env struct {
 
 func setup(t *testing.T, so subjects.StreamOptions) (env, *Ledger) {
 	t.Helper()
-	srv, err := bus.StartServer(bus.ServerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := srv.Connect("ledger-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := bus.JetStream(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := subjects.Provision(ctx, js, so); err != nil {
-		t.Fatal(err)
-	}
+	js := bustest.StartProvisioned(t, so).JS
 	l, err := New(js, WithService("test"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx := context.Background()
 	results, _ := js.Stream(ctx, subjects.StreamResults)
 	events, _ := js.Stream(ctx, subjects.StreamEvents)
 	return env{js, results, events}, l

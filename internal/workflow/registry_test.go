@@ -5,26 +5,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchyard-ai/switchyard/internal/bus"
+	"github.com/switchyard-ai/switchyard/internal/bus/bustest"
 	"github.com/switchyard-ai/switchyard/schemas"
 )
 
 func openRegistry(t *testing.T) *Registry {
 	t.Helper()
-	srv, err := bus.StartServer(bus.ServerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := srv.Connect("workflow-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := bus.JetStream(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := bustest.Start(t).JS
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
 	r, err := Open(ctx, js, Config{TTL: time.Hour})

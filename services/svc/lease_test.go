@@ -7,21 +7,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchyard-ai/switchyard/internal/bus"
+	"github.com/switchyard-ai/switchyard/internal/bus/bustest"
 )
 
 // TestLeaseOneLeaderAndHandover runs two contenders on a real server: only
 // one works at a time, a leader whose work fails steps down instead of
 // exiting, and the other takes over within the TTL.
 func TestLeaseOneLeaderAndHandover(t *testing.T) {
-	srv, err := bus.StartServer(bus.ServerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown()
-	nc, _ := srv.Connect("t")
-	defer nc.Close()
-	js, _ := bus.JetStream(nc)
+	js := bustest.Start(t).JS
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ttl := 900 * time.Millisecond
