@@ -12,7 +12,6 @@ package sim
 
 import (
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/switchyard-ai/switchyard/internal/control"
@@ -351,13 +350,20 @@ func (a *autoscaler) reconcile(r *runner, pl *pool, desired int) {
 			live = append(live, w)
 		}
 	}
-	n := len(live)
+	pending := 0
 	for _, s := range a.starts {
 		if !s.done && s.pool == pl {
-			n++
+			pending++
 		}
 	}
-	for ; n < desired; n++ {
+	hbs := make([]schemas.Heartbeat, len(live))
+	byID := make(map[string]*simWorker, len(live))
+	for i, w := range live {
+		hbs[i] = w.hb
+		byID[w.hb.WorkerID] = w
+	}
+	start, drain := control.Reconcile(hbs, pending, desired)
+	for ; start > 0; start-- {
 		id := fmt.Sprintf("%s-%02d", pl.rep.GPU.Name, pl.next)
 		pl.next++
 		a.starts = append(a.starts, starting{pool: pl, id: id, startAt: r.now})
@@ -365,25 +371,8 @@ func (a *autoscaler) reconcile(r *runner, pl *pool, desired int) {
 		load := time.Duration(pl.rep.LoadSeconds(schemas.WeightCold) * float64(time.Second))
 		r.h.push(r.now+int64(load), evReady, int32(len(a.starts)-1))
 	}
-	if n <= desired {
-		return
-	}
-	sort.Slice(live, func(i, j int) bool {
-		x, y := &live[i].hb, &live[j].hb
-		sx, sy := x.Models[0].State == schemas.WeightSleeping, y.Models[0].State == schemas.WeightSleeping
-		if sx != sy {
-			return sx
-		}
-		if lx, ly := x.Running+x.Waiting, y.Running+y.Waiting; lx != ly {
-			return lx < ly
-		}
-		return x.WorkerID > y.WorkerID
-	})
-	for _, w := range live {
-		if n <= desired {
-			break
-		}
-		n--
+	for _, id := range drain {
+		w := byID[id]
 		a.drainAt[w.idx] = r.now
 		// The draining heartbeat goes out at once: placement stops
 		// choosing the worker before it stops taking deliveries.

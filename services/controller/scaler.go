@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sort"
 	"sync"
 	"time"
 
@@ -175,7 +174,7 @@ func (s *Scaler) Reconcile(pool string, desired int) {
 			live = append(live, w)
 		}
 	}
-	n := len(live)
+	pending := 0
 	for id, st := range s.starting {
 		if now.Sub(st.at) > s.cfg.StartTimeout {
 			s.cfg.Log.Warn("started worker never heartbeated", "worker", id, "pool", pool)
@@ -183,10 +182,15 @@ func (s *Scaler) Reconcile(pool string, desired int) {
 			continue
 		}
 		if st.pool == pool {
-			n++
+			pending++
 		}
 	}
-	for ; n < desired; n++ {
+	hbs := make([]schemas.Heartbeat, len(live))
+	for i, w := range live {
+		hbs[i] = w.hb
+	}
+	start, drain := control.Reconcile(hbs, pending, desired)
+	for ; start > 0; start-- {
 		id, err := s.cfg.Add(p)
 		if err != nil {
 			s.cfg.Log.Error("scale up", "pool", pool, "err", err)
@@ -195,28 +199,7 @@ func (s *Scaler) Reconcile(pool string, desired int) {
 		s.starting[id] = started{pool: pool, at: now}
 		s.cfg.Log.Info("worker started", "pool", pool, "worker", id, "desired", desired)
 	}
-	if n <= desired {
-		return
-	}
-	// Drain the cheapest to lose: sleeping weights first, then the least
-	// loaded, then the newest. Workers still starting are left to join.
-	sort.Slice(live, func(i, j int) bool {
-		a, b := live[i].hb, live[j].hb
-		sa, sb := a.Models[0].State == schemas.WeightSleeping, b.Models[0].State == schemas.WeightSleeping
-		if sa != sb {
-			return sa
-		}
-		if la, lb := a.Running+a.Waiting, b.Running+b.Waiting; la != lb {
-			return la < lb
-		}
-		return a.WorkerID > b.WorkerID
-	})
-	for _, w := range live {
-		if n <= desired {
-			break
-		}
-		id := w.hb.WorkerID
-		n--
+	for _, id := range drain {
 		s.stopping[id] = true
 		delete(s.seen, id)
 		s.stops.Add(1)
