@@ -91,12 +91,6 @@ type starting struct {
 	done    bool
 }
 
-type outcome struct {
-	at    int64
-	class string
-	met   bool
-}
-
 type autoscaler struct {
 	cfg      Autoscale
 	ctl      *control.Controller
@@ -108,9 +102,7 @@ type autoscaler struct {
 	endAt    []int64 // by worker index: retired at, -1 while provisioned
 	drainAt  []int64 // by worker index: draining since, -1 if not
 	starts   []starting
-	window   []outcome
-	mix      control.Mix
-	mixN     int
+	recent   control.Recent
 	margins  map[string]float64
 	stats    AutoscaleStats
 	first    int64
@@ -164,7 +156,7 @@ func (r *runner) newAutoscaler() error {
 	}
 	a := &autoscaler{cfg: as, ctl: ctl, byKey: map[string]*pool{}, queued: map[string]int{},
 		slo: map[string]control.Attainment{}, starting: map[string]int{}, margins: map[string]float64{},
-		stats: AutoscaleStats{Changes: map[string]int{}}}
+		stats: AutoscaleStats{Changes: map[string]int{}}, recent: control.Recent{Window: as.SLOWindow}}
 	a.cfg.Control = ctl.Config()
 	a.interval = int64(a.cfg.Control.Interval)
 	for k, v := range a.cfg.Control.ShedMargins {
@@ -271,21 +263,8 @@ func (a *autoscaler) decide(r *runner) {
 			a.queued[r.tr.Requests[i].Priority]++
 		}
 	}
-	cut := r.now - int64(a.cfg.SLOWindow)
-	k := 0
-	for k < len(a.window) && a.window[k].at < cut {
-		k++
-	}
-	a.window = a.window[k:]
-	for _, o := range a.window {
-		t := a.slo[o.class]
-		t.Total++
-		if o.met {
-			t.Met++
-		}
-		a.slo[o.class] = t
-	}
-	in.Mix = a.mix
+	in.SLO = a.recent.SLO(now, a.slo)
+	in.Mix = a.recent.Mix()
 	for _, s := range a.starts {
 		if !s.done {
 			a.starting[s.pool.Key()]++
@@ -431,13 +410,7 @@ func (a *autoscaler) draining(i int32) bool { return int(i) < len(a.drainAt) && 
 // resolved feeds a request's outcome into the SLO window and the mix.
 func (a *autoscaler) resolved(r *runner, i int32, status uint8) {
 	q := &r.tr.Requests[i]
-	a.window = append(a.window, outcome{at: r.now, class: q.Priority, met: status == stOK && r.reqs[i].sloMet})
-	if status == stOK && q.OutputTokens > 0 {
-		a.mixN = min(a.mixN+1, 500)
-		wt := 1 / float64(a.mixN)
-		a.mix.PromptTokens += wt * (float64(q.PromptTokens) - a.mix.PromptTokens)
-		a.mix.OutputTokens += wt * (float64(q.OutputTokens) - a.mix.OutputTokens)
-	}
+	a.recent.Observe(at(r.now), q.Priority, status == stOK && r.reqs[i].sloMet, status == stOK, q.PromptTokens, q.OutputTokens)
 }
 
 // shedMargins is the margins the controller set, or nil (the defaults).

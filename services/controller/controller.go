@@ -46,21 +46,13 @@ type Controller struct {
 
 	mu      sync.Mutex
 	hbs     map[string]hbSeen
-	results []resultSeen
-	mix     control.Mix
-	mixN    int
+	recent  control.Recent
 	desired map[string]int
 }
 
 type hbSeen struct {
 	hb schemas.Heartbeat
 	at time.Time
-}
-
-type resultSeen struct {
-	at    time.Time
-	class string
-	met   bool
 }
 
 // New builds the service.
@@ -76,7 +68,7 @@ func New(sh *svc.Shell, cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	cfg.Control = ctl.Config()
-	c := &Controller{sh: sh, cfg: cfg, ctl: ctl, hbs: map[string]hbSeen{}, desired: map[string]int{}}
+	c := &Controller{sh: sh, cfg: cfg, ctl: ctl, hbs: map[string]hbSeen{}, desired: map[string]int{}, recent: control.Recent{Window: cfg.SLOWindow}}
 	for _, p := range cfg.Control.Pools {
 		key := p.Key()
 		c.desired[key] = -1
@@ -144,14 +136,8 @@ func (c *Controller) onResult(m *nats.Msg) {
 	defer c.mu.Unlock()
 	// Shed and rejected requests count as misses: the tenant did not get
 	// an answer in time.
-	c.results = append(c.results, resultSeen{at: c.sh.Now(), class: r.Priority, met: r.Status == schemas.StatusOK && r.SLOMet})
-	if r.Status == schemas.StatusOK && r.Usage.CompletionTokens > 0 {
-		// A running mean over the last ~500 results.
-		c.mixN = min(c.mixN+1, 500)
-		w := 1 / float64(c.mixN)
-		c.mix.PromptTokens += w * (float64(r.Usage.PromptTokens) - c.mix.PromptTokens)
-		c.mix.OutputTokens += w * (float64(r.Usage.CompletionTokens) - c.mix.OutputTokens)
-	}
+	ok := r.Status == schemas.StatusOK
+	c.recent.Observe(c.sh.Now(), r.Priority, ok && r.SLOMet, ok, r.Usage.PromptTokens, r.Usage.CompletionTokens)
 }
 
 // Step gathers the inputs, decides once and publishes the decision.
@@ -178,20 +164,8 @@ func (c *Controller) inputs(ctx context.Context) control.Inputs {
 		}
 		in.Workers = append(in.Workers, s.hb)
 	}
-	i := 0
-	for i < len(c.results) && now.Sub(c.results[i].at) > c.cfg.SLOWindow {
-		i++
-	}
-	c.results = c.results[i:]
-	for _, r := range c.results {
-		a := in.SLO[r.class]
-		a.Total++
-		if r.met {
-			a.Met++
-		}
-		in.SLO[r.class] = a
-	}
-	in.Mix = c.mix
+	in.SLO = c.recent.SLO(now, in.SLO)
+	in.Mix = c.recent.Mix()
 	c.mu.Unlock()
 	if c.cfg.Starting != nil {
 		in.Starting = c.cfg.Starting()

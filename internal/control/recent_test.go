@@ -1,0 +1,25 @@
+package control
+
+import (
+	"testing"
+	"time"
+)
+
+func TestRecentWindowAndMix(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	r := Recent{Window: 10 * time.Second}
+	r.Observe(t0, "critical", true, true, 100, 10)
+	r.Observe(t0.Add(5*time.Second), "critical", false, false, 0, 0)
+	r.Observe(t0.Add(6*time.Second), "batch", true, true, 300, 30)
+	slo := r.SLO(t0.Add(8*time.Second), nil)
+	if slo["critical"] != (Attainment{Met: 1, Total: 2}) || slo["batch"] != (Attainment{Met: 1, Total: 1}) {
+		t.Fatalf("slo %+v", slo)
+	}
+	slo = r.SLO(t0.Add(12*time.Second), slo) // the first outcome ages out
+	if slo["critical"] != (Attainment{Met: 0, Total: 1}) {
+		t.Fatalf("after the window: %+v", slo)
+	}
+	if m := r.Mix(); m.PromptTokens != 200 || m.OutputTokens != 20 {
+		t.Fatalf("mix %+v, want the mean of the two successes", m)
+	}
+}
