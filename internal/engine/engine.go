@@ -10,10 +10,16 @@
 // The live worker sleeps Step's Duration and publishes the results; the
 // discrete-event simulator calls the same Step in virtual time. Step is
 // O(batch) and reuses its buffers, so it does not allocate in steady state.
-// The scheduling mirrors vLLM V1: running sequences first (decodes and
-// unfinished chunks, in arrival order), then waiting ones FIFO; when a block
-// cannot be found the most recently admitted running sequence is preempted
-// and recomputed later, and no new sequence is admitted in that step.
+// The scheduling follows vLLM V1 with its priority policy, by class
+// (Sequence.Priority): decodes of running sequences first, then prefill
+// chunks in class order — a running sequence's next chunk before a waiting
+// sequence of the same class, a waiting sequence of a higher class before
+// both, so a long low-class prompt mid-prefill pauses instead of holding a
+// critical prompt behind seconds of its chunks. When a block cannot be
+// found, the running sequence of the lowest class (latest admitted within
+// it) is preempted and recomputed later; a waiting sequence preempts only
+// a lower class, for KV or a batch slot, and after any preemption in a
+// step only such a sequence is admitted, so equal classes never thrash.
 package engine
 
 import (
@@ -21,6 +27,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/switchyard-ai/switchyard/internal/perf"
@@ -160,6 +167,8 @@ type seq struct {
 	decoding    bool
 	firstToken  time.Time
 	preemptions int
+	inRun       bool // in the running list
+	planAt      int  // index in the current step's plan, -1 if not planned
 }
 
 func (s *seq) total() int { return s.PromptTokens + s.generated }
@@ -185,6 +194,7 @@ type Engine struct {
 	loadUntil time.Time
 
 	plan                  []planned
+	pre                   []*seq // prefill candidates of the step being planned
 	out                   Step
 	storedBuf, evictedBuf []uint64
 
@@ -272,7 +282,7 @@ func (e *Engine) Add(s Sequence) error {
 	if need := (s.PromptTokens + s.MaxTokens + e.cfg.Spec.K + tokens.BlockSize - 1) / tokens.BlockSize; need > e.kv.total {
 		return fmt.Errorf("%w: needs %d blocks, cache has %d", ErrTooLong, need, e.kv.total)
 	}
-	q := &seq{Sequence: s}
+	q := &seq{Sequence: s, planAt: -1}
 	e.byID[s.ID] = q
 	e.enqueue(q, false)
 	return nil
@@ -303,6 +313,7 @@ func (e *Engine) Cancel(id string) bool {
 	}
 	e.releaseBlocks(s)
 	delete(e.byID, id)
+	s.inRun = false
 	e.running = removeSeq(e.running, s)
 	e.waiting = removeSeq(e.waiting, s)
 	return true
@@ -437,20 +448,89 @@ func (e *Engine) admitPrefix(s *seq) {
 	s.computed = min(len(s.hashed)*tokens.BlockSize, s.total()-1)
 }
 
-// preemptLast evicts the most recently admitted running sequence back to the
-// front of its priority's waiting queue, to be recomputed, and returns it.
-// It must be the last: the step loop plans running sequences in order and
-// relies on the victim not being one it already planned.
-func (e *Engine) preemptLast() *seq {
-	v := e.running[len(e.running)-1]
+// victim is the running sequence preemption takes: the lowest class,
+// the latest admitted within it (vLLM's priority policy), or nil when no
+// running sequence has a class rank of at least floor.
+func (e *Engine) victim(floor int) *seq {
+	var v *seq
+	for i := len(e.running) - 1; i >= 0; i-- {
+		if s := e.running[i]; s.Priority >= floor && (v == nil || s.Priority > v.Priority) {
+			v = s
+		}
+	}
+	return v
+}
+
+// preempt evicts running sequence v back to the front of its class's
+// waiting queue, to be recomputed, and returns the index it had in the
+// running list. Its tokens already planned this step go back to budget.
+func (e *Engine) preempt(v *seq, budget *int) int {
+	j := slices.Index(e.running, v)
+	copy(e.running[j:], e.running[j+1:])
 	e.running[len(e.running)-1] = nil
 	e.running = e.running[:len(e.running)-1]
+	v.inRun = false
+	if v.planAt >= 0 {
+		*budget += e.plan[v.planAt].n
+		copy(e.plan[v.planAt:], e.plan[v.planAt+1:])
+		e.plan = e.plan[:len(e.plan)-1]
+		for _, p := range e.plan[v.planAt:] {
+			p.s.planAt--
+		}
+		v.planAt = -1
+	}
 	e.releaseBlocks(v)
 	v.computed, v.decoding = 0, false
 	v.preemptions++
 	e.enqueue(v, true)
 	e.out.Preempted = append(e.out.Preempted, v.ID)
-	return v
+	return j
+}
+
+// add plans n tokens of running sequence s.
+func (e *Engine) add(s *seq, n int, decode bool, budget *int) {
+	*budget -= n
+	s.planAt = len(e.plan)
+	e.plan = append(e.plan, planned{s: s, n: n, decode: decode})
+}
+
+// admit moves waiting sequence s into the running set and plans its first
+// chunk, preempting lower-class running work when it lacks a batch slot
+// or KV blocks. After a preemption in this step only a sequence that can
+// displace a lower class is admitted: re-admitting what was just
+// preempted would only thrash. false when s cannot start this step.
+func (e *Engine) admit(s *seq, preempted bool, budget *int) bool {
+	if preempted && e.victim(s.Priority+1) == nil {
+		return false
+	}
+	for len(e.running) >= e.cfg.MaxBatch {
+		v := e.victim(s.Priority + 1)
+		if v == nil {
+			return false
+		}
+		e.preempt(v, budget)
+	}
+	for {
+		e.admitPrefix(s)
+		n := min(s.total()-s.computed, *budget, e.cfg.ChunkSize)
+		if e.ensure(s, s.computed+n) {
+			if !s.admitted {
+				s.cached, s.admitted = s.computed, true
+			}
+			e.waiting[0] = nil // s is the head
+			e.waiting = e.waiting[1:]
+			s.inRun = true
+			e.running = append(e.running, s)
+			e.add(s, n, false, budget)
+			return true
+		}
+		e.releaseBlocks(s)
+		v := e.victim(s.Priority + 1)
+		if v == nil {
+			return false
+		}
+		e.preempt(v, budget)
+	}
 }
 
 // Step plans, costs and applies the iteration that starts at now. KV events
@@ -498,49 +578,86 @@ func (e *Engine) step(now time.Time) Step {
 			}
 		}
 	}
+	for _, p := range e.plan {
+		p.s.planAt = -1
+	}
 	e.plan = e.plan[:0]
 	preempted := false
-	for i := 0; i < len(e.running) && budget > 0; i++ {
+	// Decodes first, in admission order: one token each, they keep every
+	// running sequence's inter-token latency whatever the prefills do.
+	for i := 0; i < len(e.running); i++ {
 		s := e.running[i]
-		var n int
-		if s.decoding {
-			n = 1 + k
-			if n > budget {
-				continue
-			}
-		} else {
-			n = min(s.total()-s.computed, budget, e.cfg.ChunkSize)
+		if !s.decoding {
+			continue
 		}
+		n := 1 + k
+		if n > budget {
+			continue
+		}
+		ok := true
 		for !e.ensure(s, s.computed+n) {
 			preempted = true
-			if e.preemptLast() == s {
-				n = 0
+			v := e.victim(0)
+			j := e.preempt(v, &budget)
+			if v == s {
+				ok = false
+				i--
+				break
+			}
+			if j < i {
+				i--
+			}
+		}
+		if ok {
+			e.add(s, n, true, &budget)
+		}
+	}
+	// Then prefill chunks by class: a running sequence's next chunk before
+	// a waiting sequence of the same class, but a waiting sequence of a
+	// higher class before either. A long low-class prompt mid-prefill pauses
+	// (keeping its KV) rather than hold a critical prompt behind it for
+	// seconds of chunks.
+	e.pre = e.pre[:0]
+	for _, s := range e.running {
+		if !s.decoding && s.planAt < 0 {
+			e.pre = append(e.pre, s)
+		}
+	}
+	for i := 1; i < len(e.pre); i++ { // stable: equal classes keep admission order
+		for j := i; j > 0 && e.pre[j].Priority < e.pre[j-1].Priority; j-- {
+			e.pre[j], e.pre[j-1] = e.pre[j-1], e.pre[j]
+		}
+	}
+	ri, waitingBlocked := 0, false
+	for budget > 0 {
+		for ri < len(e.pre) && !e.pre[ri].inRun {
+			ri++ // preempted earlier in this step
+		}
+		if !waitingBlocked && len(e.waiting) > 0 && (ri == len(e.pre) || e.waiting[0].Priority < e.pre[ri].Priority) {
+			// The head is the highest class waiting (preempted sequences
+			// rejoin behind it, being of a lower class).
+			waitingBlocked = !e.admit(e.waiting[0], preempted, &budget)
+			continue
+		}
+		if ri == len(e.pre) {
+			break
+		}
+		s := e.pre[ri]
+		ri++
+		n := min(s.total()-s.computed, budget, e.cfg.ChunkSize)
+		ok := true
+		for !e.ensure(s, s.computed+n) {
+			preempted = true
+			if v := e.victim(0); e.preempt(v, &budget) >= 0 && v == s {
+				ok = false
 				break
 			}
 		}
-		if n == 0 {
-			break // s itself was preempted: it was the last running
+		if ok {
+			e.add(s, n, false, &budget)
 		}
-		budget -= n
-		e.plan = append(e.plan, planned{s: s, n: n, decode: s.decoding})
 	}
-	for !preempted && len(e.waiting) > 0 && len(e.running) < e.cfg.MaxBatch && budget > 0 {
-		s := e.waiting[0]
-		e.admitPrefix(s)
-		n := min(s.total()-s.computed, budget, e.cfg.ChunkSize)
-		if !e.ensure(s, s.computed+n) {
-			e.releaseBlocks(s)
-			break
-		}
-		if !s.admitted {
-			s.cached, s.admitted = s.computed, true
-		}
-		e.waiting[0] = nil
-		e.waiting = e.waiting[1:]
-		e.running = append(e.running, s)
-		budget -= n
-		e.plan = append(e.plan, planned{s: s, n: n})
-	}
+	clear(e.pre)
 	if len(e.plan) == 0 {
 		// Nothing fits (every block is pinned by sequences that cannot
 		// progress); report no progress rather than spin at zero cost.
@@ -598,7 +715,7 @@ func (e *Engine) step(now time.Time) Step {
 			})
 			e.releaseBlocks(s)
 			delete(e.byID, s.ID)
-			s.decoding = false
+			s.decoding, s.inRun = false, false
 			s.generated = -1 << 30 // marks it for removal below
 		}
 	}

@@ -335,7 +335,8 @@ func BenchmarkStep64(b *testing.B) {
 }
 
 // TestPriorityOrdersTheWaitingQueue: with the batch full, an interactive
-// sequence that arrives after a queue of batch work is admitted first.
+// sequence that arrives after a queue of batch work is admitted first, and
+// takes the running batch sequence's slot (which is recomputed later).
 func TestPriorityOrdersTheWaitingQueue(t *testing.T) {
 	e := newEngine(t, Config{MaxBatch: 1})
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -354,16 +355,101 @@ func TestPriorityOrdersTheWaitingQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	var order []string
-	for _, f := range first.Finished {
-		order = append(order, f.ID)
-	}
+	preempts := map[string]int{}
 	run(t, e, now, func(st Step) {
 		for _, f := range st.Finished {
 			order = append(order, f.ID)
+			preempts[f.ID] = f.Preemptions
 		}
 	})
-	want := []string{"running", "interactive", "batch-1", "batch-2"}
+	want := []string{"interactive", "running", "batch-1", "batch-2"}
 	if fmt.Sprint(order) != fmt.Sprint(want) {
 		t.Fatalf("finish order %v, want %v", order, want)
+	}
+	if preempts["running"] != 1 || preempts["interactive"] != 0 {
+		t.Errorf("preemptions %v, want running preempted once", preempts)
+	}
+}
+
+// TestClassOrdersPrefillChunks: a critical prompt arriving while a long
+// batch prompt is mid-prefill gets the next step's budget; the batch
+// prompt pauses, keeping its KV, and resumes afterwards.
+func TestClassOrdersPrefillChunks(t *testing.T) {
+	e := newEngine(t, Config{TokenBudget: 512, CriticalTokenBudget: -1})
+	long := seqOf("batch", 1, 8000, 4)
+	long.Priority = 3
+	if err := e.Add(long); err != nil {
+		t.Fatal(err)
+	}
+	now := t0
+	for range 3 {
+		now = now.Add(e.Step(now).Duration)
+	}
+	queued := e.State().QueuedTokens
+	crit := seqOf("critical", 2, 400, 4)
+	crit.Critical = true
+	if err := e.Add(crit); err != nil {
+		t.Fatal(err)
+	}
+	st := e.Step(now)
+	if st.Batch.PrefillSeqs != 2 || st.Batch.PrefillTokens != 512 || len(st.Emitted) != 1 || st.Emitted[0].ID != "critical" {
+		t.Fatalf("step after the critical arrival: batch %+v, emitted %v; want the critical prompt whole and the rest for the batch chunk", st.Batch, st.Emitted)
+	}
+	if got := e.State().QueuedTokens; got != queued-112 {
+		t.Errorf("batch prompt queued %d, want %d (a 112-token chunk)", got, queued-112)
+	}
+	fin, _ := run(t, e, now.Add(st.Duration), nil)
+	if len(fin) != 2 || fin[0].ID != "critical" || fin[1].Preemptions != 0 {
+		t.Errorf("finished %+v", fin)
+	}
+}
+
+// TestHigherClassPreemptsForKV: when the KV cache is full of batch work, a
+// critical sequence preempts the lowest class, latest admitted first; a
+// sequence never preempts one of its own or a higher class to start.
+func TestHigherClassPreemptsForKV(t *testing.T) {
+	// 60 blocks: two batch sequences of 400+100 tokens (≈32 blocks each)
+	// do not both fit with a 20-block critical one.
+	e := newEngine(t, Config{KVBlocks: 60})
+	for i, id := range []string{"batch-old", "batch-new"} {
+		s := seqOf(id, uint64(i+1), 400, 100)
+		s.Priority = 3
+		if err := e.Add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := t0
+	for range 3 {
+		now = now.Add(e.Step(now).Duration)
+	}
+	if st := e.State(); st.Running != 2 {
+		t.Fatalf("running %d, want both batch sequences", st.Running)
+	}
+	std := seqOf("standard", 3, 300, 10)
+	std.Priority = 2
+	crit := seqOf("critical", 4, 300, 10)
+	if err := e.Add(std); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Add(crit); err != nil {
+		t.Fatal(err)
+	}
+	st := e.Step(now)
+	if len(st.Preempted) == 0 || st.Preempted[0] != "batch-new" {
+		t.Fatalf("preempted %v, want batch-new (lowest class, latest admitted) first", st.Preempted)
+	}
+	fin, _ := run(t, e, now.Add(st.Duration), nil)
+	order := make([]string, len(fin))
+	for i, f := range fin {
+		order[i] = f.ID
+		if f.OutputTokens != map[bool]int{true: 100, false: 10}[f.ID[0] == 'b'] {
+			t.Errorf("%s produced %d tokens", f.ID, f.OutputTokens)
+		}
+		if (f.ID == "critical" || f.ID == "standard") && f.Preemptions != 0 {
+			t.Errorf("%s preempted %d times", f.ID, f.Preemptions)
+		}
+	}
+	if len(order) != 4 || order[0] != "critical" {
+		t.Errorf("finish order %v, want critical first", order)
 	}
 }
