@@ -106,6 +106,23 @@ type Config struct {
 	// Autoscale, when set, runs the control loop (internal/control) in
 	// virtual time over the fleet, which GPUs only starts (autoscale.go).
 	Autoscale *Autoscale
+	// OnResolve, when set, sees every request's outcome as it resolves: a
+	// diagnostics hook for finding where a class loses its SLO.
+	OnResolve func(Outcome)
+}
+
+// Outcome is one request's fate, for Config.OnResolve.
+type Outcome struct {
+	Request *traces.Request
+	// Status is "ok", "failed" or "shed"; SLOMet only for ok.
+	Status string
+	SLOMet bool
+	Worker string // empty unless placed
+	// Submitted, Placed and Done are virtual times (zero Placed when never
+	// placed); TTFT and ITL are seconds, for finished requests.
+	Submitted, Placed, Done time.Time
+	TTFT, ITL               float64
+	Preemptions             int
 }
 
 func (c *Config) fill() {
@@ -151,7 +168,9 @@ type reqState struct {
 	sloMet   bool
 	worker   int32
 	submitAt int64
+	placeAt  int64
 	doneAt   int64
+	preempt  int32
 	ttft     float64 // seconds
 	itl      float64 // seconds, mean per output token after the first
 	cached   int
@@ -333,12 +352,16 @@ func (r *runner) loop() {
 				r.reqs[i].status = stSkipped
 				continue
 			}
-			r.reqs[i].status = stFailed
 		case stQueued, stPlaced:
-			r.reqs[i].status = stFailed
+		default:
+			continue
 		}
-		if r.reqs[i].doneAt == 0 && r.reqs[i].status != stSkipped {
+		r.reqs[i].status = stFailed
+		if r.reqs[i].doneAt == 0 {
 			r.reqs[i].doneAt = r.now
+		}
+		if r.cfg.OnResolve != nil {
+			r.outcome(int32(i), stFailed)
 		}
 	}
 }
@@ -426,6 +449,7 @@ func (r *runner) dispatch(i int32, d *placement.Decision) {
 	w := r.ws[r.byWID[d.Worker.ID]]
 	st.status = stPlaced
 	st.worker = w.idx
+	st.placeAt = r.now
 	// Booked through placement's Decision.Booking, which the live router
 	// uses too: the prompt tokens net of the cached prefix.
 	prefill, output, blocks := d.Booking(q.PromptTokens, q.OutputTokens)
@@ -520,6 +544,7 @@ func (r *runner) finish(w *simWorker, f engine.Finished) {
 		r.doneFn(q.ID, w.id)
 	}
 	st.cached = f.CachedTokens
+	st.preempt = int32(f.Preemptions)
 	st.ttft = f.FirstTokenAt.Sub(at(st.submitAt)).Seconds()
 	if f.OutputTokens > 1 {
 		st.itl = f.FinishedAt.Sub(f.FirstTokenAt).Seconds() / float64(f.OutputTokens-1)
@@ -540,6 +565,9 @@ func (r *runner) resolve(i int32, status uint8) {
 		r.as.resolved(r, i, status)
 	}
 	q := &r.tr.Requests[i]
+	if r.cfg.OnResolve != nil {
+		r.outcome(i, status)
+	}
 	if q.Workflow == nil {
 		return
 	}
@@ -689,4 +717,25 @@ func (r *runner) service(q *traces.Request) time.Duration {
 		}
 	}
 	return time.Duration(best * float64(time.Second))
+}
+
+func (r *runner) outcome(i int32, status uint8) {
+	st := &r.reqs[i]
+	o := Outcome{
+		Request: &r.tr.Requests[i], SLOMet: st.sloMet, Submitted: at(st.submitAt), Done: at(st.doneAt),
+		TTFT: st.ttft, ITL: st.itl, Preemptions: int(st.preempt),
+	}
+	switch status {
+	case stOK:
+		o.Status = "ok"
+	case stShed:
+		o.Status = "shed"
+	default:
+		o.Status = "failed"
+	}
+	if st.placeAt > 0 {
+		o.Placed = at(st.placeAt)
+		o.Worker = r.ws[st.worker].id
+	}
+	r.cfg.OnResolve(o)
 }

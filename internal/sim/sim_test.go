@@ -152,3 +152,30 @@ func TestParseGPUs(t *testing.T) {
 		}
 	}
 }
+
+// TestOnResolveSeesEveryRequest: the diagnostics hook reports each issued
+// request once, with the status the metrics count.
+func TestOnResolveSeesEveryRequest(t *testing.T) {
+	tr := mooncakeSlice(t, 300).Scale(8)
+	cfg := small
+	cfg.Drain = 20 * time.Second // short enough that some requests are cut off
+	seen := map[string]string{}
+	cfg.OnResolve = func(o Outcome) {
+		if _, dup := seen[o.Request.ID]; dup {
+			t.Errorf("%s reported twice", o.Request.ID)
+		}
+		seen[o.Request.ID] = o.Status
+		if o.Status == "ok" && (o.Placed.IsZero() || o.Worker == "" || o.TTFT <= 0) {
+			t.Errorf("%s finished without placement or TTFT: %+v", o.Request.ID, o)
+		}
+	}
+	res := run(t, cfg, tr, "switchyard")
+	count := map[string]int{}
+	for _, s := range seen {
+		count[s]++
+	}
+	if len(seen) != res.Requests || count["ok"] != res.Finished || count["shed"] != res.Shed || count["failed"] != res.Failed {
+		t.Errorf("hook saw %d requests %v; result has %d: %d finished, %d shed, %d failed",
+			len(seen), count, res.Requests, res.Finished, res.Shed, res.Failed)
+	}
+}
