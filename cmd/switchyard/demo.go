@@ -12,15 +12,10 @@ import (
 	"sort"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/switchyard-ai/switchyard/internal/stack"
 	"github.com/switchyard-ai/switchyard/loadgen"
 	"github.com/switchyard-ai/switchyard/loadgen/tally"
 	"github.com/switchyard-ai/switchyard/schemas"
-	"github.com/switchyard-ai/switchyard/services/client"
-	"github.com/switchyard-ai/switchyard/services/svc"
-	"github.com/switchyard-ai/switchyard/subjects"
 )
 
 func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
@@ -63,26 +58,6 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cl, err := client.New(nc)
-	if err != nil {
-		return err
-	}
-	t := tally.New()
-	rctx, stopResults := context.WithCancel(ctx)
-	defer stopResults()
-	go cl.Results(rctx, "*", t.Observe)
-	evSub, err := nc.Subscribe(subjects.EventAll, func(m *nats.Msg) {
-		var ev schemas.Event
-		if svc.Decode(m.Header, m.Data, &ev) == nil {
-			t.Event(ev)
-		}
-	})
-	if err != nil {
-		return err
-	}
-	defer evSub.Unsubscribe()
-	time.Sleep(100 * time.Millisecond) // let the ordered result consumer start
-
 	wl := loadgen.DefaultWorkload(*duration, *seed)
 	if *rate > 0 {
 		wl.Rate = *rate
@@ -92,42 +67,14 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "switchyard demo: %d simulated workers %v, %d requests over %s (simulated GPUs: timings from the roofline model)\n",
 			len(fleet), fleetNames(fleet), len(arrivals), *duration)
 	}
-	start := time.Now()
-	var lastDeadline time.Time
-	for _, a := range arrivals {
-		if wait := time.Until(start.Add(a.Offset)); wait > 0 {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(wait):
-			}
-		}
-		req := a.Request
-		req.ID = client.NewID()
-		if _, err := cl.SubmitAsync(a.Tenant, &req); err != nil {
-			logger.Warn("submit", "err", err)
-			continue
-		}
-		now := time.Now()
-		t.Submitted(req.ID, req.Priority, now)
-		if dl := req.EffectiveDeadline(now, time.Minute); dl.After(lastDeadline) {
-			lastDeadline = dl
-		}
+	// Every request is owed its answer by its deadline + 5 s; whatever has
+	// none by then counts as lost.
+	sum, took, err := loadgen.Run(ctx, nc, arrivals, loadgen.RunOptions{Drain: 2 * time.Minute, Logger: logger})
+	if err != nil {
+		return err
 	}
-	select {
-	case <-cl.PublishAsyncComplete():
-	case <-time.After(10 * time.Second):
-	}
-	// Drain: every request gets its answer by its deadline (+ slack for the
-	// result to travel); whatever has none by then counts as lost.
-	drainUntil := lastDeadline.Add(5 * time.Second)
-	for time.Now().Before(drainUntil) && t.Outstanding() > 0 {
-		time.Sleep(100 * time.Millisecond)
-	}
-	time.Sleep(300 * time.Millisecond) // late duplicates, if any, get counted
-	sum := t.Summary()
 	if !*jsonOut {
-		printSummary(stdout, sum, time.Since(start))
+		printSummary(stdout, sum, took)
 	} else {
 		b, err := json.Marshal(sum)
 		if err != nil {

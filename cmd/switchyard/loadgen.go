@@ -7,16 +7,11 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/switchyard-ai/switchyard/internal/bus"
 	"github.com/switchyard-ai/switchyard/loadgen"
-	"github.com/switchyard-ai/switchyard/loadgen/tally"
 	"github.com/switchyard-ai/switchyard/schemas"
-	"github.com/switchyard-ai/switchyard/services/client"
 	"github.com/switchyard-ai/switchyard/subjects"
 )
 
@@ -59,129 +54,15 @@ func runLoadgen(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer nc.Close()
-	cl, err := client.New(nc)
-	if err != nil {
-		return err
-	}
-	t := tally.New()
-	rctx, stopResults := context.WithCancel(ctx)
-	defer stopResults()
-	resErr := make(chan error, 1)
-	go func() { resErr <- cl.Results(rctx, "*", t.Observe) }()
-	evSub, err := nc.Subscribe(subjects.EventAll, func(m *nats.Msg) {
-		var ev schemas.Event
-		if f, err := schemas.FormatFromContentType(m.Header.Get(schemas.HeaderContentType)); err == nil && schemas.Unmarshal(f, m.Data, &ev) == nil {
-			t.Event(ev)
-		}
-	})
-	if err != nil {
-		return fmt.Errorf("subscribe events: %w", err)
-	}
-	defer evSub.Unsubscribe()
-	// The result consumer is created asynchronously; results published
-	// before it exists would be missed (it delivers new messages only).
-	select {
-	case err := <-resErr:
-		return fmt.Errorf("results: %w", err)
-	case <-time.After(300 * time.Millisecond):
-	}
 	if !*jsonOut {
 		fmt.Fprintf(stdout, "switchyard loadgen: %d requests over %s at %.1f/s to %s\n", len(arrivals), *duration, *rate, *url)
 	}
-
-	var (
-		wg           sync.WaitGroup
-		sem          = make(chan struct{}, *inflight)
-		mu           sync.Mutex
-		lastDeadline time.Time
-		submitErrs   int
-	)
-	start := time.Now()
-	for _, a := range arrivals {
-		if wait := time.Until(start.Add(a.Offset)); wait > 0 {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(wait):
-			}
-		}
-		tenant := a.Tenant
-		if a.Request.Workflow != nil && wfTenant != "" {
-			tenant = wfTenant
-		}
-		req := a.Request
-		req.ID = client.NewID()
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		sentAt := time.Now()
-		f, err := cl.SubmitAsync(tenant, &req)
-		if err != nil {
-			<-sem
-			logger.Warn("submit", "id", req.ID, "err", err)
-			mu.Lock()
-			submitErrs++
-			mu.Unlock()
-			continue
-		}
-		wg.Add(1)
-		go func(tenant string, req schemas.Request) {
-			defer wg.Done()
-			var err error
-			select {
-			case <-f.Ok():
-			case err = <-f.Err():
-			}
-			<-sem
-			// A lost ack is not a lost request: resubmit synchronously
-			// with the same id, which the SUBMIT stream dedupes.
-			for try := 0; err != nil && try < 3 && ctx.Err() == nil; try++ {
-				sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				_, err = cl.Submit(sctx, tenant, &req)
-				cancel()
-			}
-			if err != nil {
-				logger.Warn("submit not acknowledged", "id", req.ID, "err", err)
-				mu.Lock()
-				submitErrs++
-				mu.Unlock()
-				return
-			}
-			// Only acknowledged submissions count: the system owes those
-			// an answer.
-			t.Submitted(req.ID, req.Priority, sentAt)
-			dl := req.EffectiveDeadline(sentAt, time.Minute)
-			mu.Lock()
-			if dl.After(lastDeadline) {
-				lastDeadline = dl
-			}
-			mu.Unlock()
-		}(tenant, req)
-	}
-	wg.Wait()
-	loadEnd := time.Now()
-
-	// Drain: every request is owed a final result by its deadline (+5 s for
-	// the result to travel); stop early once nothing is outstanding.
-	mu.Lock()
-	drainUntil := lastDeadline.Add(5 * time.Second)
-	mu.Unlock()
-	if limit := loadEnd.Add(*drain); drainUntil.After(limit) {
-		drainUntil = limit
-	}
-	for time.Now().Before(drainUntil) && t.Outstanding() > 0 && ctx.Err() == nil {
-		time.Sleep(100 * time.Millisecond)
-	}
-	// Late duplicates, if any, get counted.
-	time.Sleep(300 * time.Millisecond)
-	sum := t.Summary()
-	if submitErrs > 0 {
-		logger.Warn("submissions never acknowledged (not counted as submitted)", "count", submitErrs)
+	sum, took, err := loadgen.Run(ctx, nc, arrivals, loadgen.RunOptions{MaxInflight: *inflight, Drain: *drain, WorkflowTenant: wfTenant, Logger: logger})
+	if err != nil {
+		return err
 	}
 	if !*jsonOut {
-		printSummary(stdout, sum, time.Since(start))
+		printSummary(stdout, sum, took)
 		return nil
 	}
 	b, err := json.Marshal(sum)

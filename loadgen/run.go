@@ -1,0 +1,162 @@
+package loadgen
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/switchyard-ai/switchyard/loadgen/tally"
+	"github.com/switchyard-ai/switchyard/schemas"
+	"github.com/switchyard-ai/switchyard/services/client"
+	"github.com/switchyard-ai/switchyard/subjects"
+)
+
+// RunOptions tunes Run. Zero values take the defaults.
+type RunOptions struct {
+	// MaxInflight bounds submissions awaiting their JetStream ack (256).
+	MaxInflight int
+	// Drain is the longest wait for outstanding results after the last
+	// submission (30 s); the wait also ends at the last deadline + 5 s.
+	Drain time.Duration
+	// WorkflowTenant, when set, replaces the tenant of workflow steps.
+	WorkflowTenant string
+	Logger         *slog.Logger
+}
+
+// Run submits arrivals on their schedule through nc, accounts for every
+// acknowledged submission with a tally fed by the RESULTS stream and the
+// decision events, waits for the answers, and returns the summary and how
+// long it took. The demo and `switchyard loadgen` both run load this way.
+func Run(ctx context.Context, nc *nats.Conn, arrivals []Arrival, o RunOptions) (tally.Summary, time.Duration, error) {
+	if o.MaxInflight <= 0 {
+		o.MaxInflight = 256
+	}
+	if o.Drain <= 0 {
+		o.Drain = 30 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	cl, err := client.New(nc)
+	if err != nil {
+		return tally.Summary{}, 0, err
+	}
+	t := tally.New()
+	rctx, stopResults := context.WithCancel(ctx)
+	defer stopResults()
+	resErr := make(chan error, 1)
+	go func() { resErr <- cl.Results(rctx, "*", t.Observe) }()
+	evSub, err := nc.Subscribe(subjects.EventAll, func(m *nats.Msg) {
+		var ev schemas.Event
+		if f, err := schemas.FormatFromContentType(m.Header.Get(schemas.HeaderContentType)); err == nil && schemas.Unmarshal(f, m.Data, &ev) == nil {
+			t.Event(ev)
+		}
+	})
+	if err != nil {
+		return tally.Summary{}, 0, fmt.Errorf("subscribe events: %w", err)
+	}
+	defer evSub.Unsubscribe()
+	// The result consumer is created asynchronously; results published
+	// before it exists would be missed (it delivers new messages only).
+	select {
+	case err := <-resErr:
+		return tally.Summary{}, 0, fmt.Errorf("results: %w", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+
+	var (
+		wg           sync.WaitGroup
+		sem          = make(chan struct{}, o.MaxInflight)
+		mu           sync.Mutex
+		lastDeadline time.Time
+		submitErrs   int
+	)
+	start := time.Now()
+	for _, a := range arrivals {
+		if wait := time.Until(start.Add(a.Offset)); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return tally.Summary{}, 0, ctx.Err()
+			case <-time.After(wait):
+			}
+		}
+		tenant := a.Tenant
+		if a.Request.Workflow != nil && o.WorkflowTenant != "" {
+			tenant = o.WorkflowTenant
+		}
+		req := a.Request
+		req.ID = client.NewID()
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return tally.Summary{}, 0, ctx.Err()
+		}
+		sentAt := time.Now()
+		f, err := cl.SubmitAsync(tenant, &req)
+		if err != nil {
+			<-sem
+			o.Logger.Warn("submit", "id", req.ID, "err", err)
+			mu.Lock()
+			submitErrs++
+			mu.Unlock()
+			continue
+		}
+		wg.Add(1)
+		go func(tenant string, req schemas.Request) {
+			defer wg.Done()
+			var err error
+			select {
+			case <-f.Ok():
+			case err = <-f.Err():
+			}
+			<-sem
+			// A lost ack is not a lost request: resubmit synchronously
+			// with the same id, which the SUBMIT stream dedupes.
+			for try := 0; err != nil && try < 3 && ctx.Err() == nil; try++ {
+				sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				_, err = cl.Submit(sctx, tenant, &req)
+				cancel()
+			}
+			if err != nil {
+				o.Logger.Warn("submit not acknowledged", "id", req.ID, "err", err)
+				mu.Lock()
+				submitErrs++
+				mu.Unlock()
+				return
+			}
+			// Only acknowledged submissions count: the system owes those
+			// an answer.
+			t.Submitted(req.ID, req.Priority, sentAt)
+			dl := req.EffectiveDeadline(sentAt, time.Minute)
+			mu.Lock()
+			if dl.After(lastDeadline) {
+				lastDeadline = dl
+			}
+			mu.Unlock()
+		}(tenant, req)
+	}
+	wg.Wait()
+	loadEnd := time.Now()
+
+	// Drain: every request is owed a final result by its deadline (+5 s for
+	// the result to travel); stop early once nothing is outstanding.
+	mu.Lock()
+	drainUntil := lastDeadline.Add(5 * time.Second)
+	mu.Unlock()
+	if limit := loadEnd.Add(o.Drain); drainUntil.After(limit) {
+		drainUntil = limit
+	}
+	for time.Now().Before(drainUntil) && t.Outstanding() > 0 && ctx.Err() == nil {
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Late duplicates, if any, get counted.
+	time.Sleep(300 * time.Millisecond)
+	if submitErrs > 0 {
+		o.Logger.Warn("submissions never acknowledged (not counted as submitted)", "count", submitErrs)
+	}
+	return t.Summary(), time.Since(start), nil
+}
