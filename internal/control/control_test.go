@@ -289,6 +289,9 @@ func TestWarmthSleepsSurplusAndWakesBeforeColdStart(t *testing.T) {
 		id, to string
 	}
 	var lag []cmd
+	// Sleep follows the damped fleet size down (a replica the fleet still
+	// counts on is never put to sleep), so this runs long enough for the
+	// desired size to reach its minimum.
 	hbs := func() []schemas.Heartbeat {
 		h := f.heartbeats(0, 0)
 		for i := range h {
@@ -298,7 +301,7 @@ func TestWarmthSleepsSurplusAndWakesBeforeColdStart(t *testing.T) {
 		}
 		return h
 	}
-	for i := 0; i < 60; i++ {
+	for i := 0; i < 150; i++ {
 		now = now.Add(c.cfg.Interval)
 		for len(lag) > 0 && now.Sub(lag[0].at) >= 2*c.cfg.Interval {
 			state[lag[0].id] = lag[0].to

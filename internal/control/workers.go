@@ -128,7 +128,13 @@ func (c *Controller) decideWarmth(ws []schemas.Heartbeat, byPool map[string][]*s
 					fmt.Sprintf("unload: asleep and unneeded for %s", c.cfg.UnloadAfter))
 			}
 		}
-		surplus := len(hot) - max(need, 1)
+		// Only replicas beyond what the damped fleet size keeps may sleep:
+		// a sleeping replica still holds its GPU, and any request placed on
+		// it waits for the wake, so sleeping one the fleet still counts on
+		// trades latency for nothing (in a one-model pool, the HBM it frees
+		// has no other use). Sleep is the step before a drain.
+		keep := max(need, rd.Desired, 1)
+		surplus := len(hot) - keep
 		sort.Slice(hot, func(i, j int) bool { return hot[i].WorkerID > hot[j].WorkerID })
 		for _, hb := range hot {
 			if surplus <= 0 {
@@ -141,7 +147,7 @@ func (c *Controller) decideWarmth(ws []schemas.Heartbeat, byPool map[string][]*s
 			surplus--
 			st.idleSince = time.Time{}
 			c.warm(d, st, in.Now, hb.WorkerID, hb.Models[0].Name, schemas.WeightHot, schemas.WeightSleeping,
-				fmt.Sprintf("sleep: idle %s while %d hot replicas exceed the %d needed", c.cfg.SleepAfter, len(hot), max(need, 1)))
+				fmt.Sprintf("sleep: idle %s while %d hot replicas exceed the %d kept", c.cfg.SleepAfter, len(hot), keep))
 		}
 	}
 }
