@@ -39,10 +39,11 @@ import (
 const (
 	DefaultMaxBatch    = 256
 	DefaultTokenBudget = 8192
-	// DefaultCriticalTokenBudget keeps a step near 10-20 ms on an H100 for
-	// an 8B model (512 prefill tokens ≈ 2·8e9·512 FLOP at ~70 % of 989
-	// TFLOP/s ≈ 12 ms, gpu-model.md §4), well inside a 50 ms TPOT target.
-	DefaultCriticalTokenBudget = 512
+	// DefaultCriticalStepTime keeps steps, and so the inter-token latency
+	// of a decoding critical sequence, inside a 50 ms per-token target with
+	// a fifth to spare for prediction error and the odd uncapped step (the
+	// one that emits its first token).
+	DefaultCriticalStepTime = 40 * time.Millisecond
 )
 
 // SpecConfig configures speculative decoding (gpu-model.md §8). Each step a
@@ -70,12 +71,15 @@ type Config struct {
 	Replica     perf.Replica
 	MaxBatch    int // running sequences; 0 = DefaultMaxBatch
 	TokenBudget int // tokens per step; 0 = DefaultTokenBudget
-	// CriticalTokenBudget caps a step's tokens while a Critical sequence
-	// is decoding, so long prefills of other work are
-	// chunked small enough that its inter-token latency stays interactive
-	// (Sarathi-Serve's stall-free batching, applied by class). 0 means
-	// DefaultCriticalTokenBudget; negative disables the cap.
-	CriticalTokenBudget int
+	// CriticalStepTime caps a step's predicted duration while a Critical
+	// sequence is decoding: prefill chunks are cut to what fits beside the
+	// decodes, so its inter-token latency stays interactive (Sarathi-Serve's
+	// stall-free batching, applied by class). The cap is in time, not
+	// tokens, because a chunk's cost depends on its context: 512 tokens
+	// cost ~13 ms at the start of a prompt and ~40 ms at 50k tokens in (8B
+	// on an H100), while decodes of long contexts can fill the step alone.
+	// 0 means DefaultCriticalStepTime; negative disables the cap.
+	CriticalStepTime time.Duration
 	ChunkSize           int // largest prefill chunk per sequence per step; 0 = TokenBudget
 	MemUtil             float64
 	KVBlocks            int // override; 0 = computed from the replica and MemUtil
@@ -99,7 +103,7 @@ type Sequence struct {
 	// never delays an interactive one that arrives after it.
 	Priority int
 	// Critical marks a latency-critical sequence: while one decodes, steps
-	// are capped at Config.CriticalTokenBudget tokens.
+	// are capped at Config.CriticalStepTime.
 	Critical bool
 }
 
@@ -194,6 +198,8 @@ type Engine struct {
 	loadUntil time.Time
 
 	plan                  []planned
+	cur                   perf.Batch // what the plan costs so far
+	capSec                float64    // step-time cap this step, 0 for none
 	pre                   []*seq // prefill candidates of the step being planned
 	out                   Step
 	storedBuf, evictedBuf []uint64
@@ -216,8 +222,8 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.TokenBudget <= 0 {
 		cfg.TokenBudget = DefaultTokenBudget
 	}
-	if cfg.CriticalTokenBudget == 0 {
-		cfg.CriticalTokenBudget = DefaultCriticalTokenBudget
+	if cfg.CriticalStepTime == 0 {
+		cfg.CriticalStepTime = DefaultCriticalStepTime
 	}
 	if cfg.ChunkSize <= 0 || cfg.ChunkSize > cfg.TokenBudget {
 		cfg.ChunkSize = cfg.TokenBudget
@@ -478,6 +484,11 @@ func (e *Engine) preempt(v *seq, budget *int) int {
 			p.s.planAt--
 		}
 		v.planAt = -1
+		spec, draft := e.cur.SpecTokens, e.cur.DraftLayers
+		e.cur = perf.Batch{SpecTokens: spec, DraftLayers: draft}
+		for _, p := range e.plan {
+			addTo(&e.cur, p.s, p.n, p.decode)
+		}
 	}
 	e.releaseBlocks(v)
 	v.computed, v.decoding = 0, false
@@ -492,6 +503,50 @@ func (e *Engine) add(s *seq, n int, decode bool, budget *int) {
 	*budget -= n
 	s.planAt = len(e.plan)
 	e.plan = append(e.plan, planned{s: s, n: n, decode: decode})
+	addTo(&e.cur, s, n, decode)
+}
+
+func addTo(b *perf.Batch, s *seq, n int, decode bool) {
+	if decode {
+		b.DecodeSeqs++
+		b.DecodeContextTokens += s.computed
+		return
+	}
+	b.PrefillTokens += n
+	b.PrefillContext += s.computed
+	b.PrefillSeqs++
+}
+
+// chunk is how many prompt tokens of s to compute this step: the rest of
+// its prompt, within the token budget and chunk size, and, under the
+// step-time cap, no more than keeps the predicted step inside it. Prefill
+// always moves by at least one block a step, so a cap that decodes alone
+// exceed slows prompts down but never stalls them.
+func (e *Engine) chunk(s *seq, budget int) int {
+	n := min(s.total()-s.computed, budget, e.cfg.ChunkSize)
+	if e.capSec <= 0 || n <= 0 {
+		return n
+	}
+	fits := func(m int) bool {
+		b := e.cur
+		addTo(&b, s, m, false)
+		return e.rep.StepSeconds(b) <= e.capSec
+	}
+	if fits(n) {
+		return n
+	}
+	lo, hi := 0, n // fits(lo) or lo == 0; !fits(hi)
+	for hi-lo > 1 {
+		if m := (lo + hi) / 2; fits(m) {
+			lo = m
+		} else {
+			hi = m
+		}
+	}
+	if lo < tokens.BlockSize && e.cur.PrefillTokens == 0 {
+		lo = min(n, tokens.BlockSize)
+	}
+	return lo
 }
 
 // admit moves waiting sequence s into the running set and plans its first
@@ -512,7 +567,11 @@ func (e *Engine) admit(s *seq, preempted bool, budget *int) bool {
 	}
 	for {
 		e.admitPrefix(s)
-		n := min(s.total()-s.computed, *budget, e.cfg.ChunkSize)
+		n := e.chunk(s, *budget)
+		if n == 0 {
+			e.releaseBlocks(s)
+			return false // the step-time cap is reached
+		}
 		if e.ensure(s, s.computed+n) {
 			if !s.admitted {
 				s.cached, s.admitted = s.computed, true
@@ -570,13 +629,18 @@ func (e *Engine) step(now time.Time) Step {
 		k = e.cfg.Spec.K
 	}
 	budget := e.cfg.TokenBudget
-	if c := e.cfg.CriticalTokenBudget; c > 0 && c < budget {
+	e.capSec = 0
+	if c := e.cfg.CriticalStepTime; c > 0 {
 		for _, s := range e.running {
 			if s.decoding && s.Critical {
-				budget = c
+				e.capSec = c.Seconds()
 				break
 			}
 		}
+	}
+	e.cur = perf.Batch{}
+	if k > 0 {
+		e.cur.SpecTokens, e.cur.DraftLayers = k, e.cfg.Spec.DraftLayers
 	}
 	for _, p := range e.plan {
 		p.s.planAt = -1
@@ -644,7 +708,10 @@ func (e *Engine) step(now time.Time) Step {
 		}
 		s := e.pre[ri]
 		ri++
-		n := min(s.total()-s.computed, budget, e.cfg.ChunkSize)
+		n := e.chunk(s, budget)
+		if n == 0 {
+			break // the step-time cap is reached
+		}
 		ok := true
 		for !e.ensure(s, s.computed+n) {
 			preempted = true

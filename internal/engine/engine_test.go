@@ -375,7 +375,7 @@ func TestPriorityOrdersTheWaitingQueue(t *testing.T) {
 // batch prompt is mid-prefill gets the next step's budget; the batch
 // prompt pauses, keeping its KV, and resumes afterwards.
 func TestClassOrdersPrefillChunks(t *testing.T) {
-	e := newEngine(t, Config{TokenBudget: 512, CriticalTokenBudget: -1})
+	e := newEngine(t, Config{TokenBudget: 512, CriticalStepTime: -1})
 	long := seqOf("batch", 1, 8000, 4)
 	long.Priority = 3
 	if err := e.Add(long); err != nil {
