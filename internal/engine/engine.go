@@ -80,10 +80,10 @@ type Config struct {
 	// on an H100), while decodes of long contexts can fill the step alone.
 	// 0 means DefaultCriticalStepTime; negative disables the cap.
 	CriticalStepTime time.Duration
-	ChunkSize           int // largest prefill chunk per sequence per step; 0 = TokenBudget
-	MemUtil             float64
-	KVBlocks            int // override; 0 = computed from the replica and MemUtil
-	Spec                SpecConfig
+	ChunkSize        int // largest prefill chunk per sequence per step; 0 = TokenBudget
+	MemUtil          float64
+	KVBlocks         int // override; 0 = computed from the replica and MemUtil
+	Spec             SpecConfig
 	// InitialWeights is a schemas.Weight* state; empty means hot.
 	InitialWeights string
 }
@@ -200,7 +200,7 @@ type Engine struct {
 	plan                  []planned
 	cur                   perf.Batch // what the plan costs so far
 	capSec                float64    // step-time cap this step, 0 for none
-	pre                   []*seq // prefill candidates of the step being planned
+	pre                   []*seq     // prefill candidates of the step being planned
 	out                   Step
 	storedBuf, evictedBuf []uint64
 
