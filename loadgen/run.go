@@ -20,8 +20,10 @@ type RunOptions struct {
 	// MaxInflight bounds submissions awaiting their JetStream ack (256).
 	MaxInflight int
 	// Drain is the longest wait for outstanding results after the last
-	// submission (30 s); the wait also ends at the last deadline + 5 s.
-	Drain time.Duration
+	// submission (30 s); the wait also ends PastDeadline (5 s) after the
+	// last deadline. What has no result by then counts as lost.
+	Drain        time.Duration
+	PastDeadline time.Duration
 	// WorkflowTenant, when set, replaces the tenant of workflow steps.
 	WorkflowTenant string
 	Logger         *slog.Logger
@@ -37,6 +39,9 @@ func Run(ctx context.Context, nc *nats.Conn, arrivals []Arrival, o RunOptions) (
 	}
 	if o.Drain <= 0 {
 		o.Drain = 30 * time.Second
+	}
+	if o.PastDeadline <= 0 {
+		o.PastDeadline = 5 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -145,7 +150,7 @@ func Run(ctx context.Context, nc *nats.Conn, arrivals []Arrival, o RunOptions) (
 	// Drain: every request is owed a final result by its deadline (+5 s for
 	// the result to travel); stop early once nothing is outstanding.
 	mu.Lock()
-	drainUntil := lastDeadline.Add(5 * time.Second)
+	drainUntil := lastDeadline.Add(o.PastDeadline)
 	mu.Unlock()
 	if limit := loadEnd.Add(o.Drain); drainUntil.After(limit) {
 		drainUntil = limit

@@ -30,6 +30,7 @@ func runLoadgen(ctx context.Context, args []string, stdout io.Writer) error {
 	burst := fs.Bool("burst", false, "include the demo's overload burst")
 	inflight := fs.Int("max-inflight", 256, "most submissions awaiting their JetStream ack")
 	drain := fs.Duration("drain", 30*time.Second, "longest wait for outstanding results after the load ends")
+	pastDeadline := fs.Duration("past-deadline", 5*time.Second, "how long past the last deadline to wait for results before counting them lost")
 	verbose := fs.Bool("v", false, "debug logging")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -57,7 +58,7 @@ func runLoadgen(ctx context.Context, args []string, stdout io.Writer) error {
 	if !*jsonOut {
 		fmt.Fprintf(stdout, "switchyard loadgen: %d requests over %s at %.1f/s to %s\n", len(arrivals), *duration, *rate, *url)
 	}
-	sum, took, err := loadgen.Run(ctx, nc, arrivals, loadgen.RunOptions{MaxInflight: *inflight, Drain: *drain, WorkflowTenant: wfTenant, Logger: logger})
+	sum, took, err := loadgen.Run(ctx, nc, arrivals, loadgen.RunOptions{MaxInflight: *inflight, Drain: *drain, PastDeadline: *pastDeadline, WorkflowTenant: wfTenant, Logger: logger})
 	if err != nil {
 		return err
 	}

@@ -20,7 +20,11 @@ func TestNATSNodeKill(t *testing.T) {
 	defer cancel()
 	s := launch(ctx, t, sysConfig{natsNodes: 3, admitters: 1, routers: 1, workers: 3})
 	_, js := s.observer()
-	lg := s.loadgen(10, 10*time.Second)
+	// A node's death moves every stream leader it held; on a loaded 2-core
+	// machine those elections can stall the pipeline longer than a
+	// request's deadline + 5 s. What this test proves is that nothing
+	// acknowledged is lost, so answers are awaited well past the deadline.
+	lg := s.loadgen(10, 10*time.Second, "--past-deadline", "35s")
 	time.Sleep(3 * time.Second)
 	meta := s.nodes[0].metaLeader()
 	var victim *natsNode

@@ -75,6 +75,8 @@ type Worker struct {
 	draining bool
 	// remote is set for the openai backend.
 	remote *remote
+	// tombstones are cancels that arrived before their dispatch.
+	tombstones map[string]tombstone
 }
 
 type job struct {
@@ -258,6 +260,18 @@ func (w *Worker) onDispatch(ctx context.Context, m jetstream.Msg) {
 		w.finish(ctx, d, m, res)
 		return
 	}
+	w.mu.Lock()
+	reason, cancelled := w.exhume(d.Admitted.Tenant, id, w.sh.Now())
+	w.mu.Unlock()
+	if cancelled {
+		e := schemas.Errf(schemas.CodeCancelled, "", "cancelled before it started: %s", reason)
+		res := svc.ErrorResult(id, d.Admitted.Tenant, d.Admitted.Priority, e, w.sh.Now())
+		res.WorkerID, res.Simulated = w.cfg.ID, w.remote == nil
+		w.sh.Emit(schemas.Event{Kind: "cancelled", RequestID: id, Tenant: d.Admitted.Tenant, WorkerID: w.cfg.ID, Reason: reason,
+			Fields: map[string]any{"gpu_seconds_spent": 0.0, "before_start": true}})
+		w.finish(ctx, d, m, res)
+		return
+	}
 	if w.cfg.Instant {
 		w.finish(ctx, d, m, w.instantResult(d))
 		return
@@ -435,12 +449,17 @@ func (w *Worker) onCancel(msg *nats.Msg) {
 		return
 	}
 	if w.remote != nil {
-		w.cancelRemote(c.RequestID)
+		if !w.cancelRemote(c.RequestID) {
+			w.mu.Lock()
+			w.bury(c.Tenant, c.RequestID, c.Reason, w.sh.Now())
+			w.mu.Unlock()
+		}
 		return
 	}
 	w.mu.Lock()
 	j := w.inflight[c.RequestID]
 	if j == nil || j.d.Admitted.Tenant != c.Tenant {
+		w.bury(c.Tenant, c.RequestID, c.Reason, w.sh.Now())
 		w.mu.Unlock()
 		return
 	}
