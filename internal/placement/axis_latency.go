@@ -19,7 +19,7 @@ import (
 //
 // Disabled: no deadline filter and no miss term.
 
-func latencyFilter(p *Placer, c *cand, _ *Request, now time.Time) Reason {
+func latencyFilter(p *Placer, c *cand, r *Request, now time.Time) Reason {
 	t := &c.t
 	t.SlackSeconds = math.Inf(1)
 	if !p.on[axLatency] || math.IsInf(c.deadlineIn, 1) {
@@ -28,7 +28,10 @@ func latencyFilter(p *Placer, c *cand, _ *Request, now time.Time) Reason {
 	remaining := c.deadlineIn
 	t.SlackSeconds = remaining - t.CompletionSeconds
 	if t.SlackSeconds < 0 {
-		if t.PrefillSeconds+t.DecodeSeconds > remaining {
+		// Unreachable means even this worker alone could not make it: its
+		// decode at batch 1, not at today's batch, which is load (busy-now)
+		// and passes.
+		if t.PrefillSeconds+p.decode(c.c, r, 1) > remaining {
 			return ReasonDeadlineUnreachable
 		}
 		return ReasonDeadlineBusy
