@@ -149,6 +149,11 @@ type State struct {
 	Waiting        int
 	// QueuedTokens is prompt tokens not yet computed (waiting and mid-prefill).
 	QueuedTokens int
+	// QueuedTokensByPriority splits QueuedTokens by Sequence.Priority
+	// (schemas.PriorityRank; out-of-range priorities clamp to the ends).
+	// Prefill is served in class order, so a placement predicting a
+	// request's queue counts only its own class and higher.
+	QueuedTokensByPriority [NumPriorities]int
 	MaxBatch     int
 	TokenBudget  int
 	SpecDecode   bool
@@ -378,6 +383,13 @@ func (e *Engine) SetWeightState(state string) error {
 	return nil
 }
 
+// NumPriorities is the number of priority ranks State splits queued tokens
+// by: one per schemas.Priorities class.
+const NumPriorities = 4
+
+// priorityIndex clamps a Sequence.Priority into State's per-rank arrays.
+func priorityIndex(p int) int { return min(max(p, 0), NumPriorities-1) }
+
 // State reports the engine for heartbeats.
 func (e *Engine) State() State {
 	st := State{
@@ -394,10 +406,12 @@ func (e *Engine) State() State {
 	for _, s := range e.running {
 		if !s.decoding {
 			st.QueuedTokens += s.total() - s.computed
+			st.QueuedTokensByPriority[priorityIndex(s.Priority)] += s.total() - s.computed
 		}
 	}
 	for _, s := range e.waiting {
 		st.QueuedTokens += s.total()
+		st.QueuedTokensByPriority[priorityIndex(s.Priority)] += s.total()
 	}
 	if e.emaTime > 0 {
 		st.TokensPerSec = e.emaTokens / e.emaTime

@@ -453,3 +453,41 @@ func TestHigherClassPreemptsForKV(t *testing.T) {
 		t.Errorf("finish order %v, want critical first", order)
 	}
 }
+
+func TestStateSplitsQueuedTokensByPriority(t *testing.T) {
+	if NumPriorities != len(schemas.Priorities) {
+		t.Fatalf("NumPriorities %d, schemas has %d classes", NumPriorities, len(schemas.Priorities))
+	}
+	e := newEngine(t, Config{TokenBudget: 512, ChunkSize: 256})
+	for _, s := range []struct {
+		id     string
+		prio   int
+		prompt int
+	}{
+		{"crit", 0, 1000},
+		{"batch", 3, 2000},
+		{"std", 2, 300},
+		{"over", 9, 400}, // clamps to the lowest rank
+	} {
+		q := seqOf(s.id, uint64(len(s.id)), s.prompt, 5)
+		q.Priority = s.prio
+		if err := e.Add(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := e.State().QueuedTokensByPriority, [NumPriorities]int{1000, 0, 300, 2400}; got != want {
+		t.Errorf("before any step: %v, want %v", got, want)
+	}
+	e.Step(t0)
+	st := e.State()
+	sum := 0
+	for _, n := range st.QueuedTokensByPriority {
+		sum += n
+	}
+	if sum != st.QueuedTokens {
+		t.Errorf("per-priority %v sums to %d, QueuedTokens %d", st.QueuedTokensByPriority, sum, st.QueuedTokens)
+	}
+	if st.QueuedTokensByPriority[1] != 0 {
+		t.Errorf("interactive has nothing queued, got %d", st.QueuedTokensByPriority[1])
+	}
+}
