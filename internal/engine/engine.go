@@ -154,9 +154,9 @@ type State struct {
 	// Prefill is served in class order, so a placement predicting a
 	// request's queue counts only its own class and higher.
 	QueuedTokensByPriority [NumPriorities]int
-	MaxBatch     int
-	TokenBudget  int
-	SpecDecode   bool
+	MaxBatch               int
+	TokenBudget            int
+	SpecDecode             bool
 	// TokensPerSec and Utilization are exponentially decayed over ~10 s of
 	// engine time (output tokens per second; busy fraction).
 	TokensPerSec float64
