@@ -218,6 +218,12 @@ type Heartbeat struct {
 	PricePerHour   float64   `json:"price_per_hour"`
 	CompletedTotal uint64    `json:"completed_total"`
 	ErrorsTotal    uint64    `json:"errors_total"`
+
+	// QueuedTokensByClass splits QueuedTokens by priority class (absent
+	// classes have none). The engine prefills in class order, so the router
+	// counts only a request's own class and higher as work ahead of it; a
+	// heartbeat without it is read as all of QueuedTokens ahead of everyone.
+	QueuedTokensByClass map[string]int `json:"queued_tokens_by_class,omitempty"`
 }
 
 // KV event kinds.

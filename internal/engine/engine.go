@@ -390,6 +390,24 @@ const NumPriorities = 4
 // priorityIndex clamps a Sequence.Priority into State's per-rank arrays.
 func priorityIndex(p int) int { return min(max(p, 0), NumPriorities-1) }
 
+// ClassMap writes the State's nonzero QueuedTokensByPriority into m keyed
+// by class name (schemas.Heartbeat.QueuedTokensByClass), clearing m first
+// and allocating it only when nil and needed, so a caller heartbeating
+// often can reuse one map.
+func (st *State) ClassMap(m map[string]int) map[string]int {
+	clear(m)
+	for rank, n := range st.QueuedTokensByPriority {
+		if n == 0 {
+			continue
+		}
+		if m == nil {
+			m = make(map[string]int, NumPriorities)
+		}
+		m[schemas.Priorities[rank]] = n
+	}
+	return m
+}
+
 // State reports the engine for heartbeats.
 func (e *Engine) State() State {
 	st := State{

@@ -491,3 +491,18 @@ func TestStateSplitsQueuedTokensByPriority(t *testing.T) {
 		t.Errorf("interactive has nothing queued, got %d", st.QueuedTokensByPriority[1])
 	}
 }
+
+func TestClassMap(t *testing.T) {
+	st := State{QueuedTokensByPriority: [NumPriorities]int{5, 0, 0, 7}}
+	m := st.ClassMap(nil)
+	if want := map[string]int{schemas.PriorityCritical: 5, schemas.PriorityBatch: 7}; !reflect.DeepEqual(m, want) {
+		t.Errorf("got %v, want %v", m, want)
+	}
+	st = State{QueuedTokensByPriority: [NumPriorities]int{0, 3, 0, 0}}
+	if m2 := st.ClassMap(m); !reflect.DeepEqual(m2, map[string]int{schemas.PriorityInteractive: 3}) {
+		t.Errorf("reused map: got %v", m2)
+	}
+	if m3 := (&State{}).ClassMap(nil); m3 != nil {
+		t.Errorf("nothing queued allocated %v", m3)
+	}
+}

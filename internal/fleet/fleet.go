@@ -41,6 +41,20 @@ import (
 	"github.com/switchyard-ai/switchyard/schemas"
 )
 
+// NumClasses is the number of priority classes (schemas.Priorities): the
+// length of Worker's per-class arrays, indexed by schemas.PriorityRank.
+const NumClasses = 4
+
+// classRank indexes the per-class arrays. An unknown or empty class counts
+// as the highest, ahead of everyone: overcounting a queue only delays a
+// placement, while undercounting one can miss a deadline.
+func classRank(class string) int {
+	if r := schemas.PriorityRank(class); r >= 0 && r < NumClasses {
+		return r
+	}
+	return 0
+}
+
 // Defaults for Options.
 const (
 	DefaultStaleness = 3 * time.Second
@@ -78,9 +92,13 @@ type Worker struct {
 	Models                      []schemas.ModelState
 
 	Running, Waiting, QueuedTokens, MaxBatch int
-	Draining                                 bool
-	PricePerHour                             float64
-	Simulated                                bool
+	// QueuedByClass splits QueuedTokens by class rank (schemas.PriorityRank)
+	// from the heartbeat's QueuedTokensByClass; tokens a heartbeat does not
+	// attribute to a known class count as critical.
+	QueuedByClass [NumClasses]int
+	Draining      bool
+	PricePerHour  float64
+	Simulated     bool
 
 	// LastSeen is the router's receive time of the last heartbeat; zero
 	// until the first one, so a worker known only from KV events is never
@@ -94,6 +112,9 @@ type Worker struct {
 
 	// Booked* are the bookings not yet absorbed by a heartbeat.
 	BookedBlocks, BookedPromptTokens, BookedOutputTokens, BookedRequests int
+	// BookedPromptByClass splits BookedPromptTokens by the booked requests'
+	// class rank.
+	BookedPromptByClass [NumClasses]int
 
 	booked []string // request ids booked here, so absorb need not scan all bookings
 }
@@ -120,6 +141,7 @@ func (w *Worker) Model(model, dtype string) (schemas.ModelState, bool) {
 
 type booking struct {
 	worker                             int32
+	rank                               int8
 	at                                 time.Time
 	blocks, promptTokens, outputTokens int
 }
@@ -260,6 +282,17 @@ func (f *Fleet) ApplyHeartbeat(hb *schemas.Heartbeat, now time.Time) (needSnapsh
 		m.Name, m.Dtype, m.State = f.intern(m.Name), f.intern(m.Dtype), f.intern(m.State)
 	}
 	w.Running, w.Waiting, w.QueuedTokens, w.MaxBatch = hb.Running, hb.Waiting, hb.QueuedTokens, hb.MaxBatch
+	w.QueuedByClass = [NumClasses]int{}
+	attributed := 0
+	for class, n := range hb.QueuedTokensByClass {
+		w.QueuedByClass[classRank(class)] += n
+		attributed += n
+	}
+	if rest := hb.QueuedTokens - attributed; rest > 0 {
+		// An older worker (no split) or an inconsistent one: whatever is
+		// not attributed is ahead of everyone, as it was before the split.
+		w.QueuedByClass[0] += rest
+	}
 	w.Draining = hb.Draining
 	w.PricePerHour = hb.PricePerHour
 	w.Simulated = hb.Simulated
@@ -350,10 +383,11 @@ var (
 	ErrDuplicate     = errors.New("fleet: request already booked")
 )
 
-// Reserve books capacity on workerID for requestID at now: blocks KV blocks
-// (net of cached ones), promptTokens still to prefill, outputTokens to
-// decode, and one batch slot.
-func (f *Fleet) Reserve(workerID, requestID string, promptTokens, outputTokens, blocks int, now time.Time) error {
+// Reserve books capacity on workerID for requestID of priority class at
+// now: blocks KV blocks (net of cached ones), promptTokens still to prefill
+// (counted under class, since the engine prefills in class order), outputTokens
+// to decode, and one batch slot.
+func (f *Fleet) Reserve(workerID, requestID, class string, promptTokens, outputTokens, blocks int, now time.Time) error {
 	idx, ok := f.byID[workerID]
 	if !ok {
 		return fmt.Errorf("%w %q", ErrUnknownWorker, workerID)
@@ -361,11 +395,12 @@ func (f *Fleet) Reserve(workerID, requestID string, promptTokens, outputTokens, 
 	if _, dup := f.bookings[requestID]; dup {
 		return fmt.Errorf("%w: %q", ErrDuplicate, requestID)
 	}
-	b := booking{worker: idx, at: now, blocks: blocks, promptTokens: promptTokens, outputTokens: outputTokens}
+	b := booking{worker: idx, rank: int8(classRank(class)), at: now, blocks: blocks, promptTokens: promptTokens, outputTokens: outputTokens}
 	f.bookings[requestID] = b
 	w := f.workers[idx]
 	w.BookedBlocks += blocks
 	w.BookedPromptTokens += promptTokens
+	w.BookedPromptByClass[b.rank] += promptTokens
 	w.BookedOutputTokens += outputTokens
 	w.BookedRequests++
 	w.booked = append(w.booked, requestID)
@@ -392,6 +427,7 @@ func (f *Fleet) release(id string, b booking) {
 	w := f.workers[b.worker]
 	w.BookedBlocks -= b.blocks
 	w.BookedPromptTokens -= b.promptTokens
+	w.BookedPromptByClass[b.rank] -= b.promptTokens
 	w.BookedOutputTokens -= b.outputTokens
 	w.BookedRequests--
 	for i, x := range w.booked {

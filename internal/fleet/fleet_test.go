@@ -115,20 +115,23 @@ func TestBookings(t *testing.T) {
 	f := New(Options{Settle: time.Second})
 	f.ApplyHeartbeat(hb("a"), t0)
 	w := f.Get("a")
-	if err := f.Reserve("a", "r1", 100, 50, 10, t0); err != nil {
+	if err := f.Reserve("a", "r1", schemas.PriorityInteractive, 100, 50, 10, t0); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Reserve("a", "r2", 200, 20, 5, t0.Add(800*time.Millisecond)); err != nil {
+	if err := f.Reserve("a", "r2", schemas.PriorityBatch, 200, 20, 5, t0.Add(800*time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Reserve("a", "r1", 1, 1, 1, t0); !errors.Is(err, ErrDuplicate) {
+	if err := f.Reserve("a", "r1", schemas.PriorityBatch, 1, 1, 1, t0); !errors.Is(err, ErrDuplicate) {
 		t.Fatalf("duplicate booking: %v", err)
 	}
-	if err := f.Reserve("zz", "r3", 1, 1, 1, t0); !errors.Is(err, ErrUnknownWorker) {
+	if err := f.Reserve("zz", "r3", schemas.PriorityBatch, 1, 1, 1, t0); !errors.Is(err, ErrUnknownWorker) {
 		t.Fatalf("unknown worker: %v", err)
 	}
 	if w.FreeBlocks() != 600-15 || w.BookedRequests != 2 || w.BookedPromptTokens != 300 {
 		t.Fatalf("booking not counted: free %d", w.FreeBlocks())
+	}
+	if w.BookedPromptByClass != [NumClasses]int{0, 100, 0, 200} {
+		t.Fatalf("bookings by class %v", w.BookedPromptByClass)
 	}
 	// The heartbeat at t0+1.5s was received >= 1 s after r1 but not r2.
 	f.ApplyHeartbeat(hb("a"), t0.Add(1500*time.Millisecond))
@@ -141,8 +144,40 @@ func TestBookings(t *testing.T) {
 	if !f.Unreserve("r2") || f.Unreserve("r2") {
 		t.Fatal("Unreserve must release once and be idempotent")
 	}
-	if w.BookedBlocks != 0 || w.BookedRequests != 0 || w.FreeBlocks() != 600 {
+	if w.BookedBlocks != 0 || w.BookedRequests != 0 || w.FreeBlocks() != 600 || w.BookedPromptByClass != [NumClasses]int{} {
 		t.Fatal("bookings not fully released")
+	}
+}
+
+func TestQueuedTokensByClass(t *testing.T) {
+	if NumClasses != len(schemas.Priorities) {
+		t.Fatalf("NumClasses %d, schemas has %d classes", NumClasses, len(schemas.Priorities))
+	}
+	for _, tc := range []struct {
+		name    string
+		queued  int
+		byClass map[string]int
+		want    [NumClasses]int
+	}{
+		{"split", 700, map[string]int{schemas.PriorityInteractive: 100, schemas.PriorityBatch: 600}, [NumClasses]int{0, 100, 0, 600}},
+		// A worker that does not split its queue: all of it is ahead of
+		// every class, as before the split existed.
+		{"no split", 500, nil, [NumClasses]int{500, 0, 0, 0}},
+		{"unknown class", 300, map[string]int{"gold": 200, schemas.PriorityStandard: 100}, [NumClasses]int{200, 0, 100, 0}},
+		{"unattributed rest", 900, map[string]int{schemas.PriorityBatch: 600}, [NumClasses]int{300, 0, 0, 600}},
+		{"empty", 0, nil, [NumClasses]int{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := New(Options{})
+			h := hb("a")
+			h.QueuedTokens, h.QueuedTokensByClass = 12345, map[string]int{schemas.PriorityCritical: 12345}
+			f.ApplyHeartbeat(h, t0) // the next heartbeat must replace, not add to, this split
+			h.QueuedTokens, h.QueuedTokensByClass = tc.queued, tc.byClass
+			f.ApplyHeartbeat(h, t0.Add(time.Second))
+			if got := f.Get("a").QueuedByClass; got != tc.want {
+				t.Errorf("QueuedByClass %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
 
@@ -153,7 +188,7 @@ func TestRemoveDropsPrefixAndBookings(t *testing.T) {
 	a := f.Get("a").Idx
 	f.ApplyKV(&schemas.KVEvent{WorkerID: "a", Seq: 1, Kind: schemas.KVStored, Hashes: []uint64{1, 2}}, t0)
 	f.ApplyKV(&schemas.KVEvent{WorkerID: "b", Seq: 1, Kind: schemas.KVStored, Hashes: []uint64{1}}, t0)
-	_ = f.Reserve("a", "r", 1, 1, 1, t0)
+	_ = f.Reserve("a", "r", schemas.PriorityStandard, 1, 1, 1, t0)
 	f.Remove("a")
 	if f.Get("a") != nil || f.Len() != 1 || f.Bookings() != 0 {
 		t.Fatal("worker not removed")

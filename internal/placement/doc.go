@@ -16,7 +16,10 @@
 //	             + miss_usd
 //
 //	queue_s     prefill work queued or booked on the worker, net of cached
-//	            prefixes (always on: every baseline sees load)
+//	            prefixes, of the request's class and higher only (rank ≤
+//	            its rank: the engine prefills in class order, so lower
+//	            classes' tokens are work it overtakes); every class with
+//	            the priority axis off (always on: every baseline sees load)
 //	delay_s     the seconds this request costs the sequences already there:
 //	            (running + booked) × (prefill_s + load_s), since its prefill
 //	            chunks share their steps under continuous batching

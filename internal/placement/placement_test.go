@@ -287,7 +287,7 @@ func TestBookingIsSeenBeforeTheNextHeartbeat(t *testing.T) {
 	if d := p.Place(f, r, now); winner(d) != "B" {
 		t.Fatalf("picked %s, want the idle B", winner(d))
 	}
-	if err := f.Reserve("B", "other", 0, 0, 700, now); err != nil {
+	if err := f.Reserve("B", "other", schemas.PriorityBatch, 0, 0, 700, now); err != nil {
 		t.Fatal(err)
 	}
 	d := p.Place(f, r, now)
@@ -413,7 +413,7 @@ func TestBookingIsNetOfCache(t *testing.T) {
 	if prefill != 2000-1600 || out != 200 || blocks != d.Terms.Blocks || blocks != (2200+15)/16-100 {
 		t.Fatalf("booking %d %d %d (terms %+v)", prefill, out, blocks, d.Terms)
 	}
-	if err := f.Reserve("A", "x", prefill, out, blocks, now); err != nil {
+	if err := f.Reserve("A", "x", schemas.PriorityCritical, prefill, out, blocks, now); err != nil {
 		t.Fatal(err)
 	}
 	// The booked 400 tokens are 0.04 s of queue for the next request.
@@ -433,5 +433,79 @@ func TestDelayIsValuedAtMostInteractive(t *testing.T) {
 		if d.Terms.DelayValue != c.want || d.Terms.DelaySeconds != 2*0.2 {
 			t.Errorf("%s: delay %v s at %v $/s, want 0.4 s at %v", c.prio, d.Terms.DelaySeconds, d.Terms.DelayValue, c.want)
 		}
+	}
+}
+
+// classQueued is one fast worker whose heartbeat splits its queue by class
+// (critical, interactive, standard, batch), with a batch booking on top.
+func classQueued(byRank [4]int, bookedBatch int) *fleet.Fleet {
+	f := fleet.New(fleet.Options{})
+	hb := &schemas.Heartbeat{
+		WorkerID: "A", GPU: "fast", TP: 1, HBMTotalBytes: 80 << 30, HBMFreeBytes: 40 << 30,
+		KVBlocksTotal: 1000, KVBlocksFree: 800, BlockSize: 16,
+		Models:              []schemas.ModelState{{Name: "m", Dtype: "bf16", State: schemas.WeightHot}},
+		QueuedTokensByClass: map[string]int{},
+	}
+	for rank, n := range byRank {
+		hb.QueuedTokens += n
+		hb.QueuedTokensByClass[schemas.Priorities[rank]] = n
+	}
+	f.ApplyHeartbeat(hb, now)
+	if bookedBatch > 0 {
+		if err := f.Reserve("A", "b", schemas.PriorityBatch, bookedBatch, 10, 10, now); err != nil {
+			panic(err)
+		}
+	}
+	return f
+}
+
+// The engine prefills in class order, so a request's predicted queue is
+// the queued and booked prompt tokens of its own class and higher: lower
+// classes' tokens leave it unchanged, higher classes' move it.
+func TestQueueCountsOwnClassAndHigher(t *testing.T) {
+	// No queue ceilings, so the deadline filter is what judges the queue.
+	opts := testOpts()
+	opts.QueueCeiling = map[string]float64{}
+	interactive := func(f *fleet.Fleet, opts Options) *Decision {
+		return place(t, f, withDeadline(req(schemas.PriorityInteractive), 3*time.Second), opts)
+	}
+	base := interactive(classQueued([4]int{1000, 2000, 0, 0}, 0), opts)
+	if got := base.Terms.QueueSeconds; math.Abs(got-0.3) > 1e-9 {
+		t.Fatalf("interactive behind 3000 critical+interactive tokens: queue_s %v, want 0.3", got)
+	}
+	for _, c := range []struct {
+		name   string
+		byRank [4]int
+		booked int
+		same   bool
+	}{
+		{"lower classes queued", [4]int{1000, 2000, 30000, 50000}, 0, true},
+		{"batch booked", [4]int{1000, 2000, 0, 0}, 40000, true},
+		{"more critical queued", [4]int{9000, 2000, 0, 0}, 0, false},
+		{"more interactive queued", [4]int{1000, 8000, 0, 0}, 0, false},
+	} {
+		d := interactive(classQueued(c.byRank, c.booked), opts)
+		if same := d.Terms.QueueSeconds == base.Terms.QueueSeconds; same != c.same {
+			t.Errorf("%s: queue_s %v vs base %v, want unchanged=%v", c.name, d.Terms.QueueSeconds, base.Terms.QueueSeconds, c.same)
+		}
+		// Over 0.8 s of work ahead breaks the 3 s deadline (0.2 s prefill + 2 s
+		// decode); 80,000 tokens of lower classes must not. (The booking's
+		// batch slot slows the decode a little, hence the slack bound.)
+		if c.same && (winner(d) != "A" || d.Terms.SlackSeconds < 0.35) {
+			t.Errorf("%s: lower-class work moved the latency axis: picked %s, slack %v (counts %v)", c.name, winner(d), d.Terms.SlackSeconds, d.Counts)
+		}
+		if !c.same && d.Counts[ReasonDeadlineBusy] != 1 {
+			t.Errorf("%s: higher-class work did not make the deadline busy: counts %v", c.name, d.Counts)
+		}
+	}
+	// A batch request is behind everything, bookings included.
+	d := place(t, classQueued([4]int{1000, 2000, 3000, 4000}, 5000), req(schemas.PriorityBatch), opts)
+	if got := d.Terms.QueueSeconds; math.Abs(got-1.5) > 1e-9 {
+		t.Errorf("batch: queue_s %v, want 1.5", got)
+	}
+	// A class-blind policy (priority axis off) sees the whole queue.
+	opts.Disabled = map[string]bool{AxisPriority: true}
+	if got := place(t, classQueued([4]int{1000, 2000, 3000, 4000}, 0), req(schemas.PriorityInteractive), opts).Terms.QueueSeconds; math.Abs(got-1.0) > 1e-9 {
+		t.Errorf("priority axis off: queue_s %v, want 1.0", got)
 	}
 }

@@ -383,7 +383,7 @@ func (c *Core) placeReady(now time.Time) {
 		// booking stands until a heartbeat absorbs it, and booking cached
 		// tokens made the worker holding a prefix look busiest.
 		prefill, output, blocks := dec.Booking(h.Adm.PromptTokens, h.Adm.Request.MaxTokens)
-		c.fleet.Reserve(dec.Worker.ID, it.ID, prefill, output, blocks, now)
+		c.fleet.Reserve(dec.Worker.ID, it.ID, h.Adm.Priority, prefill, output, blocks, now)
 		a := Action{Kind: ActDispatch, ID: it.ID, Held: h, Worker: dec.Worker.ID, GPU: dec.Worker.GPU, Policy: dec.Policy,
 			Terms: dec.Terms, Rejected: len(dec.Rejections), Considered: dec.Considered, Skipped: dec.Skipped}
 		for i, cd := range dec.Candidates {

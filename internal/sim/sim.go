@@ -191,6 +191,7 @@ type simWorker struct {
 	carryGPU float64 // GPU-seconds of steps that emitted nothing yet
 	busyGPU  float64
 	hb       schemas.Heartbeat
+	byClass  map[string]int // hb.QueuedTokensByClass, reused
 	models   [1]schemas.ModelState
 	kv       schemas.KVEvent
 }
@@ -453,7 +454,7 @@ func (r *runner) dispatch(i int32, d *placement.Decision) {
 	// Booked through placement's Decision.Booking, which the live router
 	// uses too: the prompt tokens net of the cached prefix.
 	prefill, output, blocks := d.Booking(q.PromptTokens, q.OutputTokens)
-	_ = r.fleet.Reserve(w.id, q.ID, prefill, output, blocks, at(r.now))
+	_ = r.fleet.Reserve(w.id, q.ID, q.Priority, prefill, output, blocks, at(r.now))
 	r.h.push(r.now+int64(r.cfg.DispatchLatency), evDeliver, i)
 }
 
@@ -599,12 +600,14 @@ func (r *runner) heartbeat(w *simWorker) {
 	total := uint64(g.HBMBytes()) * uint64(w.rep.TP)
 	used := uint64(float64(total)*perf.DefaultMemUtil*(1-float64(s.KVBlocksFree)/float64(max(1, s.KVBlocksTotal)))) + uint64(w.rep.WeightBytes())
 	w.models[0] = schemas.ModelState{Name: w.rep.Model.Name, Dtype: w.rep.Dtype, State: s.Weights, LoadSeconds: w.rep.LoadSeconds(schemas.WeightCold)}
+	// One map per worker, refilled each heartbeat: the fleet copies it.
+	w.byClass = s.ClassMap(w.byClass)
 	w.hb = schemas.Heartbeat{
 		WorkerID: w.id, Pool: w.pool, GPU: g.Name, Arch: g.Arch, Simulated: true, Backend: "sim", TP: w.rep.TP,
 		HBMTotalBytes: total, HBMFreeBytes: total - min(total, used),
 		KVBlocksTotal: s.KVBlocksTotal, KVBlocksFree: s.KVBlocksFree, BlockSize: tokens.BlockSize,
 		Utilization: s.Utilization, Models: w.models[:],
-		Running: s.Running, Waiting: s.Waiting, QueuedTokens: s.QueuedTokens, MaxBatch: s.MaxBatch,
+		Running: s.Running, Waiting: s.Waiting, QueuedTokens: s.QueuedTokens, MaxBatch: s.MaxBatch, QueuedTokensByClass: w.byClass,
 		TokensPerSec: s.TokensPerSec, SpecDecode: s.SpecDecode,
 		KVSeq: w.kvSeq, Seq: w.hbSeq, SentAt: at(r.now), PricePerHour: w.rep.PricePerHour(),
 		CompletedTotal: w.done,
