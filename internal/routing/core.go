@@ -157,7 +157,7 @@ type Core struct {
 	q       *queue.Queue[*Held]
 	held    map[string]*Held
 	acts    []Action
-	blocked []queue.Item[*Held]
+	expired []queue.Item[*Held]
 	// placedOn remembers each dispatched request until its result
 	// releases it: for outstanding-work policies, breaker outcomes, and
 	// re-placing the work of a worker that died.
@@ -341,7 +341,10 @@ func (c *Core) fail(h *Held, e *schemas.Error) {
 // placed yet stays queued (delayed, never dropped); one that never can is
 // failed as unplaceable.
 func (c *Core) placeReady(now time.Time) {
-	for _, it := range c.q.Expire(now, nil) {
+	c.expired = c.q.Pass(now, c.cfg.MaxBlocked, c.expired[:0], func(it queue.Item[*Held]) queue.Outcome {
+		return c.place(it, now)
+	})
+	for _, it := range c.expired {
 		h := it.Payload
 		if c.held[it.ID] != h {
 			continue
@@ -349,62 +352,55 @@ func (c *Core) placeReady(now time.Time) {
 		c.fail(h, schemas.Errf(schemas.CodeDeadlineExceeded, "", "its deadline cannot be met any more after %s queued; not computed",
 			now.Sub(h.Adm.SubmittedAt).Round(time.Millisecond)))
 	}
-	c.blocked = c.blocked[:0]
-	for {
-		it, ok, _ := c.q.PopReady(now, nil)
-		if !ok {
+	clear(c.expired)
+}
+
+// place offers one queued request to the policy: dispatch it, fail it as
+// unplaceable, or leave it blocked for a later pass.
+func (c *Core) place(it queue.Item[*Held], now time.Time) queue.Outcome {
+	h := it.Payload
+	if c.held[it.ID] != h {
+		return queue.Answered // cancelled or answered while queued
+	}
+	req := placement.FromAdmitted(&h.Adm, "", time.Time{})
+	breakerExcluded := c.excludeSuspects(&req, now)
+	dec := c.cfg.Policy.Place(c.fleet, &req, now)
+	if !dec.OK() {
+		// A worker behind an open breaker may come back: waiting helps.
+		if dec.Unresolvable && c.fleet.Len() > 0 && !breakerExcluded {
+			c.fail(h, schemas.Errf(schemas.CodeUnplaceable, "model", "no GPU in the fleet can serve model %q: %s", h.Adm.Model, Summarize(dec)))
+			return queue.Answered
+		}
+		if h.WaitingSince.IsZero() {
+			h.WaitingSince = now
+			h.Reason = Summarize(dec)
+			c.acts = append(c.acts, Action{Kind: ActDelayed, ID: it.ID, Held: h, Reason: h.Reason})
+		}
+		return queue.Blocked
+	}
+	// Book only the prompt tokens the cached prefix does not cover: the
+	// booking stands until a heartbeat absorbs it, and booking cached
+	// tokens made the worker holding a prefix look busiest.
+	prefill, output, blocks := dec.Booking(h.Adm.PromptTokens, h.Adm.Request.MaxTokens)
+	c.fleet.Reserve(dec.Worker.ID, it.ID, h.Adm.Priority, prefill, output, blocks, now)
+	a := Action{Kind: ActDispatch, ID: it.ID, Held: h, Worker: dec.Worker.ID, GPU: dec.Worker.GPU, Policy: dec.Policy,
+		Terms: dec.Terms, Rejected: len(dec.Rejections), Considered: dec.Considered, Skipped: dec.Skipped}
+	for i, cd := range dec.Candidates {
+		if i == c.cfg.ExplainTop {
 			break
 		}
-		h := it.Payload
-		if c.held[it.ID] != h {
-			continue
-		}
-		req := placement.FromAdmitted(&h.Adm, "", time.Time{})
-		breakerExcluded := c.excludeSuspects(&req, now)
-		dec := c.cfg.Policy.Place(c.fleet, &req, now)
-		if !dec.OK() {
-			// A worker behind an open breaker may come back: waiting helps.
-			if dec.Unresolvable && c.fleet.Len() > 0 && !breakerExcluded {
-				c.fail(h, schemas.Errf(schemas.CodeUnplaceable, "model", "no GPU in the fleet can serve model %q: %s", h.Adm.Model, Summarize(dec)))
-				continue
-			}
-			if h.WaitingSince.IsZero() {
-				h.WaitingSince = now
-				h.Reason = Summarize(dec)
-				c.acts = append(c.acts, Action{Kind: ActDelayed, ID: it.ID, Held: h, Reason: h.Reason})
-			}
-			c.blocked = append(c.blocked, it)
-			if len(c.blocked) >= c.cfg.MaxBlocked {
-				break
-			}
-			continue
-		}
-		// Book only the prompt tokens the cached prefix does not cover: the
-		// booking stands until a heartbeat absorbs it, and booking cached
-		// tokens made the worker holding a prefix look busiest.
-		prefill, output, blocks := dec.Booking(h.Adm.PromptTokens, h.Adm.Request.MaxTokens)
-		c.fleet.Reserve(dec.Worker.ID, it.ID, h.Adm.Priority, prefill, output, blocks, now)
-		a := Action{Kind: ActDispatch, ID: it.ID, Held: h, Worker: dec.Worker.ID, GPU: dec.Worker.GPU, Policy: dec.Policy,
-			Terms: dec.Terms, Rejected: len(dec.Rejections), Considered: dec.Considered, Skipped: dec.Skipped}
-		for i, cd := range dec.Candidates {
-			if i == c.cfg.ExplainTop {
-				break
-			}
-			a.Candidates = append(a.Candidates, Candidate{Worker: cd.Worker.ID, GPU: cd.Worker.GPU, Terms: cd.Terms})
-		}
-		delete(c.held, it.ID)
-		c.placedOn[it.ID] = &inflight{worker: a.Worker, adm: h.Adm, predicted: dec.Terms.CompletionSeconds}
-		if c.approxKV[a.Worker] {
-			c.fleet.Prefix().Stored(dec.Worker.Idx, h.Adm.BlockHashes)
-		}
-		if c.breakers.State(a.Worker) != breaker.Closed {
-			c.breakers.Allow(a.Worker, now) // commit the half-open probe
-		}
-		c.acts = append(c.acts, a)
+		a.Candidates = append(a.Candidates, Candidate{Worker: cd.Worker.ID, GPU: cd.Worker.GPU, Terms: cd.Terms})
 	}
-	for _, it := range c.blocked {
-		c.q.Push(it)
+	delete(c.held, it.ID)
+	c.placedOn[it.ID] = &inflight{worker: a.Worker, adm: h.Adm, predicted: dec.Terms.CompletionSeconds}
+	if c.approxKV[a.Worker] {
+		c.fleet.Prefix().Stored(dec.Worker.Idx, h.Adm.BlockHashes)
 	}
+	if c.breakers.State(a.Worker) != breaker.Closed {
+		c.breakers.Allow(a.Worker, now) // commit the half-open probe
+	}
+	c.acts = append(c.acts, a)
+	return queue.Placed
 }
 
 // Summarize says why a placement found no worker, by reason counts.

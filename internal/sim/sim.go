@@ -214,7 +214,6 @@ type runner struct {
 	now    int64
 	queue  []int32 // FIFO hand-off for gateway-style policies
 	cq     *queue.Queue[int32]
-	retry  []queue.Item[int32]
 	expBuf []queue.Item[int32]
 	// recent holds completion times of the last throughputWindow, the
 	// fleet throughput the admitter's shedder divides queue depth by.
@@ -622,34 +621,26 @@ func (r *runner) heartbeat(w *simWorker) {
 // than burn GPU time on an answer nobody can use.
 func (r *runner) tryPlaceClassQueue() {
 	now := at(r.now)
-	r.expBuf = r.cq.Expire(now, r.expBuf[:0])
-	for _, e := range r.expBuf {
-		r.resolve(e.Payload, stFailed)
-	}
-	r.retry = r.retry[:0]
-	for len(r.retry) < maxBlocked {
-		it, ok, _ := r.cq.PopReady(now, nil)
-		if !ok {
-			break
-		}
+	r.expBuf = r.cq.Pass(now, maxBlocked, r.expBuf[:0], func(it queue.Item[int32]) queue.Outcome {
 		i := it.Payload
 		d := r.place(i, now)
 		switch {
 		case d.OK():
 			r.dispatch(i, d)
+			return queue.Placed
 		case d.Unresolvable:
 			r.resolve(i, stFailed)
-		default:
-			r.retry = append(r.retry, it)
+			return queue.Answered
 		}
-	}
-	for _, it := range r.retry {
-		_ = r.cq.Push(it)
+		return queue.Blocked
+	})
+	for _, e := range r.expBuf {
+		r.resolve(e.Payload, stFailed)
 	}
 }
 
 // maxBlocked is how many requests a pass may find unplaceable before it
-// stops, as in the live router (services/router placeReady).
+// stops, as in the live router (routing.Config.MaxBlocked's default).
 const maxBlocked = 16
 
 // place asks the policy and reports the decision to Config.OnPlace.
