@@ -8,7 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/switchyard-ai/switchyard/internal/bus"
+	"github.com/switchyard-ai/switchyard/internal/bus/bustest"
 	"github.com/switchyard-ai/switchyard/subjects"
 )
 
@@ -18,25 +18,10 @@ import (
 // time, not before, and a second schedule for the same request id is
 // dropped as a duplicate.
 func TestDeferredScheduleFiresOnTarget(t *testing.T) {
-	srv, err := bus.StartServer(bus.ServerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown()
-	nc, err := srv.Connect("schedule-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := bus.JetStream(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := bustest.StartProvisioned(t, subjects.StreamOptions{})
+	js := e.JS
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := subjects.Provision(ctx, js, subjects.StreamOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	target := subjects.Admitted("batch", subjects.DeadlineBucket(time.Hour), "acme")
 	cons, err := js.CreateOrUpdateConsumer(ctx, subjects.StreamAdmitted, jetstream.ConsumerConfig{
 		FilterSubject: subjects.AdmittedClass("batch"), AckPolicy: jetstream.AckNonePolicy})
