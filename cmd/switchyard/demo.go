@@ -129,6 +129,18 @@ func printSummary(w io.Writer, s tally.Summary, took time.Duration) {
 		s.Submitted, s.Completed, s.Rejected, s.Shed, s.Failed, s.Lost, s.Duplicates)
 	fmt.Fprintf(w, "  SLO attainment %.3f   cost per successful task $%.6f   simulated %v\n", s.SLOAttainment, s.CostPerSuccessUSD, s.Simulated)
 	fmt.Fprintf(w, "  cache hits %d  moved %d  workflows cancelled %d  GPU-seconds saved %.2f\n", s.CacheHits, s.Moved, s.WorkflowsCancelled, s.GPUSecondsSaved)
+	if len(s.CompletedByGPU) > 0 {
+		gpus := make([]string, 0, len(s.CompletedByGPU))
+		for g := range s.CompletedByGPU {
+			gpus = append(gpus, g)
+		}
+		sort.Strings(gpus)
+		fmt.Fprint(w, "  computed on")
+		for _, g := range gpus {
+			fmt.Fprintf(w, "  %s %d", g, s.CompletedByGPU[g])
+		}
+		fmt.Fprintln(w)
+	}
 	classes := make([]string, 0, len(s.SLOAttainmentByPriority))
 	for c := range s.SLOAttainmentByPriority {
 		classes = append(classes, c)

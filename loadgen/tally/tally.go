@@ -59,6 +59,9 @@ type Summary struct {
 	GPUSecondsSaved    float64 `json:"gpu_seconds_saved"`
 	// ErrorsByCode counts first results by error code.
 	ErrorsByCode map[string]int `json:"errors_by_code,omitempty"`
+	// CompletedByGPU counts successes computed on each GPU generation
+	// (cache hits excluded): where placement sent the work.
+	CompletedByGPU map[string]int `json:"completed_by_gpu,omitempty"`
 }
 
 type entry struct {
@@ -258,6 +261,12 @@ func (t *Tally) Summary() Summary {
 		switch r.Status {
 		case schemas.StatusOK:
 			s.Completed++
+			if r.GPU != "" && r.FromCache == "" {
+				if s.CompletedByGPU == nil {
+					s.CompletedByGPU = map[string]int{}
+				}
+				s.CompletedByGPU[r.GPU]++
+			}
 			f.of++
 			all.of++
 			if r.SLOMet {
