@@ -73,6 +73,7 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	sum.GPUHours = st.GPUHours()
 	if !*jsonOut {
 		printSummary(stdout, sum, took)
 	} else {
@@ -127,7 +128,7 @@ func printSummary(w io.Writer, s tally.Summary, took time.Duration) {
 	fmt.Fprintf(w, "\nafter %s:\n", took.Round(time.Millisecond))
 	fmt.Fprintf(w, "  submitted %d  completed %d  rejected %d  shed %d  failed %d  lost %d  duplicates %d\n",
 		s.Submitted, s.Completed, s.Rejected, s.Shed, s.Failed, s.Lost, s.Duplicates)
-	fmt.Fprintf(w, "  SLO attainment %.3f   cost per successful task $%.6f   simulated %v\n", s.SLOAttainment, s.CostPerSuccessUSD, s.Simulated)
+	fmt.Fprintf(w, "  SLO attainment %.3f   cost per successful task $%.6f   GPU-hours provisioned %.4f   simulated %v\n", s.SLOAttainment, s.CostPerSuccessUSD, s.GPUHours, s.Simulated)
 	fmt.Fprintf(w, "  cache hits %d  moved %d  workflows cancelled %d  GPU-seconds saved %.2f\n", s.CacheHits, s.Moved, s.WorkflowsCancelled, s.GPUSecondsSaved)
 	if len(s.CompletedByGPU) > 0 {
 		gpus := make([]string, 0, len(s.CompletedByGPU))

@@ -98,6 +98,11 @@ type Stack struct {
 	workerDone   map[string]chan struct{}
 	nextWorkerID int
 	ctl          *controller.Controller
+	// provisioned is GPU-seconds held by workers already stopped; started
+	// and tp date the running ones, for GPUHours.
+	provisioned float64
+	started     map[string]time.Time
+	tp          map[string]int
 }
 
 // Start brings the stack up and returns once every service is consuming.
@@ -287,6 +292,10 @@ func (s *Stack) AddWorker(spec WorkerSpec) (string, error) {
 	s.workerMu.Lock()
 	s.workers[id] = cancel
 	s.workerDone[id] = done
+	if s.started == nil {
+		s.started, s.tp = map[string]time.Time{}, map[string]int{}
+	}
+	s.started[id], s.tp[id] = time.Now(), max(1, spec.TP)
 	s.workerMu.Unlock()
 	s.wg.Add(1)
 	go func() {
@@ -312,7 +321,23 @@ func (s *Stack) StopWorker(id string) error {
 	}
 	cancel()
 	<-done
+	s.workerMu.Lock()
+	s.provisioned += time.Since(s.started[id]).Seconds() * float64(s.tp[id])
+	delete(s.started, id)
+	s.workerMu.Unlock()
 	return nil
+}
+
+// GPUHours is the GPU time the stack's workers have held so far, running
+// or stopped: what a fleet of this shape costs, busy or idle.
+func (s *Stack) GPUHours() float64 {
+	s.workerMu.Lock()
+	defer s.workerMu.Unlock()
+	secs := s.provisioned
+	for id, t := range s.started {
+		secs += time.Since(t).Seconds() * float64(s.tp[id])
+	}
+	return secs / 3600
 }
 
 // WorkerIDs lists the running workers.

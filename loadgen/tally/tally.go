@@ -59,6 +59,9 @@ type Summary struct {
 	GPUSecondsSaved    float64 `json:"gpu_seconds_saved"`
 	// ErrorsByCode counts first results by error code.
 	ErrorsByCode map[string]int `json:"errors_by_code,omitempty"`
+	// GPUHours is the GPU time the fleet was provisioned for during the
+	// run, set by callers that know it (the demo); 0 when unknown.
+	GPUHours float64 `json:"gpu_hours,omitempty"`
 	// CompletedByGPU counts successes computed on each GPU generation
 	// (cache hits excluded): where placement sent the work.
 	CompletedByGPU map[string]int `json:"completed_by_gpu,omitempty"`
