@@ -174,6 +174,14 @@ type Core struct {
 	approxKV map[string]bool
 }
 
+// ForgetAfter is how long a worker may stay silent before the router drops
+// it from its fleet view, breakers and prefix index. Workers come and go
+// with autoscaling, each under a new id; without forgetting, every one ever
+// seen would stay in the view (failing closed, but costing every placement
+// a look) and keep a breaker. By then anything dispatched to it has been
+// re-placed or reaped.
+const ForgetAfter = 10 * time.Minute
+
 // OverdueGrace is how long past its deadline a dispatched request may go
 // without a result before the router answers it with deadline_exceeded: a
 // worker that is alive but wedged must not leave a client waiting forever.
@@ -206,9 +214,6 @@ func New(cfg Config) *Core {
 		placedOn: map[string]*inflight{}, breakers: breaker.NewSet(cfg.Breaker), budget: retry.NewBudget(cfg.Retry),
 		approxKV: map[string]bool{}}
 }
-
-// Fleet exposes the fleet view (read-only use).
-func (c *Core) Fleet() *fleet.Fleet { return c.fleet }
 
 // Policy names the placement policy.
 func (c *Core) Policy() string { return c.cfg.Policy.Name() }
@@ -267,6 +272,7 @@ func (c *Core) Apply(in Input, handle any) []Action {
 				c.transition(t)
 			}
 			c.reapOverdue(in.At)
+			c.forgetDeparted(in.At)
 		}
 		c.placeReady(in.At)
 	case InDispatchFailed:
@@ -488,12 +494,7 @@ func (c *Core) excludeSuspects(req *placement.Request, now time.Time) bool {
 // because it went silent has lost its in-flight work with its KV cache,
 // so that work is re-placed under the retry budget.
 func (c *Core) transition(t breaker.Transition) {
-	c.suspect = c.suspect[:0]
-	for _, st := range c.breakers.States() {
-		if st.State != breaker.Closed {
-			c.suspect = append(c.suspect, st.Worker)
-		}
-	}
+	c.refreshSuspects()
 	c.acts = append(c.acts, Action{Kind: ActEvent, Worker: t.Worker, Event: &schemas.Event{
 		Kind: t.EventKind(), At: t.At, WorkerID: t.Worker, Reason: t.Reason,
 		Fields: map[string]any{"from": t.From.String(), "to": t.To.String(), "cause": string(t.Cause)}}})
@@ -600,9 +601,6 @@ func (c *Core) minServiceParts(a *schemas.Admitted) (prefill, decode float64) {
 	return prefill, decode
 }
 
-// Breakers exposes breaker states (read-only use).
-func (c *Core) Breakers() []breaker.Status { return c.breakers.States() }
-
 // reapOverdue fails dispatched requests that are OverdueGrace past their
 // deadline with no result. The ledger keeps this and a late worker result
 // from both becoming final.
@@ -624,6 +622,35 @@ func (c *Core) reapOverdue(now time.Time) {
 		c.fail(&Held{Adm: f.adm}, schemas.Errf(schemas.CodeDeadlineExceeded, "", "no result from worker %s by %s past the deadline", f.worker, OverdueGrace))
 		if t, ok := c.breakers.Observe(f.worker, breaker.Outcome{Code: schemas.CodeWorkerFailed}, now); ok {
 			c.transition(t)
+		}
+	}
+}
+
+// forgetDeparted drops workers silent for longer than ForgetAfter.
+func (c *Core) forgetDeparted(now time.Time) {
+	var gone []string
+	for _, w := range c.fleet.Workers() {
+		if w != nil && !w.LastSeen.IsZero() && now.Sub(w.LastSeen) > ForgetAfter {
+			gone = append(gone, w.ID)
+		}
+	}
+	sort.Strings(gone) // deterministic for replay
+	for _, id := range gone {
+		c.fleet.Remove(id)
+		c.breakers.Forget(id)
+		delete(c.approxKV, id)
+	}
+	if len(gone) > 0 {
+		c.refreshSuspects()
+	}
+}
+
+// refreshSuspects lists the workers whose breaker is not closed.
+func (c *Core) refreshSuspects() {
+	c.suspect = c.suspect[:0]
+	for _, st := range c.breakers.States() {
+		if st.State != breaker.Closed {
+			c.suspect = append(c.suspect, st.Worker)
 		}
 	}
 }

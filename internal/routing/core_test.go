@@ -450,3 +450,25 @@ func TestCoreAdoptedWorkIsReplacedWhenItsWorkerDies(t *testing.T) {
 		t.Fatalf("want r1 re-placed once on b as attempt 1; got %s", kinds(acts))
 	}
 }
+
+// TestCoreForgetsDepartedWorkers: a worker silent for ForgetAfter leaves
+// the fleet view and its breaker; one still heartbeating stays.
+func TestCoreForgetsDepartedWorkers(t *testing.T) {
+	s := newSim(t, Config{})
+	s.advance(time.Second, "a", "b")
+	s.advance(ForgetAfter+2*time.Second, "b")
+	if w := s.core.fleet.Get("a"); w != nil {
+		t.Fatalf("a still in the fleet after %s of silence", ForgetAfter)
+	}
+	if s.core.fleet.Get("b") == nil {
+		t.Fatal("b was dropped while heartbeating")
+	}
+	for _, st := range s.core.breakers.States() {
+		if st.Worker == "a" {
+			t.Fatal("a's breaker was kept")
+		}
+	}
+	if len(s.core.suspect) != 0 {
+		t.Fatalf("suspects %v after forgetting", s.core.suspect)
+	}
+}
