@@ -61,7 +61,7 @@ func (f *serviceFlags) connect(ctx context.Context, service string) (*svc.Shell,
 	if err := subjects.Provision(ctx, sh.JS, subjects.StreamOptions{Replicas: f.replicas}); err != nil {
 		return nil, nil, err
 	}
-	if err := sh.UseLedger(ctx, f.replicas); err != nil {
+	if err := sh.UseLedger(); err != nil {
 		return nil, nil, err
 	}
 	if f.metrics != "" {

@@ -251,7 +251,7 @@ func (s *Stack) shell(service, instance string) (*svc.Shell, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := sh.UseLedger(s.ctx, s.cfg.Streams.Replicas); err != nil {
+	if err := sh.UseLedger(); err != nil {
 		return nil, err
 	}
 	s.Registry.Add(sh.Metrics)

@@ -35,7 +35,7 @@ type Shell struct {
 }
 
 // UseLedger routes final results through the exactly-once result ledger.
-func (s *Shell) UseLedger(ctx context.Context, replicas int) error {
+func (s *Shell) UseLedger() error {
 	l, err := ledger.New(s.JS, ledger.WithService(s.Service), ledger.WithLogger(s.Log))
 	if err != nil {
 		return fmt.Errorf("%s ledger: %w", s.Service, err)
