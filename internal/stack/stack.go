@@ -21,6 +21,7 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/perf"
 	"github.com/switchyard-ai/switchyard/internal/routing"
 	"github.com/switchyard-ai/switchyard/internal/workflow"
+	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/admitter"
 	"github.com/switchyard-ai/switchyard/services/controller"
 	"github.com/switchyard-ai/switchyard/services/router"
@@ -205,7 +206,7 @@ func (s *Stack) waitReady(ctx context.Context, workers int) error {
 	for time.Now().Before(deadline) {
 		ready := true
 		names := []string{admitter.ConsumerName}
-		for _, c := range []string{"critical", "interactive", "standard", "batch"} {
+		for _, c := range schemas.Priorities {
 			names = append(names, router.ConsumerName(c))
 		}
 		for _, n := range names {
