@@ -26,6 +26,12 @@
 // include it) by the first heartbeat received at least Settle after it was
 // made.
 //
+// Every change to a worker's fields, through any method here, bumps the
+// fleet's Version and records it in that worker's slot of Versions, so a
+// consumer keeping a compact copy of the workers (the placer does) can
+// refresh only the slots that changed instead of re-reading every worker
+// on every placement.
+//
 // Concurrency: a Fleet is plain data with no goroutines and no locks; time
 // is passed in. The router shell owns it from one goroutine (or behind one
 // mutex) and serialises heartbeats, KV events, bookings and placements.
@@ -75,7 +81,8 @@ type Options struct {
 }
 
 // Worker is the router's view of one worker. Fields are read-only outside
-// this package.
+// this package: a write from outside would not bump Fleet.Versions, and
+// copies refreshed by version would miss it.
 type Worker struct {
 	ID string
 	// Idx is the worker's small dense id, used by the prefix index and by
@@ -156,6 +163,9 @@ type Fleet struct {
 	bookings map[string]booking
 	live     int
 	strs     map[string]string
+
+	version  uint64   // bumped by every change to any worker
+	versions []uint64 // by Idx: version of the slot's last change
 }
 
 // maxInterned bounds the intern table so odd heartbeats cannot grow it
@@ -216,6 +226,23 @@ func (f *Fleet) Prefix() *prefix.Index { return f.index }
 // The slice is the fleet's own: do not modify it.
 func (f *Fleet) Workers() []*Worker { return f.workers }
 
+// Version changes whenever any worker's fields change, or a worker is
+// added or removed (KV events included: they move the worker's KVSeq); it
+// never repeats within a fleet.
+func (f *Fleet) Version() uint64 { return f.version }
+
+// Versions is, by Idx, the Version at which each slot last changed (a
+// worker added, updated or removed); a consumer that remembers these can
+// tell exactly which slots to re-read. The slice is the fleet's own and has
+// the length of Workers: do not modify it.
+func (f *Fleet) Versions() []uint64 { return f.versions }
+
+// changed records a change to the slot idx.
+func (f *Fleet) changed(idx int32) {
+	f.version++
+	f.versions[idx] = f.version
+}
+
 // Len is the number of workers known.
 func (f *Fleet) Len() int { return f.live }
 
@@ -249,11 +276,13 @@ func (f *Fleet) ensure(id string) *Worker {
 	} else {
 		idx = int32(len(f.workers))
 		f.workers = append(f.workers, nil)
+		f.versions = append(f.versions, 0)
 	}
 	w := &Worker{ID: id, Idx: idx}
 	f.workers[idx] = w
 	f.byID[id] = idx
 	f.live++
+	f.changed(idx)
 	return w
 }
 
@@ -311,6 +340,7 @@ func (f *Fleet) ApplyHeartbeat(hb *schemas.Heartbeat, now time.Time) (needSnapsh
 		needSnapshot = true
 	}
 	f.absorb(w, now)
+	f.changed(w.Idx)
 	return needSnapshot
 }
 
@@ -331,6 +361,7 @@ func (f *Fleet) absorb(w *Worker, now time.Time) {
 // snapshot. Duplicates and events older than the last applied are ignored.
 func (f *Fleet) ApplyKV(ev *schemas.KVEvent, now time.Time) (gap bool) {
 	w := f.ensure(ev.WorkerID)
+	defer f.changed(w.Idx) // KVSeq and KVInSync are worker fields too
 	if ev.Kind == schemas.KVSnapshot {
 		if ev.Seq < w.KVSeq {
 			return false // a stale snapshot overtaken by newer events
@@ -375,6 +406,7 @@ func (f *Fleet) Remove(id string) {
 	delete(f.byID, id)
 	f.freeIdx = append(f.freeIdx, idx)
 	f.live--
+	f.changed(idx)
 }
 
 // Errors from Reserve.
@@ -404,6 +436,7 @@ func (f *Fleet) Reserve(workerID, requestID, class string, promptTokens, outputT
 	w.BookedOutputTokens += outputTokens
 	w.BookedRequests++
 	w.booked = append(w.booked, requestID)
+	f.changed(idx)
 	return nil
 }
 
@@ -437,4 +470,5 @@ func (f *Fleet) release(id string, b booking) {
 			break
 		}
 	}
+	f.changed(b.worker)
 }

@@ -219,3 +219,60 @@ func TestModelLookupAndHeartbeatReuse(t *testing.T) {
 		t.Fatalf("steady-state heartbeat allocates %v", allocs)
 	}
 }
+
+// Every method that changes a worker moves the fleet's version and that
+// worker's slot in Versions, and only that slot; reads move nothing.
+func TestVersionsMarkExactlyTheChangedSlots(t *testing.T) {
+	f := New(Options{})
+	f.ApplyHeartbeat(hb("a"), t0)
+	f.ApplyHeartbeat(hb("b"), t0)
+	steps := []struct {
+		name   string
+		change func()
+		slot   int // -1: nothing may move
+	}{
+		{"heartbeat", func() { f.ApplyHeartbeat(hb("b"), t0.Add(time.Second)) }, 1},
+		{"kv event", func() {
+			f.ApplyKV(&schemas.KVEvent{WorkerID: "a", Seq: 1, Kind: schemas.KVStored, Hashes: []uint64{7}}, t0)
+		}, 0},
+		{"reserve", func() {
+			if err := f.Reserve("a", "r1", schemas.PriorityStandard, 10, 10, 1, t0); err != nil {
+				t.Fatal(err)
+			}
+		}, 0},
+		{"unreserve", func() { f.Unreserve("r1") }, 0},
+		{"unreserve again", func() { f.Unreserve("r1") }, -1},
+		{"reads", func() { f.Get("a"); f.Candidates(t0, nil); f.Canonical("h100") }, -1},
+		{"booking absorbed by a heartbeat", func() {
+			if err := f.Reserve("b", "r2", schemas.PriorityStandard, 10, 10, 1, t0); err != nil {
+				t.Fatal(err)
+			}
+			f.ApplyHeartbeat(hb("b"), t0.Add(5*time.Second))
+			if f.Get("b").BookedRequests != 0 {
+				t.Fatal("booking not absorbed")
+			}
+		}, 1},
+		{"remove", func() { f.Remove("a") }, 0},
+		{"a new worker reuses the slot", func() { f.ApplyHeartbeat(hb("c"), t0) }, 0},
+	}
+	for _, s := range steps {
+		before, vers := f.Version(), append([]uint64(nil), f.Versions()...)
+		s.change()
+		after := f.Versions()
+		if len(after) != len(f.Workers()) {
+			t.Fatalf("%s: %d versions for %d slots", s.name, len(after), len(f.Workers()))
+		}
+		if s.slot < 0 {
+			if f.Version() != before || after[0] != vers[0] || after[1] != vers[1] {
+				t.Fatalf("%s moved the version", s.name)
+			}
+			continue
+		}
+		if f.Version() <= before || after[s.slot] != f.Version() {
+			t.Fatalf("%s: version %d -> %d, slot %d at %d", s.name, before, f.Version(), s.slot, after[s.slot])
+		}
+		if other := 1 - s.slot; after[other] != vers[other] {
+			t.Fatalf("%s moved slot %d too", s.name, other)
+		}
+	}
+}
