@@ -426,6 +426,24 @@ func (s *Set) Heartbeat(worker string, sentAt, now time.Time) (Transition, bool)
 	return Transition{}, false
 }
 
+// Silent reports whether worker's breaker is open because the worker
+// stopped heartbeating and has not been heard from since: whatever it
+// held is gone with it.
+func (s *Set) Silent(worker string) bool {
+	b, ok := s.breakers[worker]
+	return ok && b.state == Open && b.staleOpen
+}
+
+// Expect starts the staleness clock for a worker this router has work on
+// but has never heard from (a new leader adopting an earlier router's
+// dispatches): if no heartbeat arrives within StaleAfter of now, the
+// worker is declared silent like any other.
+func (s *Set) Expect(worker string, now time.Time) {
+	if b := s.get(worker, now); b.lastHeartbeat.IsZero() {
+		b.lastHeartbeat = now
+	}
+}
+
 // Forget drops a worker's breaker (a worker that left the fleet for good).
 func (s *Set) Forget(worker string) { delete(s.breakers, worker) }
 

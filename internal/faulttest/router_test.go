@@ -92,3 +92,55 @@ func TestRouterKill(t *testing.T) {
 		t.Logf("failed with explicit errors: %d (%v)", n, sum.ErrorsByCode)
 	}
 }
+
+// TestRouterAndWorkerKill: two routers and three workers; SIGKILL the
+// active router and, in the same instant, a worker holding requests the
+// dead router dispatched. The standby must adopt dispatches whose worker
+// is gone as well as those whose worker lives: it learns in-flight work
+// from the journal, notices the worker's silence, and re-places each of
+// its requests once (or fails it with an explicit code) — nothing lost,
+// nothing answered twice.
+func TestRouterAndWorkerKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the system as separate processes")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s := startSystem(ctx, t, 2, 3)
+	nc, js := s.observer()
+	active := s.leader(ctx)
+	const victim = "w1"
+	open := watchInflight(t, nc, victim)
+	lg := s.loadgen(10, 10*time.Second)
+	start := time.Now()
+	for time.Since(start) < 2*time.Second || (open() < 3 && time.Since(start) < 9*time.Second) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	held := open()
+	active.Kill()
+	s.workers[0].Kill()
+	killed := time.Now()
+	t.Logf("SIGKILL router %s and worker %s at +%s (%s holding %d requests without a result)",
+		active.Name, victim, killed.Sub(start).Round(time.Millisecond), victim, held)
+	var standby *Proc
+	for _, r := range s.routers {
+		if r != active {
+			standby = r
+		}
+	}
+	if err := standby.WaitFor(ctx, "leader=true"); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("standby %s took over after %s", standby.Name, time.Since(killed).Round(10*time.Millisecond))
+
+	sum := summary(ctx, t, lg)
+	if sum.Lost != 0 || sum.Duplicates != 0 || !sum.Check() || sum.Completed == 0 {
+		t.Fatalf("after a router and a worker kill: %+v; want lost 0, duplicates 0, completed > 0, counts adding up", sum)
+	}
+	rec := s.recorded(ctx, js)
+	if n := rec.streamDuplicates(); n != 0 {
+		t.Fatalf("%d request ids have more than one result on the RESULTS stream", n)
+	}
+	affected := checkWorkerLoss(t, rec, map[string]time.Time{victim: killed})
+	t.Logf("%d requests were on %s; errors by code: %v", len(affected), victim, sum.ErrorsByCode)
+}

@@ -13,7 +13,9 @@ package routing
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -294,6 +296,20 @@ func (c *Core) Apply(in Input, handle any) []Action {
 				continue
 			}
 			c.placedOn[id] = &inflight{worker: d.WorkerID, adm: d.Admitted, predicted: d.PredictedSeconds}
+		}
+		// A worker that went silent before this router took over had its
+		// loss handled when nothing was adopted yet: what it held is
+		// re-placed now, as if the loss were seen with the work in hand.
+		lost := map[string]bool{}
+		for i := range in.Adopted {
+			w := in.Adopted[i].WorkerID
+			c.breakers.Expect(w, in.At)
+			if c.breakers.Silent(w) {
+				lost[w] = true
+			}
+		}
+		for _, w := range slices.Sorted(maps.Keys(lost)) {
+			c.workerLost(w, in.At)
 		}
 	case InForget:
 		for id := range c.held {

@@ -433,21 +433,56 @@ func contains(xs []string, x string) bool {
 
 // TestCoreAdoptedWorkIsReplacedWhenItsWorkerDies: a new leader that never
 // dispatched r1 itself adopts it from the dead worker's consumer and still
-// re-places it once the worker is declared lost.
+// re-places it exactly once — whether the worker dies after the takeover,
+// was already declared silent before it (a router and a worker killed
+// together: the standby saw the heartbeats stop while it held nothing), or
+// was never heard from by this router at all.
 func TestCoreAdoptedWorkIsReplacedWhenItsWorkerDies(t *testing.T) {
-	s := newSim(t, Config{})
-	s.advance(time.Second, "a", "b")
-	adm := admitted("r1", "acme", 60*time.Second, 1000, 128, s.now)
-	old := schemas.Dispatch{Admitted: *adm, WorkerID: "a", PlacedAt: s.now, PredictedSeconds: 2}
-	older := old
-	older.Admitted.Attempt = -1 // a stale copy must not win over the newer attempt
-	if acts := s.apply(Input{Kind: InAdopt, Adopted: []schemas.Dispatch{old, older}}); len(acts) != 0 {
-		t.Fatalf("adopting acted: %s", kinds(acts))
+	cases := []struct {
+		name string
+		// before runs ahead of the adoption; after, once adopted.
+		before, after func(s *sim) []Action
+	}{
+		{
+			name:   "dies after the takeover",
+			before: func(s *sim) []Action { return s.advance(time.Second, "a", "b") },
+			after:  func(s *sim) []Action { return s.advance(10*time.Second, "b") },
+		},
+		{
+			name: "silent before the takeover",
+			before: func(s *sim) []Action {
+				s.advance(time.Second, "a", "b")
+				return s.advance(10*time.Second, "b")
+			},
+			after: func(s *sim) []Action { return s.advance(time.Second, "b") },
+		},
+		{
+			name:   "never heard from",
+			before: func(s *sim) []Action { return s.advance(time.Second, "b") },
+			after:  func(s *sim) []Action { return s.advance(10*time.Second, "b") },
+		},
 	}
-	acts := s.advance(10*time.Second, "b") // a is dead
-	ds := only(acts, ActDispatch)
-	if len(ds) != 1 || ds[0].ID != "r1" || ds[0].Worker != "b" || ds[0].Held.Adm.Attempt != 1 {
-		t.Fatalf("want r1 re-placed once on b as attempt 1; got %s", kinds(acts))
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSim(t, Config{})
+			if ds := only(tc.before(s), ActDispatch); len(ds) != 0 {
+				t.Fatalf("dispatches before any work: %s", kinds(ds))
+			}
+			adm := admitted("r1", "acme", 60*time.Second, 1000, 128, s.now.Add(-2*time.Second))
+			old := schemas.Dispatch{Admitted: *adm, WorkerID: "a", PlacedAt: s.now.Add(-2 * time.Second), PredictedSeconds: 2}
+			older := old
+			older.Admitted.Attempt = -1 // a stale copy must not win over the newer attempt
+			acts := s.apply(Input{Kind: InAdopt, Adopted: []schemas.Dispatch{old, older}})
+			acts = append(acts, s.advance(100*time.Millisecond, "b")...)
+			acts = append(acts, tc.after(s)...)
+			ds := only(acts, ActDispatch)
+			if len(ds) != 1 || ds[0].ID != "r1" || ds[0].Worker != "b" || ds[0].Held.Adm.Attempt != 1 {
+				t.Fatalf("want r1 re-placed once on b as attempt 1; got %s", kinds(acts))
+			}
+			if rs := events(acts, "retry"); len(rs) != 1 || rs[0].Fields["retry"] != true {
+				t.Fatalf("want one granted retry event; got %+v", rs)
+			}
+		})
 	}
 }
 
