@@ -289,8 +289,6 @@ func NewSet(cfg Config) *Set {
 	return &Set{cfg: cfg.withDefaults(), breakers: map[string]*breaker{}}
 }
 
-// Config returns the effective configuration.
-func (s *Set) Config() Config { return s.cfg }
 
 func (s *Set) get(worker string, now time.Time) *breaker {
 	b, ok := s.breakers[worker]
