@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchyard-ai/switchyard/internal/tokens"
 	"github.com/switchyard-ai/switchyard/schemas"
 )
 
@@ -52,6 +53,19 @@ type Workload struct {
 	BurstAt     time.Duration
 	BurstFor    time.Duration
 	BurstFactor float64
+	// Curve, when set, shapes the rate over time: the rate at t is Rate ×
+	// Curve.At(t) (times BurstFactor inside the burst).
+	Curve RateCurve
+	// Sizes, when set, replaces the chat prompts of single-turn requests
+	// with unique prompts of drawn lengths (no repeats, no "auto").
+	Sizes *Sizes
+}
+
+// Sizes draws request lengths uniformly from [Min, Max]: prompt tokens
+// (as counted by internal/tokens) and max_tokens.
+type Sizes struct {
+	PromptMin, PromptMax int
+	OutputMin, OutputMax int
 }
 
 // DefaultWorkload is the demo's mix over d.
@@ -125,19 +139,36 @@ func (w Workload) Generate() []Arrival {
 	var history []asked
 	zero := 0.0
 	n := 0
-	for t := time.Duration(0); t < w.Duration; {
-		rate := w.Rate
+	burst := func(t time.Duration) float64 {
 		if w.BurstFactor > 1 && t >= w.BurstAt && t < w.BurstAt+w.BurstFor {
-			rate *= w.BurstFactor
+			return w.BurstFactor
+		}
+		return 1
+	}
+	// A shaped rate is drawn by thinning (Lewis and Shedler): candidates at
+	// the curve's peak rate, each kept with probability rate(t)/peak, which
+	// is exact for a rate that varies within one gap. Without a curve the
+	// draw is the plain piecewise-constant one, so the seeds of existing
+	// workloads keep their arrivals.
+	peak := w.Curve.Peak()
+	for t := time.Duration(0); t < w.Duration; {
+		rate := w.Rate * burst(t)
+		if len(w.Curve) > 0 {
+			rate *= peak
 		}
 		t += time.Duration(rng.ExpFloat64() / rate * float64(time.Second))
 		if t >= w.Duration {
 			break
 		}
+		if len(w.Curve) > 0 && rng.Float64()*peak >= w.Curve.At(t) {
+			continue
+		}
 		n++
 		tm := pickTenant()
 		var req schemas.Request
 		switch r := rng.Float64(); {
+		case w.Sizes != nil:
+			req = w.Sizes.request(rng, w.Model, n)
 		case r < w.RepeatFraction && len(history) > 0:
 			h := history[rng.IntN(len(history))]
 			tm, req = h.tenant, h.req
@@ -205,4 +236,23 @@ func (w Workload) workflows(rng *rand.Rand) []Arrival {
 		}
 	}
 	return out
+}
+
+// filler is the body of sized prompts: one-letter words, one token each,
+// so a 2,048-token prompt costs 4 KiB of payload and not 12.
+var filler = strings.Repeat("a b c d e f g h ", 1024)
+
+// request is a prompt of a drawn length whose first words are unique to
+// request n: the block hashes chain, so no two prompts share a cached
+// prefix — as in the Azure trace, which records no prefix reuse.
+func (s *Sizes) request(rng *rand.Rand, model string, n int) schemas.Request {
+	draw := func(lo, hi int) int { return lo + rng.IntN(max(hi-lo, 0)+1) }
+	prompt := max(draw(s.PromptMin, s.PromptMax), 8)
+	head := fmt.Sprintf("request %d nonce %d %d :", n, rng.Uint32(), rng.Uint32())
+	body := min(prompt-tokens.Count(head), len(filler)/2)
+	return schemas.Request{
+		Model:     model,
+		Prompt:    head + " " + filler[:max(body, 0)*2],
+		MaxTokens: max(draw(s.OutputMin, s.OutputMax), 1),
+	}
 }
