@@ -1,10 +1,6 @@
 package placement
 
-import (
-	"strings"
-
-	"github.com/switchyard-ai/switchyard/schemas"
-)
+import "strings"
 
 // Axis: GPU generation.
 //
@@ -20,10 +16,10 @@ import (
 // i.e. the router treats the fleet as uniform. The capability filters stay.
 
 func gpuFilter(p *Placer, c *cand, r *Request, weight uint64) Reason {
-	if p.rp.fp8 && !p.wclass[c.w.Idx].fp8 {
+	if p.rp.fp8 && c.h.flags&rowFP8 == 0 {
 		return ReasonDtypeUnsupported
 	}
-	if weight > 0 && weight > c.w.HBMTotal && !weightsInHBM(c) {
+	if weight > 0 && weight > c.row.hbmTotal && !weightsInHBM(c) {
 		return ReasonModelTooLarge
 	}
 	if isInf(c.c.prefillFull) {
@@ -35,12 +31,16 @@ func gpuFilter(p *Placer, c *cand, r *Request, weight uint64) Reason {
 // gpuCostTerm prices the GPU-seconds this request occupies: its own
 // loading and prefill, and its share of the batch's decode steps.
 func gpuCostTerm(p *Placer, c *cand, _ *Request) {
-	price := c.c.price
-	if p.on[axGPU] && c.w.PricePerHour > 0 {
-		price = c.w.PricePerHour // the worker knows its own contract price
-	}
 	gpuSeconds := c.t.LoadSeconds + c.t.PrefillSeconds + c.t.DecodeSeconds/float64(c.batch)
-	c.t.GPUUSD = gpuSeconds * price / 3600
+	c.t.GPUUSD = gpuSeconds * gpuPrice(p, c.c, c.h) / 3600
+}
+
+// gpuPrice is the $/hour the worker's GPU-seconds cost.
+func gpuPrice(p *Placer, cl *class, h *hotRow) float64 {
+	if p.on[axGPU] && h.price > 0 {
+		return h.price // the worker knows its own contract price
+	}
+	return cl.price
 }
 
 func isFP8(dtype string) bool { return strings.HasPrefix(strings.ToLower(dtype), "fp8") }
@@ -48,11 +48,11 @@ func isFP8(dtype string) bool { return strings.HasPrefix(strings.ToLower(dtype),
 // weightsInHBM reports whether the model's weights are, or are being put,
 // in this worker's memory, which proves they fit.
 func weightsInHBM(c *cand) bool {
-	if !c.resident {
+	if !c.res.resident {
 		return false
 	}
-	switch c.ms.State {
-	case schemas.WeightHot, schemas.WeightSleeping, schemas.WeightLoading:
+	switch c.res.state {
+	case stateHot, stateSleeping, stateLoading:
 		return true
 	}
 	return false

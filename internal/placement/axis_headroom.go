@@ -1,7 +1,5 @@
 package placement
 
-import "github.com/switchyard-ai/switchyard/schemas"
-
 // Axis: memory headroom.
 //
 // Reads the worker's KV blocks total/free and HBM free (heartbeat) net of
@@ -18,17 +16,17 @@ import "github.com/switchyard-ai/switchyard/schemas"
 // as if memory were unlimited; the engine preempts).
 
 func headroomFilter(p *Placer, c *cand, r *Request, weight uint64) Reason {
-	w := c.w
-	if w.KVBlocksTotal > 0 {
-		c.usedFrac = 1 - float64(w.FreeBlocks()-c.t.Blocks)/float64(w.KVBlocksTotal)
+	w := c.row
+	if w.kvTotal > 0 {
+		c.usedFrac = 1 - float64(w.free-c.t.Blocks)/float64(w.kvTotal)
 	}
 	if !p.on[axHeadroom] {
 		return ReasonNone
 	}
-	if w.KVBlocksTotal > 0 && c.t.Blocks > w.FreeBlocks() {
+	if w.kvTotal > 0 && c.t.Blocks > w.free {
 		return ReasonWouldPreempt
 	}
-	if weight > 0 && needsHBMForWeights(c) && weight > w.HBMFree {
+	if weight > 0 && needsHBMForWeights(c) && weight > w.hbmFree {
 		return ReasonHBMBusy
 	}
 	return ReasonNone
@@ -48,11 +46,11 @@ func headroomTerm(p *Placer, c *cand, _ *Request) {
 // needsHBMForWeights: sleeping weights sit in host memory and need HBM to
 // wake; cold and absent ones need it to load.
 func needsHBMForWeights(c *cand) bool {
-	if !c.resident {
+	if !c.res.resident {
 		return true
 	}
-	switch c.ms.State {
-	case schemas.WeightSleeping, schemas.WeightCold, schemas.WeightAbsent:
+	switch c.res.state {
+	case stateSleeping, stateCold, stateAbsent:
 		return true
 	}
 	return false

@@ -14,26 +14,41 @@ import "github.com/switchyard-ai/switchyard/internal/tokens"
 // Disabled: no worker is credited with a cached prefix.
 
 func kvTerm(p *Placer, c *cand, r *Request) {
-	cached := 0
-	if p.on[axKV] {
-		cached = int(p.lens[c.w.Idx]) * tokens.BlockSize
-		// The engine recomputes at least the last prompt token to produce
-		// the first output token.
-		if cached > r.PromptTokens-1 {
-			cached = r.PromptTokens - 1
-		}
-	}
+	cached := cachedTokens(p, c.i, r)
 	full := c.c.prefillFull
 	c.t.CachedTokens = cached
-	c.t.PrefillSeconds = full
-	if cached > 0 {
-		s := p.prefillCached(c.c, r, cached)
-		c.t.PrefillSeconds = s
-		if full > s {
-			c.t.SavedSeconds = full - s
-		}
+	c.t.PrefillSeconds = prefillSeconds(p, c.c, r, cached)
+	if full > c.t.PrefillSeconds {
+		c.t.SavedSeconds = full - c.t.PrefillSeconds
 	}
-	bs := c.w.BlockSize
+}
+
+// cachedTokens is how many of r's prompt tokens worker i holds in its KV
+// cache.
+func cachedTokens(p *Placer, i int32, r *Request) int {
+	if !p.on[axKV] {
+		return 0
+	}
+	cached := int(p.lens[i]) * tokens.BlockSize
+	// The engine recomputes at least the last prompt token to produce the
+	// first output token.
+	return min(cached, r.PromptTokens-1)
+}
+
+// prefillSeconds is the prefill of r's prompt with cached tokens already
+// in the worker's cache.
+func prefillSeconds(p *Placer, cl *class, r *Request, cached int) float64 {
+	if cached > 0 {
+		return p.prefillCached(cl, r, cached)
+	}
+	return cl.prefillFull
+}
+
+// kvBlocks sizes the KV blocks the request needs beyond its cached prefix.
+// Only the headroom axis reads it, so it runs after the lower bound.
+func kvBlocks(_ *Placer, c *cand, r *Request) {
+	cached := c.t.CachedTokens
+	bs := c.row.blockSize
 	if bs <= 0 {
 		bs = tokens.BlockSize
 	}

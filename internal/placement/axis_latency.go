@@ -31,7 +31,7 @@ func latencyFilter(p *Placer, c *cand, r *Request, now time.Time) Reason {
 		// Unreachable means even this worker alone could not make it: its
 		// decode at batch 1, not at today's batch, which is load (busy-now)
 		// and passes.
-		if t.PrefillSeconds+p.decode(c.c, r, 1) > remaining {
+		if t.PrefillSeconds+decodeAlone(c.c) > remaining {
 			return ReasonDeadlineUnreachable
 		}
 		return ReasonDeadlineBusy

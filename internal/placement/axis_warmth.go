@@ -1,7 +1,5 @@
 package placement
 
-import "github.com/switchyard-ai/switchyard/schemas"
-
 // Axis: weight warmth.
 //
 // Reads the model's residency on the worker (heartbeat: hot, sleeping,
@@ -17,17 +15,17 @@ func warmthTerm(p *Placer, c *cand, r *Request) Reason {
 	if !p.on[axWarmth] {
 		return ReasonNone
 	}
-	state := schemas.WeightAbsent
-	if c.resident {
-		state = c.ms.State
+	state := stateAbsent
+	if c.res.resident {
+		state = c.res.state
 	}
-	if state == schemas.WeightHot {
+	if state == stateHot {
 		return ReasonNone
 	}
-	if c.resident && c.ms.LoadSeconds > 0 {
+	if c.res.resident && c.res.loadSeconds > 0 {
 		// The worker measures its own disk and link speed, and knows how far
 		// a load in progress has got.
-		c.t.LoadSeconds = c.ms.LoadSeconds
+		c.t.LoadSeconds = c.res.loadSeconds
 		return ReasonNone
 	}
 	s := p.loadSeconds(c.c, r, state)

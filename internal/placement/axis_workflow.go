@@ -24,21 +24,27 @@ import (
 
 func workflowTerm(p *Placer, c *cand, r *Request, _ time.Time) {
 	c.t.WorkflowFactor = p.rp.workflowFactor
-	c.deadlineIn = p.rp.deadlineIn
+	c.deadlineIn = effectiveDeadline(p, r, c.t.PrefillSeconds, c.t.DecodeSeconds)
+}
+
+// effectiveDeadline is the seconds from now this step must finish in on a
+// worker where it prefills and decodes in the given times: the request's
+// own deadline, or sooner when the steps left of its workflow need the
+// time; +Inf for none.
+func effectiveDeadline(p *Placer, r *Request, prefill, decode float64) float64 {
+	d := p.rp.deadlineIn
 	wf := r.Workflow
-	if !p.on[axWorkflow] || wf == nil {
-		return
+	if !p.on[axWorkflow] || wf == nil || math.IsInf(p.rp.workflowDeadlineIn, 1) {
+		return d
 	}
-	if !math.IsInf(p.rp.workflowDeadlineIn, 1) {
-		left := 0
-		if wf.Of > wf.Step {
-			left = wf.Of - wf.Step
-		}
-		step := p.rp.workflowDeadlineIn - float64(left)*(c.t.PrefillSeconds+c.t.DecodeSeconds)
-		if step < c.deadlineIn {
-			c.deadlineIn = step
-		}
+	left := 0
+	if wf.Of > wf.Step {
+		left = wf.Of - wf.Step
 	}
+	if step := p.rp.workflowDeadlineIn - float64(left)*(prefill+decode); step < d {
+		return step
+	}
+	return d
 }
 
 // workflowFactor depends on the request alone, so Place computes it once.

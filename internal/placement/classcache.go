@@ -5,7 +5,6 @@ import (
 	"math/bits"
 	"strings"
 
-	"github.com/switchyard-ai/switchyard/internal/fleet"
 	"github.com/switchyard-ai/switchyard/schemas"
 )
 
@@ -36,22 +35,22 @@ type class struct {
 	queueRate   float64 // seconds per queued prompt token
 	price       float64 // $/hour
 
-	decodeAt    [decodeBuckets]float64
-	decodeEpoch [decodeBuckets]uint64
-	load        [len(loadStates)]float64
-	loadEpoch   [len(loadStates)]uint64
+	// decodeAt is the decode time at each bucket's batch size, for the
+	// buckets in the mask (the rest are left from earlier placements).
+	decodeAt [decodeBuckets]float64
+	// buckets is a mask of the decode buckets some worker of this class
+	// interpolates between (kept by copyRow; bucket 0 always, for the
+	// deadline filter's batch of one). It only grows, so it is a superset
+	// of what this placement reads, and prepare asks the cost model for
+	// exactly those instead of the scan checking each bucket per worker.
+	buckets   uint16
+	load      [len(loadStates)]float64
+	loadEpoch [len(loadStates)]uint64
 }
 
+// loadStates are the states a load starts from, in weightState order from
+// stateSleeping.
 var loadStates = [...]string{schemas.WeightSleeping, schemas.WeightLoading, schemas.WeightCold, schemas.WeightAbsent}
-
-// workerClass caches a worker's class id and architecture facts until its
-// heartbeat changes them.
-type workerClass struct {
-	gpu, arch string
-	tp        int
-	id        int32
-	fp8       bool
-}
 
 type cachedPrefill struct {
 	class  *class
@@ -59,44 +58,20 @@ type cachedPrefill struct {
 	secs   float64
 }
 
-// classFor returns w's class, with this placement's values initialised.
-func (p *Placer) classFor(w *fleet.Worker, r *Request) *class {
-	wc := &p.wclass[w.Idx]
-	if wc.id < 0 || wc.gpu != w.GPU || wc.tp != w.TP || wc.arch != w.Arch {
-		wc.gpu, wc.tp, wc.arch = w.GPU, w.TP, w.Arch
-		arch := w.Arch
-		if arch == "" {
-			arch = ArchOf(w.GPU)
-		}
-		wc.fp8 = false
-		for _, a := range p.opts.FP8Arches {
-			if strings.EqualFold(a, arch) {
-				wc.fp8 = true
-			}
-		}
-		key := classKey{gpu: w.GPU, tp: w.TP}
-		if !p.on[axGPU] {
-			key.gpu = p.opts.ReferenceGPU
-		}
-		id, ok := p.classIdx[key]
-		if !ok {
-			id = int32(len(p.classes))
-			p.classes = append(p.classes, class{gpu: key.gpu, tp: key.tp})
-			p.classIdx[key] = id
-		}
-		wc.id = id
+// prepare computes cl's per-placement values for r; the scan calls it the
+// first time it meets a worker of cl in a placement.
+func (p *Placer) prepare(cl *class, r *Request) {
+	cl.epoch = p.epoch
+	cl.prefillFull = p.cost.PrefillSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, r.PromptTokens, 0)
+	cl.queueRate = p.cost.PrefillSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, queueRefTokens, 0) / queueRefTokens
+	cl.price = p.cost.PricePerHour(cl.gpu, cl.tp)
+	// The mean context during decode is the prompt plus half the output.
+	ctx := r.PromptTokens + r.OutputTokens/2
+	for m := cl.buckets | 1; m != 0; m &= m - 1 {
+		i := bits.TrailingZeros16(m)
+		cl.decodeAt[i] = p.cost.DecodeSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, r.OutputTokens, 1<<i, ctx)
 	}
-	cl := &p.classes[wc.id]
-	if cl.epoch != p.epoch {
-		cl.epoch = p.epoch
-		cl.prefillFull = p.cost.PrefillSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, r.PromptTokens, 0)
-		cl.queueRate = p.cost.PrefillSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, queueRefTokens, 0) / queueRefTokens
-		cl.price = p.cost.PricePerHour(cl.gpu, cl.tp)
-	}
-	return cl
 }
-
-func (p *Placer) queueRate(cl *class, _ *Request) float64 { return cl.queueRate }
 
 func (p *Placer) prefillCached(cl *class, r *Request, cached int) float64 {
 	for i := range p.cached {
@@ -109,50 +84,27 @@ func (p *Placer) prefillCached(cl *class, r *Request, cached int) float64 {
 	return s
 }
 
-func (p *Placer) decodeBucket(cl *class, r *Request, i int) float64 {
-	if cl.decodeEpoch[i] != p.epoch {
-		cl.decodeEpoch[i] = p.epoch
-		// The mean context during decode is the prompt plus half the output.
-		ctx := r.PromptTokens + r.OutputTokens/2
-		cl.decodeAt[i] = p.cost.DecodeSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, r.OutputTokens, 1<<i, ctx)
+// decodeInterp is the decode time at the batch whose bucket point
+// decodePoint gave: linear between the two buckets around it.
+func decodeInterp(cl *class, lo uint8, frac float64) float64 {
+	a := cl.decodeAt[lo]
+	if frac != 0 {
+		a += frac * (cl.decodeAt[lo+1] - a)
 	}
-	return cl.decodeAt[i]
+	return a
 }
 
-func (p *Placer) decode(cl *class, r *Request, batch int) float64 {
-	if batch < 1 {
-		batch = 1
-	}
-	lo := bits.Len(uint(batch)) - 1
-	if lo >= decodeBuckets-1 {
-		return p.decodeBucket(cl, r, decodeBuckets-1)
-	}
-	a := p.decodeBucket(cl, r, lo)
-	if batch == 1<<lo {
-		return a
-	}
-	b := p.decodeBucket(cl, r, lo+1)
-	f := float64(batch-(1<<lo)) / float64(int(1)<<lo)
-	return a + f*(b-a)
-}
+// decodeAlone is the decode time at a batch of one.
+func decodeAlone(cl *class) float64 { return cl.decodeAt[0] }
 
-func (p *Placer) loadSeconds(cl *class, r *Request, state string) float64 {
-	var i int
-	switch state {
-	case schemas.WeightSleeping:
-		i = 0
-	case schemas.WeightLoading:
-		i = 1
-	case schemas.WeightCold:
-		i = 2
-	case schemas.WeightAbsent:
-		i = 3
-	default:
+func (p *Placer) loadSeconds(cl *class, r *Request, state weightState) float64 {
+	if state < stateSleeping || state > stateAbsent {
 		return math.Inf(1) // an unknown state: do not bet on it
 	}
+	i := state - stateSleeping
 	if cl.loadEpoch[i] != p.epoch {
 		cl.loadEpoch[i] = p.epoch
-		cl.load[i] = p.cost.LoadSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, state)
+		cl.load[i] = p.cost.LoadSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, loadStates[i])
 	}
 	return cl.load[i]
 }

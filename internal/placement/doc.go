@@ -39,10 +39,17 @@
 // rejected worker was rejected and whether the reason is unresolvable
 // (waiting will not help: "no GPU here can hold this model") or busy-now.
 // A Decision keeps the Options.Explain cheapest candidates with their
-// breakdowns; a worker whose queue, prefill and decode terms alone already
-// cost more than the Explain-th best so far is skipped before the other
-// axes run (Decision.Skipped), which cannot change the outcome because
-// every other term is non-negative.
+// breakdowns. Every worker first gets a lower bound on its total_usd from
+// its queue, prefill, decode and GPU-price terms (scan.go); workers are
+// then evaluated cheapest bound first, and one whose bound exceeds the
+// Explain-th best total so far is skipped (Decision.Skipped), which cannot
+// change the outcome because every other term only adds. A skipped
+// worker's filters never ran, so it has no rejection reason; when fewer
+// than Explain workers pass, none is skipped and every rejection has its
+// reason.
+//
+// The placer reads a struct-of-arrays copy of the fleet (view.go) that it
+// refreshes from fleet.Versions, re-reading only the workers that changed.
 //
 // Times and prices come from a CostModel (internal/perf's Predictor in
 // production). Its answers are cached per worker class (GPU, TP) within a

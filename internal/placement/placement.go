@@ -261,13 +261,16 @@ type Placer struct {
 
 	classes  []class
 	classIdx map[classKey]int32
-	wclass   []workerClass // by worker Idx
 	epoch    uint64
+	view     view
 
 	lens     []int32 // prefix match lengths by worker Idx
 	touched  []int32
-	first    []int32 // workers evaluated ahead of the rest
+	order    []bounded // every worker that passed the scan's first checks, by Idx
+	cheapest []bounded // the cheapestFirst of them by bound, ascending
+	rest     []bounded
 	done     []bool  // by worker Idx: already evaluated this placement
+	bar      float64 // the Explain-th best total so far; +Inf until there are Explain
 	excluded []bool
 	cached   []cachedPrefill
 
@@ -344,10 +347,11 @@ func (p *Placer) params(prio string) reqParams {
 
 // cand is the working state for one worker during a placement.
 type cand struct {
-	w          *fleet.Worker
+	i          int32 // the worker's Idx
+	h          *hotRow
+	row        *coldRow
 	c          *class
-	ms         schemas.ModelState
-	resident   bool
+	res        residency
 	t          Terms
 	deadlineIn float64 // effective deadline (workflow-propagated), seconds from now; +Inf for none
 	batch      int
@@ -372,8 +376,9 @@ func (p *Placer) Place(f *fleet.Fleet, req *Request, now time.Time) *Decision {
 		r.PromptTokens = 1
 	}
 
-	workers := f.Workers()
-	p.grow(len(workers), f.Prefix().MaxWorker())
+	p.refresh(f)
+	hot := p.view.hot
+	p.grow(len(hot), f.Prefix().MaxWorker())
 	p.cached = p.cached[:0]
 	if p.on[axKV] {
 		p.touched = f.Prefix().Match(r.BlockHashes, p.lens, p.touched[:0])
@@ -398,31 +403,7 @@ func (p *Placer) Place(f *fleet.Fleet, req *Request, now time.Time) *Decision {
 	// A worker is fresh when heard from at or after cutoff: one time
 	// comparison per worker instead of a subtraction.
 	cutoff := now.Add(-f.Staleness())
-	// The workers holding the longest cached prefix are the likeliest
-	// winners: evaluated first, they set a tight bar for pruning the rest.
-	// The order changes nothing else, since candidates are ranked by a
-	// total order.
-	var longest int32
-	for _, wi := range p.touched {
-		longest = max(longest, p.lens[wi])
-	}
-	p.first = p.first[:0]
-	for _, wi := range p.touched {
-		if p.lens[wi] == longest && int(wi) < len(workers) && workers[wi] != nil {
-			p.first = append(p.first, wi)
-			p.done[wi] = true
-			p.consider(d, workers[wi], &r, weight, now, cutoff)
-		}
-	}
-	for _, w := range workers {
-		if w == nil || p.done[w.Idx] {
-			continue
-		}
-		p.consider(d, w, &r, weight, now, cutoff)
-	}
-	for _, wi := range p.first {
-		p.done[wi] = false
-	}
+	p.scan(d, &r, weight, now, cutoff)
 	for _, w := range p.touched {
 		p.lens[w] = 0
 	}
@@ -448,37 +429,22 @@ func (p *Placer) Place(f *fleet.Fleet, req *Request, now time.Time) *Decision {
 	return d
 }
 
-// consider evaluates w and records the outcome in d.
-func (p *Placer) consider(d *Decision, w *fleet.Worker, r *Request, weight uint64, now, cutoff time.Time) {
+// consider fully evaluates the worker at Idx i and records the outcome in
+// d.
+func (p *Placer) consider(d *Decision, i int32, r *Request, weight uint64, now time.Time) {
 	c := &p.cand
-	reason := p.evaluate(c, w, r, weight, now, cutoff)
-	switch reason {
-	case ReasonNone:
+	reason := p.evaluate(c, i, r, weight, now)
+	if reason == ReasonNone {
 		d.Considered++
-		p.keep(w, &c.t)
-	case reasonSkipped:
-		d.Skipped++
-	default:
-		p.rejs = append(p.rejs, Rejection{Worker: w, Reason: reason})
-		d.Counts[reason]++
+		p.keep(c.row.w, &c.t)
+		return
 	}
+	p.reject(d, i, reason)
 }
 
-// reasonSkipped marks a worker pruned by its lower bound; it is never a
-// Rejection.
-const reasonSkipped = Reason(255)
-
-// lowerBound is a cost no lower than the worker's total_usd could be, from
-// the terms computed so far (queue_s, prefill_s, decode_s): every other
-// term is non-negative, workflow_factor is at least 1, and delay_s is at
-// least the others times prefill_s. It adds exactly as completion and
-// total do, and is shaved by a part in 10^12 so that rounding can never
-// prune the true best.
-func (p *Placer) lowerBound(c *cand) float64 {
-	t := &c.t
-	comp := t.QueueSeconds + t.PrefillSeconds + t.DecodeSeconds
-	delay := float64(c.batch-1) * t.PrefillSeconds
-	return (comp*p.rp.workflowFactor*p.rp.valueOfTime + delay*p.rp.delayValue) * (1 - 1e-12)
+func (p *Placer) reject(d *Decision, i int32, reason Reason) {
+	p.rejs = append(p.rejs, Rejection{Worker: p.view.cold[i].w, Reason: reason})
+	d.Counts[reason]++
 }
 
 // keep inserts w into the cheapest-first list of the best Options.Explain
@@ -502,6 +468,9 @@ func (p *Placer) keep(w *fleet.Worker, t *Terms) {
 	p.cands = append(p.cands, Candidate{})
 	copy(p.cands[i+1:], p.cands[i:k])
 	p.cands[i] = Candidate{Worker: w, Terms: *t}
+	if len(p.cands) == p.opts.Explain {
+		p.bar = p.cands[len(p.cands)-1].Terms.TotalUSD
+	}
 }
 
 // better orders candidates by cost, exact ties by less.
@@ -540,40 +509,24 @@ func (p *Placer) grow(nWorkers, nIndex int) {
 	for len(p.done) < n {
 		p.done = append(p.done, false)
 	}
-	for len(p.wclass) < n {
-		p.wclass = append(p.wclass, workerClass{id: -1})
-	}
 }
 
-// evaluate runs every filter and every scorer for w, in a fixed order: the
-// cheap, unresolvable filters first so most rejections cost little.
-func (p *Placer) evaluate(c *cand, w *fleet.Worker, r *Request, weight uint64, now, cutoff time.Time) Reason {
-	if p.excluded[w.Idx] {
-		return ReasonExcluded
-	}
-	if w.Draining {
-		return ReasonDraining
-	}
-	if w.LastSeen.IsZero() || w.LastSeen.Before(cutoff) {
-		return ReasonStale
-	}
-	*c = cand{w: w}
-	c.c = p.classFor(w, r)
-
-	// The terms every worker has, from fields next to each other in the
-	// Worker, first: they bound the total from below, and a worker whose
-	// bound cannot beat the Explain-th best candidate so far is skipped
-	// before the model-residency lookup and the rest of the chain.
+// evaluate runs every filter and every scorer for the worker at Idx i, in
+// a fixed order: the cheap, unresolvable filters first so most rejections
+// cost little. It reads the placer's copy of the fleet (view), not the
+// fleet.Worker; scan has already passed the worker's exclusion, draining
+// and freshness checks and prepared its class.
+func (p *Placer) evaluate(c *cand, i int32, r *Request, weight uint64, now time.Time) Reason {
+	h := &p.view.hot[i]
+	*c = cand{i: i, h: h, row: &p.view.cold[i], c: &p.classes[h.class]}
 	queueTerm(p, c, r)
 	kvTerm(p, c, r)
 	decodeTerm(p, c, r)
-	if len(p.cands) == p.opts.Explain && p.lowerBound(c) > p.cands[len(p.cands)-1].Terms.TotalUSD {
-		return reasonSkipped
-	}
+	kvBlocks(p, c, r)
 
 	// Filters and terms, one axis at a time; each axis file says what it
 	// reads and why. Terms that later filters need come first.
-	c.ms, c.resident = w.Model(r.Model, r.Dtype)
+	c.res = residencyOf(c.row.w, r.Model, r.Dtype)
 	if reason := gpuFilter(p, c, r, weight); reason != ReasonNone {
 		return reason
 	}
@@ -617,15 +570,16 @@ func (p *Placer) evaluate(c *cand, w *fleet.Worker, r *Request, weight uint64, n
 // contexts cost quadratically, a full KV cache holds prefills back), and
 // in the simulator a drained queue underpredicted critical requests' TTFT
 // by about 3× on the Mooncake trace.
-func queueTerm(p *Placer, c *cand, r *Request) {
-	q := 0
-	for k := 0; k <= p.rp.rank; k++ {
-		q += c.w.QueuedByClass[k] + c.w.BookedPromptByClass[k]
+func queueTerm(p *Placer, c *cand, _ *Request) {
+	c.t.QueueSeconds = queueSeconds(p, c.h, c.c)
+	c.batch = c.h.batch
+}
+
+func queueSeconds(p *Placer, h *hotRow, cl *class) float64 {
+	if q := h.queue[p.rp.rank]; q > 0 {
+		return float64(q) * cl.queueRate
 	}
-	if q > 0 {
-		c.t.QueueSeconds = float64(q) * p.queueRate(c.c, r)
-	}
-	c.batch = c.w.Running + c.w.BookedRequests + 1
+	return 0
 }
 
 // delayTerm predicts the seconds this request costs the sequences already
@@ -663,7 +617,7 @@ func delayTerm(p *Placer, c *cand, _ *Request) {
 
 // decodeTerm predicts the decode time at the batch the request would join.
 func decodeTerm(p *Placer, c *cand, r *Request) {
-	c.t.DecodeSeconds = p.decode(c.c, r, c.batch)
+	c.t.DecodeSeconds = decodeInterp(c.c, c.h.decodeLo, c.h.decodeFrac)
 }
 
 func completion(c *cand) {

@@ -1,0 +1,159 @@
+package placement
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"time"
+)
+
+// The scan visits every worker once, cheaply, and fully evaluates as few
+// as it can. First pass: the checks every worker gets (excluded, draining,
+// stale: rejections recorded for all) and a lower bound on each remaining
+// worker's total_usd from its hot row. Then workers are evaluated from the
+// lowest bound up, and once Options.Explain candidates are kept, any
+// worker whose bound exceeds the Explain-th best total cannot enter the
+// list and is skipped (Decision.Skipped). Evaluating the cheapest first is
+// what makes that bar tight early: the workers whose filters would reject
+// them (long queues, missed deadlines) have high bounds, so they are
+// skipped rather than evaluated and rejected one by one, which was the
+// placement latency tail.
+//
+// The trade: a skipped worker's filters never ran, so it is counted in
+// Skipped, not listed in Rejections with a reason. Rejections hold every
+// worker that was excluded, draining or stale, and every evaluated worker
+// that a filter turned down. When fewer than Explain workers pass, nothing
+// is skipped and every worker has its reason, so Unresolvable is judged
+// on all of them as before.
+
+// bounded is a worker's Idx with a lower bound on its total_usd.
+type bounded struct {
+	lb float64
+	i  int32
+}
+
+// sortLimit caps how many workers left over after the cheapest ones are
+// sorted by bound before evaluation; past it they are evaluated in Idx
+// order, which costs more evaluations but never a long sort.
+const sortLimit = 128
+
+func (p *Placer) scan(d *Decision, r *Request, weight uint64, now, cutoff time.Time) {
+	p.bar = math.Inf(1)
+	// Twice Explain cheapest first: enough that, when a few are rejected,
+	// Explain still pass and set the bar in the first round.
+	k := min(max(2*p.opts.Explain, 4), 32)
+	p.order, p.cheapest = p.order[:0], p.cheapest[:0]
+	hot := p.view.hot
+	for i := range hot {
+		h := &hot[i]
+		if h.flags&rowLive == 0 {
+			continue
+		}
+		wi := int32(i)
+		if p.excluded[i] {
+			p.reject(d, wi, ReasonExcluded)
+			continue
+		}
+		if h.flags&rowDraining != 0 {
+			p.reject(d, wi, ReasonDraining)
+			continue
+		}
+		if h.flags&rowHeard == 0 || h.seen.Before(cutoff) {
+			p.reject(d, wi, ReasonStale)
+			continue
+		}
+		cl := &p.classes[h.class]
+		if cl.epoch != p.epoch {
+			p.prepare(cl, r)
+		}
+		b := bounded{lb: p.lowerBound(h, cl, wi, r), i: wi}
+		p.order = append(p.order, b)
+		if n := len(p.cheapest); n < k || b.lb < p.cheapest[n-1].lb {
+			p.cheapest = insertAscending(p.cheapest, b, k)
+		}
+	}
+
+	for _, b := range p.cheapest {
+		if b.lb > p.bar {
+			break // the rest are higher: the pass below skips them
+		}
+		p.done[b.i] = true
+		p.consider(d, b.i, r, weight, now)
+	}
+
+	p.rest = p.rest[:0]
+	for _, b := range p.order {
+		switch {
+		case p.done[b.i]:
+		case b.lb > p.bar:
+			d.Skipped++
+		default:
+			p.rest = append(p.rest, b)
+		}
+	}
+	if len(p.rest) <= sortLimit {
+		slices.SortFunc(p.rest, byBound)
+	}
+	for _, b := range p.rest {
+		if b.lb > p.bar {
+			d.Skipped++
+			continue
+		}
+		p.consider(d, b.i, r, weight, now)
+	}
+	for _, b := range p.cheapest {
+		p.done[b.i] = false
+	}
+}
+
+func byBound(a, b bounded) int {
+	if c := cmp.Compare(a.lb, b.lb); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.i, b.i)
+}
+
+// insertAscending inserts b into the ascending list s, keeping at most k.
+func insertAscending(s []bounded, b bounded, k int) []bounded {
+	n := len(s)
+	if n < k {
+		s = append(s, b)
+	} else {
+		n--
+	}
+	for n > 0 && b.lb < s[n-1].lb {
+		s[n] = s[n-1]
+		n--
+	}
+	s[n] = b
+	return s
+}
+
+// lowerBound is a cost no lower than the worker's total_usd could be,
+// from its hot row alone: queue_s, prefill_s and decode_s are computed as
+// evaluate computes them, and every other term only adds (load_s,
+// preempt_s, the rest of delay_s and gpu_usd, miss_usd are non-negative).
+// It is shaved by a part in 10^12 so that rounding can never skip the true
+// best. A worker that those three terms alone already put over its queue
+// ceiling or past its effective deadline will be rejected by a filter
+// whatever the rest says, so its bound is +Inf: it is evaluated, and its
+// reason recorded, only if too few workers pass to fill the list.
+func (p *Placer) lowerBound(h *hotRow, cl *class, i int32, r *Request) float64 {
+	queue := queueSeconds(p, h, cl)
+	prefill := prefillSeconds(p, cl, r, cachedTokens(p, i, r))
+	decode := decodeInterp(cl, h.decodeLo, h.decodeFrac)
+	comp := queue + prefill + decode
+	if p.on[axPriority] && queue > p.rp.queueCeiling {
+		return math.Inf(1)
+	}
+	if p.on[axLatency] && comp > effectiveDeadline(p, r, prefill, decode) {
+		return math.Inf(1)
+	}
+	delay := float64(h.batch-1) * prefill
+	gpu := (prefill + decode/float64(h.batch)) * gpuPrice(p, cl, h) / 3600
+	lb := (comp*p.rp.workflowFactor*p.rp.valueOfTime + delay*p.rp.delayValue + gpu) * (1 - 1e-12)
+	if !(lb < math.Inf(1)) {
+		return math.Inf(1) // NaN too: such a worker is never picked
+	}
+	return lb
+}

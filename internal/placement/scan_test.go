@@ -1,0 +1,149 @@
+package placement
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/switchyard-ai/switchyard/internal/fleet"
+	"github.com/switchyard-ai/switchyard/schemas"
+)
+
+// The bound the scan orders and skips by is never above the total it
+// bounds: checked for every candidate of a placer that keeps them all.
+func TestLowerBoundNeverExceedsTheTotal(t *testing.T) {
+	f, reqs := Synthetic(SyntheticConfig{Workers: 200, Blocks: 20000, Requests: 100, Seed: 5}, now)
+	for _, opts := range []Options{{Explain: 1 << 20}, {Explain: 1 << 20, Disabled: map[string]bool{AxisGPU: true, AxisPriority: true}}} {
+		p := New(BenchCost(), opts)
+		checked := 0
+		for i := range reqs {
+			d := p.Place(f, &reqs[i], now)
+			// Place leaves its classes prepared for this request but clears
+			// the prefix lengths: match again to bound as it did.
+			p.touched = f.Prefix().Match(reqs[i].BlockHashes, p.lens, p.touched[:0])
+			for _, c := range d.Candidates {
+				h := &p.view.hot[c.Worker.Idx]
+				lb := p.lowerBound(h, &p.classes[h.class], c.Worker.Idx, &reqs[i])
+				if !(lb <= c.Terms.TotalUSD) || lb <= 0 {
+					t.Fatalf("request %d worker %s: bound %v, total %v", i, c.Worker.ID, lb, c.Terms.TotalUSD)
+				}
+				checked++
+			}
+			for _, w := range p.touched {
+				p.lens[w] = 0
+			}
+		}
+		if checked < 1000 {
+			t.Fatalf("only %d candidates checked", checked)
+		}
+	}
+}
+
+// Every live worker is accounted for exactly once: rejected with a reason,
+// considered, or skipped by its bound.
+func TestEveryWorkerIsAccountedFor(t *testing.T) {
+	f, reqs := Synthetic(SyntheticConfig{Workers: 300, Blocks: 30000, Requests: 200, Seed: 6}, now)
+	p := New(BenchCost(), Options{})
+	for i := range reqs {
+		d := p.Place(f, &reqs[i], now)
+		if n := d.Considered + d.Skipped + len(d.Rejections); n != f.Len() {
+			t.Fatalf("request %d: %d considered + %d skipped + %d rejected = %d, fleet has %d",
+				i, d.Considered, d.Skipped, len(d.Rejections), n, f.Len())
+		}
+		var counted int
+		for _, c := range d.Counts {
+			counted += c
+		}
+		if counted != len(d.Rejections) {
+			t.Fatalf("request %d: counts add to %d, %d rejections", i, counted, len(d.Rejections))
+		}
+	}
+}
+
+// A worker that its queue, prefill and decode alone put past the deadline
+// is skipped once enough others pass, and rejected with its reason when
+// too few do.
+func TestDoomedWorkersAreSkippedOnlyWhenTheListIsFull(t *testing.T) {
+	specs := []spec{{gpu: "fast", queued: 60000}} // 6 s of queue against a 3 s deadline
+	for range 3 {
+		specs = append(specs, spec{gpu: "fast"})
+	}
+	f := build(specs...)
+	r := withDeadline(req(schemas.PriorityCritical), 3*time.Second)
+
+	o := testOpts()
+	o.Explain = 2
+	d := place(t, f, r, o)
+	if !d.OK() || d.Skipped != 1 || len(d.Rejections) != 0 || d.Considered != 3 {
+		t.Fatalf("full list: considered %d skipped %d rejections %v", d.Considered, d.Skipped, d.Counts)
+	}
+
+	o.Explain = 8
+	d = place(t, f, r, o)
+	if d.Skipped != 0 || d.Counts[ReasonDeadlineBusy] != 1 || d.Considered != 3 {
+		t.Fatalf("list not full: considered %d skipped %d rejections %v", d.Considered, d.Skipped, d.Counts)
+	}
+}
+
+// A placer reused while the fleet changes under it (heartbeats, KV events,
+// bookings, removals, new workers in recycled slots) decides exactly as a
+// new placer does: its copy of the fleet misses no change.
+func TestReusedPlacerSeesEveryFleetChange(t *testing.T) {
+	f, reqs := Synthetic(SyntheticConfig{Workers: 60, Blocks: 6000, Requests: 40, Seed: 7}, now)
+	live := New(BenchCost(), Options{})
+	rng := rand.New(rand.NewPCG(7, 7))
+	gpus := []string{"b200", "h100", "a100", "l4"}
+	states := []string{schemas.WeightHot, schemas.WeightSleeping, schemas.WeightCold}
+	booked := []string{}
+	at := now
+	for step := range 400 {
+		w := f.Workers()[rng.IntN(len(f.Workers()))]
+		switch op := rng.IntN(6); {
+		case op == 0 && w != nil:
+			gpu := gpus[rng.IntN(len(gpus))]
+			f.ApplyHeartbeat(&schemas.Heartbeat{
+				WorkerID: w.ID, GPU: gpu, TP: 1 + rng.IntN(2), HBMTotalBytes: 80 << 30, HBMFreeBytes: uint64(rng.IntN(40)) << 30,
+				KVBlocksTotal: 20000, KVBlocksFree: rng.IntN(20000), BlockSize: 16, Draining: rng.IntN(10) == 0,
+				Models:  []schemas.ModelState{{Name: "llama-8b", Dtype: "bf16", State: states[rng.IntN(len(states))]}},
+				Running: rng.IntN(64), QueuedTokens: rng.IntN(20000), PricePerHour: float64(rng.IntN(3)),
+			}, at.Add(-time.Duration(rng.IntN(4000))*time.Millisecond))
+		case op == 1 && w != nil:
+			id := fmt.Sprintf("b%d", step)
+			if err := f.Reserve(w.ID, id, schemas.Priorities[rng.IntN(4)], rng.IntN(4000), 100, rng.IntN(500), at); err == nil {
+				booked = append(booked, id)
+			}
+		case op == 2 && len(booked) > 0:
+			f.Unreserve(booked[rng.IntN(len(booked))])
+		case op == 3 && w != nil && f.Len() > 20:
+			f.Remove(w.ID)
+		case op == 4:
+			f.ApplyHeartbeat(&schemas.Heartbeat{
+				WorkerID: fmt.Sprintf("new%d", step), GPU: gpus[rng.IntN(len(gpus))], TP: 1, HBMTotalBytes: 80 << 30,
+				KVBlocksTotal: 20000, KVBlocksFree: 15000, BlockSize: 16,
+				Models: []schemas.ModelState{{Name: "llama-8b", Dtype: "bf16", State: schemas.WeightHot}},
+			}, at)
+		case op == 5 && w != nil:
+			f.ApplyKV(&schemas.KVEvent{WorkerID: w.ID, Kind: schemas.KVStored, Hashes: reqs[rng.IntN(len(reqs))].BlockHashes[:10]}, at)
+		}
+		r := &reqs[step%len(reqs)]
+		got := live.Place(f, r, at)
+		gw, gt, gc, gs, gr := got.Worker, got.Terms, append([]Candidate(nil), got.Candidates...), got.Skipped, append([]Rejection(nil), got.Rejections...)
+		want := New(BenchCost(), Options{}).Place(f, r, at)
+		if gw != want.Worker || !sameTerms(gt, want.Terms) || gs != want.Skipped || len(gc) != len(want.Candidates) || len(gr) != len(want.Rejections) {
+			t.Fatalf("step %d: reused placer picked %v (%d candidates, %d skipped, %d rejected), new one %v (%d, %d, %d)",
+				step, gw, len(gc), gs, len(gr), want.Worker, len(want.Candidates), want.Skipped, len(want.Rejections))
+		}
+		for k := range gr {
+			if gr[k] != want.Rejections[k] {
+				t.Fatalf("step %d: rejection %d differs", step, k)
+			}
+		}
+	}
+}
+
+// sameTerms compares breakdowns, NaN-free by construction, field by field.
+func sameTerms(a, b Terms) bool { return a == b && !math.IsNaN(a.TotalUSD) }
+
+var _ = fleet.NumClasses

@@ -1,0 +1,220 @@
+package placement
+
+import (
+	"math/bits"
+	"strings"
+	"time"
+
+	"github.com/switchyard-ai/switchyard/internal/fleet"
+	"github.com/switchyard-ai/switchyard/schemas"
+)
+
+// view is the placer's struct-of-arrays copy of the fleet: per worker, the
+// few fields placement reads, packed in two dense arrays by Idx. A
+// placement walks every worker, and reading each one's fleet.Worker (a few
+// hundred bytes on its own heap object, its class strings and its models on
+// others) cost a cache miss or more per worker per placement; the rows are
+// contiguous, so the walk streams through them. The copy is refreshed from
+// fleet.Versions: only slots that changed since the last placement are
+// re-read, which between two placements of the live router is the one
+// worker the last booking touched plus those that sent a heartbeat.
+type view struct {
+	fleet   *fleet.Fleet
+	version uint64   // the fleet.Version the rows were brought up to
+	vers    []uint64 // by Idx: the fleet.Versions entry each row was copied at
+	hot     []hotRow
+	cold    []coldRow
+}
+
+// hotRow is what every worker's lower bound needs: read for all of them.
+type hotRow struct {
+	seen time.Time // fleet.Worker.LastSeen; kept as a time.Time so freshness compares as before (monotonic clock included)
+	// queue[k] is the prompt tokens queued (heartbeat) and booked of class
+	// ranks 0..k: what a request of rank k waits behind (see queueTerm).
+	queue [fleet.NumClasses]int
+	batch int // running + booked sequences + 1: the batch the request would join
+	// decodeFrac and decodeLo place batch between the decode buckets (see
+	// decodePoint), so the per-worker decode is one interpolation.
+	decodeFrac float64
+	price      float64 // the worker's own $/hour, 0 if it gave none
+	class      int32   // index into Placer.classes
+	decodeLo   uint8
+	flags      rowFlags
+}
+
+// coldRow is read only for workers that survive the lower bound.
+type coldRow struct {
+	w                 *fleet.Worker
+	hbmTotal, hbmFree uint64
+	free, kvTotal     int // KV blocks; free is net of bookings
+	blockSize         int
+	// gpu, arch and tp are what class and fp8 were derived from, so a
+	// heartbeat that keeps them skips the class lookup.
+	gpu, arch string
+	tp        int
+}
+
+type rowFlags uint8
+
+const (
+	rowLive     rowFlags = 1 << iota // a worker occupies the slot
+	rowHeard                         // at least one heartbeat (LastSeen set)
+	rowDraining                      // the worker is draining
+	rowFP8                           // its architecture runs FP8 weights
+)
+
+// refresh brings the view up to f's current state. It re-reads only slots
+// whose fleet version moved, and nothing at all when the fleet's version
+// has not; a different fleet than last time is copied whole.
+func (p *Placer) refresh(f *fleet.Fleet) {
+	v := &p.view
+	if v.fleet != f {
+		v.fleet, v.version = f, 0
+		v.vers, v.hot, v.cold = v.vers[:0], v.hot[:0], v.cold[:0]
+	} else if v.version == f.Version() {
+		return
+	}
+	vers, workers := f.Versions(), f.Workers()
+	for len(v.vers) < len(vers) {
+		v.vers = append(v.vers, 0)
+		v.hot = append(v.hot, hotRow{})
+		v.cold = append(v.cold, coldRow{})
+	}
+	for i, ver := range vers {
+		if ver != v.vers[i] {
+			p.copyRow(int32(i), workers[i])
+			v.vers[i] = ver
+		}
+	}
+	v.version = f.Version()
+}
+
+// copyRow copies worker w (nil for a free slot) into row i.
+func (p *Placer) copyRow(i int32, w *fleet.Worker) {
+	h, c := &p.view.hot[i], &p.view.cold[i]
+	if w == nil {
+		*h, *c = hotRow{}, coldRow{}
+		return
+	}
+	if c.w != w || c.gpu != w.GPU || c.arch != w.Arch || c.tp != w.TP {
+		var fp8 bool
+		h.class, fp8 = p.classOf(w)
+		h.flags = 0
+		if fp8 {
+			h.flags = rowFP8
+		}
+		c.gpu, c.arch, c.tp = w.GPU, w.Arch, w.TP
+	}
+	h.flags = h.flags&rowFP8 | rowLive
+	if !w.LastSeen.IsZero() {
+		h.flags |= rowHeard
+	}
+	if w.Draining {
+		h.flags |= rowDraining
+	}
+	h.seen = w.LastSeen
+	q := 0
+	for k := range fleet.NumClasses {
+		q += w.QueuedByClass[k] + w.BookedPromptByClass[k]
+		h.queue[k] = q
+	}
+	h.batch = w.Running + w.BookedRequests + 1
+	h.decodeLo, h.decodeFrac = decodePoint(h.batch)
+	cl := &p.classes[h.class]
+	cl.buckets |= 1 << h.decodeLo
+	if h.decodeFrac != 0 {
+		cl.buckets |= 1 << (h.decodeLo + 1)
+	}
+
+	c.w = w
+	c.hbmTotal, c.hbmFree = w.HBMTotal, w.HBMFree
+	c.free, c.kvTotal, c.blockSize = w.FreeBlocks(), w.KVBlocksTotal, w.BlockSize
+	h.price = w.PricePerHour
+}
+
+// classOf returns the index of w's cost class (GPU and TP; the reference
+// GPU when the GPU axis is off) and whether its architecture runs FP8.
+func (p *Placer) classOf(w *fleet.Worker) (int32, bool) {
+	arch := w.Arch
+	if arch == "" {
+		arch = ArchOf(w.GPU)
+	}
+	fp8 := false
+	for _, a := range p.opts.FP8Arches {
+		if strings.EqualFold(a, arch) {
+			fp8 = true
+		}
+	}
+	key := classKey{gpu: w.GPU, tp: w.TP}
+	if !p.on[axGPU] {
+		key.gpu = p.opts.ReferenceGPU
+	}
+	id, ok := p.classIdx[key]
+	if !ok {
+		id = int32(len(p.classes))
+		p.classes = append(p.classes, class{gpu: key.gpu, tp: key.tp})
+		p.classIdx[key] = id
+	}
+	return id, fp8
+}
+
+// decodePoint places a batch size among the decode buckets: the bucket at
+// or below it and the fraction of the way to the next, 0 on a bucket (or
+// past the last one, which is used flat).
+func decodePoint(batch int) (lo uint8, frac float64) {
+	if batch < 1 {
+		batch = 1
+	}
+	l := bits.Len(uint(batch)) - 1
+	if l >= decodeBuckets-1 {
+		return decodeBuckets - 1, 0
+	}
+	if batch == 1<<l {
+		return uint8(l), 0
+	}
+	return uint8(l), float64(batch-(1<<l)) / float64(int(1)<<l)
+}
+
+// weightState is a model's residency on a worker as a small code, so the
+// warmth and headroom axes switch on a byte instead of comparing strings.
+type weightState uint8
+
+const (
+	stateHot weightState = iota
+	stateSleeping
+	stateLoading
+	stateCold
+	stateAbsent
+	stateUnknown // a state string this placer does not know: never bet on it
+)
+
+// residency is the request's model on one worker.
+type residency struct {
+	resident    bool // the worker lists the model
+	state       weightState
+	loadSeconds float64 // the worker's own load-time estimate, 0 if none
+}
+
+func residencyOf(w *fleet.Worker, model, dtype string) residency {
+	ms, ok := w.Model(model, dtype)
+	if !ok {
+		return residency{state: stateAbsent}
+	}
+	return residency{resident: true, state: stateOf(ms.State), loadSeconds: ms.LoadSeconds}
+}
+
+func stateOf(s string) weightState {
+	switch s {
+	case schemas.WeightHot:
+		return stateHot
+	case schemas.WeightSleeping:
+		return stateSleeping
+	case schemas.WeightLoading:
+		return stateLoading
+	case schemas.WeightCold:
+		return stateCold
+	case schemas.WeightAbsent:
+		return stateAbsent
+	}
+	return stateUnknown
+}
