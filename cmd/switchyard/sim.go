@@ -47,8 +47,11 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	asMin := fs.Int("autoscale-min", 1, "autoscale: fewest replicas per pool")
 	asMax := fs.Int("autoscale-max", 64, "autoscale: most replicas per pool")
 	ctlInterval := fs.Duration("control-interval", 2*time.Second, "autoscale: controller decision interval")
-	asUtil := fs.Float64("target-utilization", 0.7, "autoscale: share of a replica's modelled capacity the scaler plans to use")
+	asUtil := fs.Float64("target-utilization", 0, "autoscale: share of a replica's modelled capacity the scaler plans to use (0: the controller's default, 1 — its burst and noise headroom is planned explicitly)")
 	asWarmth := fs.Bool("autoscale-warmth", false, "autoscale: also apply the controller's sleep/wake/unload decisions")
+	asDownWindow := fs.Duration("scale-down-window", 0, "autoscale: scale-down stabilization window (0: the controller's default, 4 lead times)")
+	asHeadroom := fs.Float64("headroom-z", 0, "autoscale: arrival-noise headroom in Poisson standard deviations (0: the controller's default; negative: none)")
+	asDamping := fs.Float64("trend-damping", 0, "autoscale: forecast trend damping per interval (0: the controller's default; 1: undamped)")
 	fs.SetOutput(stdout)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -128,6 +131,9 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 					c.Autoscale = &sim.Autoscale{Min: *asMin, Max: *asMax, Warmth: *asWarmth}
 					c.Autoscale.Control.Interval = *ctlInterval
 					c.Autoscale.Control.TargetUtilization = *asUtil
+					c.Autoscale.Control.DownWindow = *asDownWindow
+					c.Autoscale.Control.HeadroomZ = *asHeadroom
+					c.Autoscale.Control.TrendDamping = *asDamping
 				}
 				if err == nil {
 					points[jb.si].Results[jb.pi], err = sim.Run(c, t, pol)

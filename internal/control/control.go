@@ -67,7 +67,8 @@ type Config struct {
 	// critical class's).
 	ITLTarget time.Duration
 	// TargetUtilization is the share of a replica's modelled capacity the
-	// scaler plans to use, leaving the rest for bursts (default 0.7).
+	// scaler plans to use (default 1: the headroom for bursts and arrival
+	// noise is planned explicitly, by the burst rate and HeadroomZ).
 	TargetUtilization float64
 	// DrainTarget is how fast a backlog should be worked off: a queue of
 	// Q requests asks for Q/DrainTarget requests per second of capacity on
@@ -79,6 +80,10 @@ type Config struct {
 	// attainment is trusted (default 20).
 	SLOTarget     float64
 	MinSLOSamples int
+	// SLOWindow is how far back the caller's attainment looks (default
+	// 60 s, control.Recent's): after adding a replica for misses, the
+	// controller waits for the misses it already counted to leave it.
+	SLOWindow time.Duration
 	// HighClasses are the classes held to SLOTarget (default critical and
 	// interactive).
 	HighClasses []string
@@ -86,7 +91,8 @@ type Config struct {
 	// Damping. UpCooldown is the least time between two scale-ups (default
 	// 10 s); DownCooldown the least time after any change before a
 	// scale-down (default 30 s); DownWindow the stabilization window whose
-	// highest recommendation bounds a scale-down (default 60 s);
+	// highest recommendation bounds a scale-down (default DownLeadTimes ×
+	// the pool's lead time, the cold-load time plus one interval);
 	// ZeroWindow the idle time before a pool with Min 0 goes to zero
 	// (default 5 min). MaxUpStep is the most replicas added per decision
 	// (default max(4, current)); MaxDownStep the most removed (default 1).
@@ -94,10 +100,29 @@ type Config struct {
 	UpCooldown, DownCooldown, DownWindow, ZeroWindow time.Duration
 	MaxUpStep, MaxDownStep                           int
 	Tolerance                                        float64
+	// DownLeadTimes sizes the default DownWindow in lead times (default
+	// 10: 314 s for llama-3.1-8b on an H100, about the HPA's default of
+	// 300 s).
+	DownLeadTimes float64
 
-	// Forecast smoothing per interval: level (default 0.5) and trend
-	// (default 0.2) gains of Holt's method.
-	LevelGain, TrendGain float64
+	// Forecast smoothing per interval: level (default one interval over
+	// the pool's lead time, 0.064 for llama-3.1-8b on an H100) and trend
+	// (default 0.2) gains of Holt's method, and the trend's damping per
+	// interval when forecasting over the lead time (default 0.8; 1 is
+	// undamped).
+	LevelGain, TrendGain, TrendDamping float64
+	// HeadroomZ and BurstWindow size the headroom for arrival noise: the
+	// scaler plans for the forecast rate plus HeadroomZ standard
+	// deviations of a Poisson rate measured over BurstWindow (defaults
+	// 2.33, the 99th percentile, and 10 s). A negative HeadroomZ plans for
+	// the mean.
+	HeadroomZ   float64
+	BurstWindow time.Duration
+	// QueueBudget is how long a burst's requests may wait for capacity:
+	// the fleet is sized so that every arrival of the last lead time would
+	// have been served within it (default 1 s, the critical class's base
+	// TTFT objective).
+	QueueBudget time.Duration
 
 	// Spec is the speculative decoding the workers run when it is on; the
 	// on/off decision compares its modelled throughput with plain decoding.
@@ -144,9 +169,10 @@ func (c *Config) fill() {
 	}
 	def(&c.Interval, 2*time.Second)
 	def(&c.ITLTarget, 50*time.Millisecond)
-	deff(&c.TargetUtilization, 0.7)
+	deff(&c.TargetUtilization, 1)
 	def(&c.DrainTarget, 10*time.Second)
 	deff(&c.SLOTarget, 0.99)
+	def(&c.SLOWindow, time.Minute)
 	if c.MinSLOSamples <= 0 {
 		c.MinSLOSamples = 20
 	}
@@ -155,14 +181,21 @@ func (c *Config) fill() {
 	}
 	def(&c.UpCooldown, 10*time.Second)
 	def(&c.DownCooldown, 30*time.Second)
-	def(&c.DownWindow, 60*time.Second)
 	def(&c.ZeroWindow, 5*time.Minute)
 	if c.MaxDownStep <= 0 {
 		c.MaxDownStep = 1
 	}
 	deff(&c.Tolerance, 0.1)
-	deff(&c.LevelGain, 0.5)
 	deff(&c.TrendGain, 0.2)
+	if c.TrendDamping == 0 {
+		c.TrendDamping = 0.8
+	}
+	deff(&c.DownLeadTimes, 10)
+	if c.HeadroomZ == 0 {
+		c.HeadroomZ = 2.33
+	}
+	def(&c.BurstWindow, 10*time.Second)
+	def(&c.QueueBudget, time.Second)
 	if c.Spec.K <= 0 {
 		c.Spec.K = 3
 	}
@@ -328,7 +361,9 @@ type poolState struct {
 	firstAt  time.Time
 	recs     []rec // raw recommendations inside the stabilization windows
 	fc       holt
-	lastSeen float64 // completed + in-system + queued, for the arrival rate
+	lastSeen float64   // completed + in-system + queued, for the arrival rate
+	sloUpAt  time.Time // the last replica added for missed SLOs
+	arrivals []arrival // per interval, the last lead time's
 	lastAt   time.Time
 	haveLast bool
 }

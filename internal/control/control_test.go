@@ -179,7 +179,7 @@ func TestScaleUpUnderRisingQueueAndDownWhenIdle(t *testing.T) {
 	peak := up[len(up)-1]
 	// Then nothing: one replica at a time, after the stabilization window.
 	start := now
-	down := drive(c, f, 200, &now, func(int) float64 { return 0 }, func(int) int { return 0 })
+	down := drive(c, f, 400, &now, func(int) float64 { return 0 }, func(int) int { return 0 })
 	if down[len(down)-1] != 1 {
 		t.Fatalf("idle fleet settled at %d, want the minimum 1: %v", down[len(down)-1], down)
 	}
@@ -190,8 +190,8 @@ func TestScaleUpUnderRisingQueueAndDownWhenIdle(t *testing.T) {
 			break
 		}
 	}
-	if held := time.Duration(first+1) * c.cfg.Interval; held < c.cfg.DownWindow {
-		t.Errorf("first scale-down after %s, before the %s stabilization window (from %s)", held, c.cfg.DownWindow, start)
+	if held, window := time.Duration(first+1)*c.cfg.Interval, c.downWindow(c.pools[0]); held < window {
+		t.Errorf("first scale-down after %s, before the %s stabilization window (from %s)", held, window, start)
 	}
 	for i := 1; i < len(down); i++ {
 		if down[i-1]-down[i] > c.cfg.MaxDownStep {
@@ -301,7 +301,7 @@ func TestWarmthSleepsSurplusAndWakesBeforeColdStart(t *testing.T) {
 		}
 		return h
 	}
-	for i := 0; i < 150; i++ {
+	for i := 0; i < 300; i++ {
 		now = now.Add(c.cfg.Interval)
 		for len(lag) > 0 && now.Sub(lag[0].at) >= 2*c.cfg.Interval {
 			state[lag[0].id] = lag[0].to

@@ -113,3 +113,58 @@ func (h *holt) observe(x, alpha, beta float64) {
 
 // at forecasts steps intervals ahead, never below zero.
 func (h *holt) at(steps float64) float64 { return math.Max(0, h.level+h.trend*steps) }
+
+// damped forecasts steps intervals ahead with the trend damped by phi per
+// step (Gardner and McKenzie): the trend's contribution converges to
+// trend·phi/(1−phi) however far ahead, so a short burst's slope is not
+// extrapolated over a long lead time. phi ≥ 1 is the undamped forecast.
+func (h *holt) damped(steps, phi float64) float64 {
+	if phi >= 1 {
+		return h.at(steps)
+	}
+	return math.Max(0, h.level+h.trend*phi*(1-math.Pow(phi, steps))/(1-phi))
+}
+
+// poissonRate is the z-quantile of the arrival rate over a window of w
+// seconds when arrivals are Poisson at mean rate: the count's standard
+// deviation is √(rate·w), so the rate's is √(rate/w). z ≤ 0 or w ≤ 0
+// leave the mean.
+func poissonRate(rate, w, z float64) float64 {
+	if rate <= 0 || w <= 0 || z <= 0 {
+		return math.Max(rate, 0)
+	}
+	return rate + z*math.Sqrt(rate/w)
+}
+
+// arrival is the count of requests that arrived in one decision interval
+// of dt seconds.
+type arrival struct{ n, dt float64 }
+
+// trimArrivals keeps the newest intervals that together span at most
+// span seconds.
+func trimArrivals(as []arrival, span float64) []arrival {
+	sum, i := 0.0, len(as)
+	for i > 0 && sum+as[i-1].dt <= span+1e-9 {
+		i--
+		sum += as[i].dt
+	}
+	return append(as[:0], as[i:]...)
+}
+
+// burstRate is the least service rate that finishes every arrival of the
+// recent intervals within budget seconds of the end of its interval, on a
+// fluid queue that was empty before them: for each suffix of the
+// intervals, its arrivals over its duration plus the budget; the largest.
+// A burst shorter than the budget is absorbed by queueing; a long one asks
+// for its own rate.
+func burstRate(as []arrival, budget float64) float64 {
+	best, n, span := 0.0, 0.0, 0.0
+	for i := len(as) - 1; i >= 0; i-- {
+		n += as[i].n
+		span += as[i].dt
+		if span+budget > 0 {
+			best = math.Max(best, n/(span+budget))
+		}
+	}
+	return best
+}

@@ -78,26 +78,48 @@ func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, q
 	load := float64(inSystem) + queued
 	if ps.haveLast {
 		if dt := now.Sub(ps.lastAt).Seconds(); dt > 0 {
-			ps.fc.observe(max(0, (done+load-ps.lastSeen)/dt), c.cfg.LevelGain, c.cfg.TrendGain)
+			arrived := max(0, done+load-ps.lastSeen)
+			ps.fc.observe(arrived/dt, c.levelGain(ps), c.cfg.TrendGain)
+			ps.arrivals = append(ps.arrivals, arrival{n: arrived, dt: dt})
 		}
 	}
 	ps.lastSeen, ps.lastAt, ps.haveLast = load, now, true
 
-	// A replica added now serves only after its weights load: plan for the
-	// demand forecast at that horizon.
+	// A replica ordered now serves only after its weights load: plan for the
+	// demand forecast at that lead time. The trend is damped (Gardner's
+	// damped Holt): a burst's onset is not a ramp that goes on for the
+	// whole lead time, and extrapolating it undamped ordered replicas for
+	// bursts that were over before they loaded.
 	loadS := ps.rep.LoadSeconds(schemas.WeightCold)
-	horizon := (loadS + c.cfg.Interval.Seconds()) / c.cfg.Interval.Seconds()
-	rate := ps.fc.level
-	plan := max(rate, ps.fc.at(horizon))
+	lead := loadS + c.cfg.Interval.Seconds()
+	horizon := lead / c.cfg.Interval.Seconds()
+	rate := max(0, ps.fc.level)
+	plan := max(rate, ps.fc.damped(horizon, c.cfg.TrendDamping))
+	// Headroom for arrival noise: plan for the HeadroomZ quantile of a
+	// Poisson rate over the burst window rather than its mean, so a small
+	// fleet keeps proportionally more spare capacity than a large one.
+	planQ := poissonRate(plan, c.cfg.BurstWindow.Seconds(), c.cfg.HeadroomZ)
+	// Bursts shorter than a lead time are over before a replica ordered
+	// for them serves, so the fleet must already hold them: the burst rate
+	// is the least capacity that would have served every arrival of the
+	// last lead time within QueueBudget of its arrival.
+	ps.arrivals = trimArrivals(ps.arrivals, lead)
+	burst := burstRate(ps.arrivals, c.cfg.QueueBudget.Seconds())
 	capU := Capacity(ps.rep, in.Mix, c.cfg.ITLTarget) * c.cfg.TargetUtilization
 	backlog := queued + float64(waiting)
-	raw := ceilDiv(plan+backlog/c.cfg.DrainTarget.Seconds(), capU)
-	why := fmt.Sprintf("arrivals %.2f/s (forecast %.2f/s at +%.0fs, the cold-load time %.1fs plus one interval), backlog %.0f, capacity %.2f req/s per replica at %.0f%% of modelled",
-		rate, plan, horizon*c.cfg.Interval.Seconds(), loadS, backlog, capU, c.cfg.TargetUtilization*100)
+	raw := ceilDiv(max(planQ, burst)+backlog/c.cfg.DrainTarget.Seconds(), capU)
+	why := fmt.Sprintf("arrivals %.2f/s (forecast %.2f/s at +%.0fs, the cold-load time %.1fs plus one interval; %.2f/s with Poisson headroom over %s; bursts of the last lead time need %.2f/s to queue at most %s), backlog %.0f, capacity %.2f req/s per replica at %.0f%% of modelled",
+		rate, plan, lead, loadS, planQ, c.cfg.BurstWindow, burst, c.cfg.QueueBudget, backlog, capU, c.cfg.TargetUtilization*100)
 	if load > 0 && raw < 1 {
 		raw = 1
 	}
-	if highMiss && load > 0 && raw <= ps.desired {
+	// Misses add one replica, then wait until that replica has loaded and
+	// a whole attainment window has been judged with it: the window still
+	// holds the misses that asked for it, and bumping on them every cooldown
+	// wound the fleet up by several replicas for one burst's misses.
+	sloBump := highMiss && load > 0 && raw <= ps.desired &&
+		(ps.sloUpAt.IsZero() || now.Sub(ps.sloUpAt).Seconds() >= lead+c.cfg.SLOWindow.Seconds())
+	if sloBump {
 		raw = ps.desired + 1
 		why = fmt.Sprintf("high-priority SLO attainment below %.0f%%: one more replica than the model asks; %s", c.cfg.SLOTarget*100, why)
 	}
@@ -105,7 +127,7 @@ func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, q
 		ArrivalRate: rate, Forecast: plan, Capacity: capU, Backlog: int(backlog + 0.5)}
 
 	ps.recs = append(ps.recs, rec{now, raw})
-	keep := max(c.cfg.DownWindow, c.cfg.ZeroWindow)
+	keep := max(c.downWindow(ps), c.cfg.ZeroWindow)
 	i := 0
 	for i < len(ps.recs) && now.Sub(ps.recs[i].at) > keep {
 		i++
@@ -138,7 +160,7 @@ func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, q
 		switch {
 		case highMiss:
 			reason = "scale-down held: high-priority SLO attainment below target"
-		case now.Sub(ps.firstAt) < c.cfg.DownWindow:
+		case now.Sub(ps.firstAt) < c.downWindow(ps):
 			reason = "scale-down held until one stabilization window is observed"
 		case target >= old:
 			reason = fmt.Sprintf("scale-down held: %d recommended within the last %s", target, window)
@@ -156,6 +178,9 @@ func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, q
 		ps.desired, ps.lastAny = next, now
 		if next > old {
 			ps.lastUp = now
+			if sloBump {
+				ps.sloUpAt = now
+			}
 		} else {
 			ps.lastDown = now
 		}
@@ -172,17 +197,43 @@ func (c *Controller) maxUp(cur int) int {
 	return max(4, cur)
 }
 
+// levelGain is the forecast's level gain per interval: LevelGain when
+// set, else one interval over the pool's lead time, so the level follows
+// demand on the time scale a replica ordered now can act on. Faster swings
+// are the burst term's: they are over before such a replica serves.
+func (c *Controller) levelGain(ps *poolState) float64 {
+	if c.cfg.LevelGain > 0 {
+		return c.cfg.LevelGain
+	}
+	iv := c.cfg.Interval.Seconds()
+	return min(1, iv/(ps.rep.LoadSeconds(schemas.WeightCold)+iv))
+}
+
+// downWindow is the pool's scale-down stabilization window: DownWindow
+// when set, else DownLeadTimes times the pool's lead time (cold load plus
+// one interval). A replica released now takes a lead time to get back, so
+// the window is sized in lead times: demand that recurs within a few of
+// them is cheaper to keep serving than to re-order and wait for.
+func (c *Controller) downWindow(ps *poolState) time.Duration {
+	if c.cfg.DownWindow > 0 {
+		return c.cfg.DownWindow
+	}
+	lead := ps.rep.LoadSeconds(schemas.WeightCold) + c.cfg.Interval.Seconds()
+	return time.Duration(c.cfg.DownLeadTimes * lead * float64(time.Second)).Round(c.cfg.Interval)
+}
+
 // stabilized is the highest recommendation of the scale-down window; going
 // to zero needs the longer zero window to have been idle throughout.
 func (c *Controller) stabilized(ps *poolState, now time.Time) (int, time.Duration) {
+	window := c.downWindow(ps)
 	hi := 0
 	for _, r := range ps.recs {
-		if now.Sub(r.at) <= c.cfg.DownWindow {
+		if now.Sub(r.at) <= window {
 			hi = max(hi, r.n)
 		}
 	}
 	if hi > 0 {
-		return hi, c.cfg.DownWindow
+		return hi, window
 	}
 	for _, r := range ps.recs {
 		if r.n > 0 {

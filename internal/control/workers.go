@@ -132,9 +132,16 @@ func (c *Controller) decideWarmth(ws []schemas.Heartbeat, byPool map[string][]*s
 		// a sleeping replica still holds its GPU, and any request placed on
 		// it waits for the wake, so sleeping one the fleet still counts on
 		// trades latency for nothing (in a one-model pool, the HBM it frees
-		// has no other use). Sleep is the step before a drain.
+		// has no other use). And while the pool can still shrink, the
+		// scaler releases surplus replicas instead: sleeping them would keep
+		// paying for GPUs the drain is about to give back, and requests
+		// placed on them meanwhile would wait for a wake. Sleep is for a
+		// pool held at its floor.
 		keep := max(need, rd.Desired, 1)
 		surplus := len(hot) - keep
+		if rd.Desired > ps.Min {
+			surplus = 0
+		}
 		sort.Slice(hot, func(i, j int) bool { return hot[i].WorkerID > hot[j].WorkerID })
 		for _, hb := range hot {
 			if surplus <= 0 {
