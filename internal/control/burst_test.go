@@ -1,0 +1,163 @@
+package control
+
+import (
+	"testing"
+	"time"
+
+	"github.com/switchyard-ai/switchyard/schemas"
+)
+
+// trafficStep drives one decision: arrivals requests arrive in the interval
+// and are served within it (the toy fleet keeps up), the scaler obeys.
+func trafficStep(c *Controller, f *fleet, now *time.Time, arrivals float64) Decision {
+	iv := c.cfg.Interval
+	*now = now.Add(iv)
+	f.serve(arrivals/iv.Seconds(), iv)
+	d := c.Decide(Inputs{Now: *now, Workers: f.heartbeats(0, 0), Mix: Mix{PromptTokens: 2048, OutputTokens: 28}})
+	f.resize(d.Replicas[0].Desired)
+	return d
+}
+
+func TestBurstScaling(t *testing.T) {
+	h100 := Pool{GPU: "h100", Model: model, Min: 1, Max: 32}
+	capacity := func(c *Controller) float64 {
+		return Capacity(c.pools[0].rep, Mix{PromptTokens: 2048, OutputTokens: 28}, c.cfg.ITLTarget)
+	}
+	for _, tc := range []struct {
+		name string
+		// burstX is the burst's rate in replicas' modelled capacity; it
+		// lasts burstS seconds every periodS, quiet (0.05 of a replica)
+		// between.
+		burstX          float64
+		burstS, periodS int
+		minutes         int
+		// wantMinAfterWarmup is the least desired size once the first burst
+		// has been seen; wantMax the most ever.
+		wantMinAfterWarmup, wantMax int
+	}{
+		// A 10 s burst at 3 replicas' capacity every 2 minutes: each burst
+		// is over long before a replica ordered for it loads (31 s), so
+		// the capacity seen for the first must be kept through the quiet
+		// between them.
+		{"short bursts after quiet spells keep capacity", 3, 10, 120, 20, 3, 4},
+		// The same bursts every 3 minutes still fall inside the window.
+		{"sparser bursts still inside the window", 3, 10, 180, 20, 3, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCtl(t, h100, nil)
+			capa := capacity(c)
+			f := &fleet{n: 1}
+			now := t0
+			seen := false
+			for i := 0; i < tc.minutes*30; i++ {
+				sec := (i * 2) % tc.periodS
+				rate := 0.05 * capa
+				if sec >= tc.periodS-tc.burstS {
+					rate = tc.burstX * capa
+				}
+				d := trafficStep(c, f, &now, rate*c.cfg.Interval.Seconds())
+				got := d.Replicas[0].Desired
+				if got > tc.wantMax {
+					t.Fatalf("t=%ds: desired %d over %d for a %.0f-replica burst: %s", i*2, got, tc.wantMax, tc.burstX, d.Replicas[0].Reason)
+				}
+				if seen && got < tc.wantMinAfterWarmup {
+					t.Fatalf("t=%ds: desired %d between bursts of %.0f replicas: the next burst would meet a fleet too small for it", i*2, got, tc.burstX)
+				}
+				seen = seen || got >= tc.wantMinAfterWarmup
+			}
+			if !seen {
+				t.Fatalf("never scaled to %d for bursts of %.0f replicas' capacity", tc.wantMinAfterWarmup, tc.burstX)
+			}
+		})
+	}
+}
+
+func TestSteadyLowLoadScalesDownAfterTheWindow(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		window time.Duration // 0: the default, DownLeadTimes lead times
+	}{
+		{"default window", 0},
+		{"explicit window", 2 * time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCtl(t, Pool{GPU: "h100", Model: model, Min: 1, Max: 16}, func(cfg *Config) { cfg.DownWindow = tc.window })
+			capa := Capacity(c.pools[0].rep, Mix{PromptTokens: 2048, OutputTokens: 28}, c.cfg.ITLTarget)
+			window := c.downWindow(c.pools[0])
+			if tc.window > 0 && window != tc.window {
+				t.Fatalf("window %s, want the configured %s", window, tc.window)
+			}
+			f := &fleet{n: 6}
+			now := t0
+			// A steady half replica of load on six replicas: one is enough.
+			var got []int
+			for i := 0; i < int((window+5*time.Minute)/c.cfg.Interval); i++ {
+				got = append(got, trafficStep(c, f, &now, 0.5*capa*c.cfg.Interval.Seconds()).Replicas[0].Desired)
+			}
+			first := -1
+			for i, x := range got {
+				if x < 6 {
+					first = i
+					break
+				}
+			}
+			if first < 0 || got[len(got)-1] != 1 {
+				t.Fatalf("steady low load: desired %v, want 6 down to 1", got)
+			}
+			if held := time.Duration(first+1) * c.cfg.Interval; held < window {
+				t.Errorf("first scale-down after %s, inside the %s stabilization window", held, window)
+			}
+			if n := changes(got); n != 5 {
+				t.Errorf("%d changes on the way from 6 to 1, want 5 single steps: %v", n, got)
+			}
+		})
+	}
+}
+
+func TestBurstRate(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		counts []float64 // per 2 s interval, oldest first
+		budget float64
+		want   float64
+	}{
+		{"nothing", nil, 1, 0},
+		{"steady rate approaches the rate", []float64{10, 10, 10, 10, 10, 10, 10, 10, 10, 10}, 1, 100.0 / 21},
+		{"a one-interval spike queues for the budget", []float64{0, 0, 0, 60}, 1, 20},
+		{"an older spike counts over the time since", []float64{60, 0, 0, 0}, 1, 60.0 / 9},
+		{"no budget: the arrivals over the time since", []float64{0, 60, 0}, 0, 15},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			as := make([]arrival, len(tc.counts))
+			for i, n := range tc.counts {
+				as[i] = arrival{n: n, dt: 2}
+			}
+			if got := burstRate(as, tc.budget); got < tc.want-1e-9 || got > tc.want+1e-9 {
+				t.Errorf("burstRate = %.4f, want %.4f", got, tc.want)
+			}
+		})
+	}
+	as := []arrival{{1, 2}, {2, 2}, {3, 2}, {4, 2}}
+	if got := trimArrivals(as, 5); len(got) != 2 || got[0].n != 3 || got[1].n != 4 {
+		t.Errorf("trimArrivals kept %v, want the last 4 s", got)
+	}
+}
+
+func TestSLOMissBumpDoesNotWindUp(t *testing.T) {
+	c := newCtl(t, Pool{GPU: "h100", Model: model, Min: 1, Max: 20}, func(cfg *Config) { cfg.UpCooldown = time.Nanosecond })
+	f := &fleet{n: 2}
+	now := t0
+	miss := map[string]Attainment{schemas.PriorityInteractive: {Met: 90, Total: 100}}
+	// Misses stay in the attainment window for a minute after one burst:
+	// the controller adds one replica, not one per decision.
+	var got []int
+	for i := 0; i < 30; i++ {
+		now = now.Add(c.cfg.Interval)
+		d := c.Decide(Inputs{Now: now, Workers: f.heartbeats(1, 0), SLO: miss})
+		f.resize(d.Replicas[0].Desired)
+		got = append(got, f.n)
+	}
+	if got[len(got)-1] != 3 {
+		t.Errorf("a minute of one burst's misses moved the fleet %v, want 2 -> 3 once", got)
+	}
+}
