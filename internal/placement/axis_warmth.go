@@ -12,26 +12,31 @@ package placement
 // Disabled: load_s is 0 everywhere (the router assumes every model is warm).
 
 func warmthTerm(p *Placer, c *cand, r *Request) Reason {
-	if !p.on[axWarmth] {
-		return ReasonNone
-	}
-	state := stateAbsent
-	if c.res.resident {
-		state = c.res.state
-	}
-	if state == stateHot {
-		return ReasonNone
-	}
-	if c.res.resident && c.res.loadSeconds > 0 {
-		// The worker measures its own disk and link speed, and knows how far
-		// a load in progress has got.
-		c.t.LoadSeconds = c.res.loadSeconds
-		return ReasonNone
-	}
-	s := p.loadSeconds(c.c, r, state)
-	if isInf(s) {
+	s, ok := warmLoad(p, c.c, r, c.res)
+	if !ok {
 		return ReasonCannotRun
 	}
 	c.t.LoadSeconds = s
 	return ReasonNone
+}
+
+// warmLoad is load_s for a worker of class cl where the model's residency
+// is res; ok is false when the cost model says the load cannot happen.
+func warmLoad(p *Placer, cl *class, r *Request, res *residency) (float64, bool) {
+	if !p.on[axWarmth] || res.state == stateHot {
+		return 0, true
+	}
+	return coldLoad(p, cl, r, res)
+}
+
+// coldLoad is warmLoad for weights that are not hot.
+func coldLoad(p *Placer, cl *class, r *Request, res *residency) (float64, bool) {
+	state := res.state
+	if res.resident && res.loadSeconds > 0 {
+		// The worker measures its own disk and link speed, and knows how far
+		// a load in progress has got.
+		return res.loadSeconds, true
+	}
+	s := p.loadSeconds(cl, r, state)
+	return s, !isInf(s)
 }

@@ -1,9 +1,6 @@
 package placement
 
-import (
-	"math"
-	"time"
-)
+import "time"
 
 // Axis: workflow context.
 //
@@ -31,17 +28,12 @@ func workflowTerm(p *Placer, c *cand, r *Request, _ time.Time) {
 // worker where it prefills and decodes in the given times: the request's
 // own deadline, or sooner when the steps left of its workflow need the
 // time; +Inf for none.
-func effectiveDeadline(p *Placer, r *Request, prefill, decode float64) float64 {
+func effectiveDeadline(p *Placer, _ *Request, prefill, decode float64) float64 {
 	d := p.rp.deadlineIn
-	wf := r.Workflow
-	if !p.on[axWorkflow] || wf == nil || math.IsInf(p.rp.workflowDeadlineIn, 1) {
+	if !p.rp.stepped {
 		return d
 	}
-	left := 0
-	if wf.Of > wf.Step {
-		left = wf.Of - wf.Step
-	}
-	if step := p.rp.workflowDeadlineIn - float64(left)*(prefill+decode); step < d {
+	if step := p.rp.workflowDeadlineIn - p.rp.stepsLeft*(prefill+decode); step < d {
 		return step
 	}
 	return d

@@ -34,6 +34,8 @@ type class struct {
 	prefillFull float64 // the whole prompt, nothing cached
 	queueRate   float64 // seconds per queued prompt token
 	price       float64 // $/hour
+	// pricePerSecond is price/3600, for the scan's bound.
+	pricePerSecond float64
 
 	// decodeAt is the decode time at each bucket's batch size, for the
 	// buckets in the mask (the rest are left from earlier placements).
@@ -65,6 +67,7 @@ func (p *Placer) prepare(cl *class, r *Request) {
 	cl.prefillFull = p.cost.PrefillSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, r.PromptTokens, 0)
 	cl.queueRate = p.cost.PrefillSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, queueRefTokens, 0) / queueRefTokens
 	cl.price = p.cost.PricePerHour(cl.gpu, cl.tp)
+	cl.pricePerSecond = cl.price / 3600
 	// The mean context during decode is the prompt plus half the output.
 	ctx := r.PromptTokens + r.OutputTokens/2
 	for m := cl.buckets | 1; m != 0; m &= m - 1 {

@@ -40,8 +40,8 @@
 // (waiting will not help: "no GPU here can hold this model") or busy-now.
 // A Decision keeps the Options.Explain cheapest candidates with their
 // breakdowns. Every worker first gets a lower bound on its total_usd from
-// its queue, prefill, decode and GPU-price terms (scan.go); workers are
-// then evaluated cheapest bound first, and one whose bound exceeds the
+// its queue, load, prefill, decode and GPU-price terms (scan.go); workers
+// are then evaluated cheapest bound first, and one whose bound exceeds the
 // Explain-th best total so far is skipped (Decision.Skipped), which cannot
 // change the outcome because every other term only adds. A skipped
 // worker's filters never ran, so it has no rejection reason; when fewer

@@ -263,6 +263,9 @@ type Placer struct {
 	classIdx map[classKey]int32
 	epoch    uint64
 	view     view
+	modelIdx map[modelKey]int32
+	resCols  [][]residency // by modelIdx, then worker Idx
+	res      []residency   // this placement's column
 
 	lens     []int32 // prefix match lengths by worker Idx
 	touched  []int32
@@ -285,7 +288,7 @@ type Placer struct {
 // New returns a Placer using cost for predictions.
 func New(cost CostModel, opts Options) *Placer {
 	opts.fill()
-	p := &Placer{cost: cost, opts: opts, classIdx: make(map[classKey]int32)}
+	p := &Placer{cost: cost, opts: opts, classIdx: make(map[classKey]int32), modelIdx: make(map[modelKey]int32)}
 	for i := range p.on {
 		p.on[i] = !opts.Disabled[axisNames[i]]
 	}
@@ -320,6 +323,16 @@ type reqParams struct {
 	// Deadlines as seconds from now (+Inf for none), so the per-worker
 	// loop does float arithmetic instead of time.Time arithmetic.
 	deadlineIn, workflowDeadlineIn float64
+	// stepped is set when the workflow axis splits a workflow deadline
+	// across the steps left after this one, stepsLeft (see
+	// effectiveDeadline).
+	stepped   bool
+	stepsLeft float64
+	// For the scan's lower bound: the queue ceiling and whether deadlines
+	// are filtered, with the axes' switches folded in.
+	boundQueueCeiling float64
+	boundDeadlines    bool
+	timeValue         float64 // workflowFactor × valueOfTime
 }
 
 func (p *Placer) params(prio string) reqParams {
@@ -351,7 +364,7 @@ type cand struct {
 	h          *hotRow
 	row        *coldRow
 	c          *class
-	res        residency
+	res        *residency
 	t          Terms
 	deadlineIn float64 // effective deadline (workflow-propagated), seconds from now; +Inf for none
 	batch      int
@@ -378,6 +391,7 @@ func (p *Placer) Place(f *fleet.Fleet, req *Request, now time.Time) *Decision {
 
 	p.refresh(f)
 	hot := p.view.hot
+	p.res = p.residencies(r.Model, r.Dtype)
 	p.grow(len(hot), f.Prefix().MaxWorker())
 	p.cached = p.cached[:0]
 	if p.on[axKV] {
@@ -392,6 +406,15 @@ func (p *Placer) Place(f *fleet.Fleet, req *Request, now time.Time) *Decision {
 	p.rp.fp8 = isFP8(r.Dtype)
 	p.rp.deadlineIn, p.rp.workflowDeadlineIn = secondsUntil(r.Deadline, now), secondsUntil(r.WorkflowDeadline, now)
 	p.rp.workflowFactor = workflowFactor(p, &r)
+	if wf := r.Workflow; p.on[axWorkflow] && wf != nil && !math.IsInf(p.rp.workflowDeadlineIn, 1) {
+		p.rp.stepped, p.rp.stepsLeft = true, float64(max(wf.Of-wf.Step, 0))
+	}
+	p.rp.boundQueueCeiling = math.Inf(1)
+	if p.on[axPriority] {
+		p.rp.boundQueueCeiling = p.rp.queueCeiling
+	}
+	p.rp.boundDeadlines = p.on[axLatency]
+	p.rp.timeValue = p.rp.workflowFactor * p.rp.valueOfTime
 	var weight uint64
 	if p.opts.WeightBytes != nil {
 		weight = p.opts.WeightBytes(r.Model, r.Dtype)
@@ -526,7 +549,7 @@ func (p *Placer) evaluate(c *cand, i int32, r *Request, weight uint64, now time.
 
 	// Filters and terms, one axis at a time; each axis file says what it
 	// reads and why. Terms that later filters need come first.
-	c.res = residencyOf(c.row.w, r.Model, r.Dtype)
+	c.res = p.residencyAt(i, r)
 	if reason := gpuFilter(p, c, r, weight); reason != ReasonNone {
 		return reason
 	}

@@ -130,28 +130,39 @@ func insertAscending(s []bounded, b bounded, k int) []bounded {
 }
 
 // lowerBound is a cost no lower than the worker's total_usd could be,
-// from its hot row alone: queue_s, prefill_s and decode_s are computed as
-// evaluate computes them, and every other term only adds (load_s,
-// preempt_s, the rest of delay_s and gpu_usd, miss_usd are non-negative).
-// It is shaved by a part in 10^12 so that rounding can never skip the true
-// best. A worker that those three terms alone already put over its queue
-// ceiling or past its effective deadline will be rejected by a filter
-// whatever the rest says, so its bound is +Inf: it is evaluated, and its
-// reason recorded, only if too few workers pass to fill the list.
+// from its hot row and the model's residency alone: queue_s, load_s,
+// prefill_s and decode_s are computed as evaluate computes them, and the
+// terms left out only add (preempt_s and miss_usd are non-negative). It is
+// shaved by a part in 10^12 so that rounding can never skip the true best.
+// A worker that those terms alone already put over its queue ceiling or
+// past its effective deadline, or whose model cannot be loaded, will be
+// rejected by a filter whatever the rest says, so its bound is +Inf: it is
+// evaluated, and its reason recorded, only if too few workers pass to fill
+// the list.
 func (p *Placer) lowerBound(h *hotRow, cl *class, i int32, r *Request) float64 {
 	queue := queueSeconds(p, h, cl)
 	prefill := prefillSeconds(p, cl, r, cachedTokens(p, i, r))
 	decode := decodeInterp(cl, h.decodeLo, h.decodeFrac)
-	comp := queue + prefill + decode
-	if p.on[axPriority] && queue > p.rp.queueCeiling {
+	load, ok := warmLoad(p, cl, r, p.residencyAt(i, r))
+	if !ok {
 		return math.Inf(1)
 	}
-	if p.on[axLatency] && comp > effectiveDeadline(p, r, prefill, decode) {
+	comp := queue + load + prefill + decode
+	if queue > p.rp.boundQueueCeiling {
 		return math.Inf(1)
 	}
-	delay := float64(h.batch-1) * prefill
-	gpu := (prefill + decode/float64(h.batch)) * gpuPrice(p, cl, h) / 3600
-	lb := (comp*p.rp.workflowFactor*p.rp.valueOfTime + delay*p.rp.delayValue + gpu) * (1 - 1e-12)
+	if p.rp.boundDeadlines && comp > effectiveDeadline(p, r, prefill, decode) {
+		return math.Inf(1)
+	}
+	// The same terms as total, with its divisions turned into multiplies
+	// by reciprocals kept in the row and class: a rounding difference the
+	// shave covers.
+	pricePerSecond := cl.pricePerSecond
+	if h.ownPricePerSecond > 0 {
+		pricePerSecond = h.ownPricePerSecond
+	}
+	gpu := (load + prefill + decode*h.invBatch) * pricePerSecond
+	lb := (comp*p.rp.timeValue + h.others*(prefill+load)*p.rp.delayValue + gpu) * (1 - 1e-12)
 	if !(lb < math.Inf(1)) {
 		return math.Inf(1) // NaN too: such a worker is never picked
 	}

@@ -146,4 +146,35 @@ func TestReusedPlacerSeesEveryFleetChange(t *testing.T) {
 // sameTerms compares breakdowns, NaN-free by construction, field by field.
 func sameTerms(a, b Terms) bool { return a == b && !math.IsNaN(a.TotalUSD) }
 
-var _ = fleet.NumClasses
+// Residencies are cached per model; more models than the cache keeps, and
+// a model changing state between placements, still decide as a new placer.
+func TestResidencyCacheFollowsModelsAndStates(t *testing.T) {
+	f := fleet.New(fleet.Options{})
+	hb := func(id, model, state string) {
+		f.ApplyHeartbeat(&schemas.Heartbeat{
+			WorkerID: id, GPU: "fast", TP: 1, HBMTotalBytes: 80 << 30, HBMFreeBytes: 40 << 30,
+			KVBlocksTotal: 1000, KVBlocksFree: 800, BlockSize: 16,
+			Models: []schemas.ModelState{{Name: model, Dtype: "bf16", State: state}},
+		}, now)
+	}
+	live := New(testCost{}, testOpts())
+	for k := range maxModelKeys + 10 {
+		model := fmt.Sprintf("m%d", k)
+		// A holds the model cold, B hot; then they swap.
+		hb("A", model, schemas.WeightCold)
+		hb("B", model, schemas.WeightHot)
+		r := req(schemas.PriorityStandard)
+		r.Model = model
+		if d := live.Place(f, r, now); winner(d) != "B" || d.Terms.LoadSeconds != 0 {
+			t.Fatalf("%s: picked %s with load %v, want the hot B", model, winner(d), d.Terms.LoadSeconds)
+		}
+		hb("A", model, schemas.WeightHot)
+		hb("B", model, schemas.WeightCold)
+		if d := live.Place(f, r, now); winner(d) != "A" {
+			t.Fatalf("%s after the swap: picked %s, want A", model, winner(d))
+		}
+	}
+	if len(live.modelIdx) > maxModelKeys {
+		t.Fatalf("%d residency columns kept, bound %d", len(live.modelIdx), maxModelKeys)
+	}
+}

@@ -33,6 +33,11 @@ type hotRow struct {
 	// ranks 0..k: what a request of rank k waits behind (see queueTerm).
 	queue [fleet.NumClasses]int
 	batch int // running + booked sequences + 1: the batch the request would join
+	// others is batch-1 and invBatch 1/batch, as floats for the bound.
+	others, invBatch float64
+	// ownPricePerSecond is the worker's own price in $/s when the GPU
+	// axis uses it (see gpuPrice), else 0.
+	ownPricePerSecond float64
 	// decodeFrac and decodeLo place batch between the decode buckets (see
 	// decodePoint), so the per-worker decode is one interpolation.
 	decodeFrac float64
@@ -71,6 +76,9 @@ func (p *Placer) refresh(f *fleet.Fleet) {
 	if v.fleet != f {
 		v.fleet, v.version = f, 0
 		v.vers, v.hot, v.cold = v.vers[:0], v.hot[:0], v.cold[:0]
+		// Cached residencies carry the old fleet's versions.
+		clear(p.modelIdx)
+		p.resCols = p.resCols[:0]
 	} else if v.version == f.Version() {
 		return
 	}
@@ -120,6 +128,11 @@ func (p *Placer) copyRow(i int32, w *fleet.Worker) {
 	}
 	h.batch = w.Running + w.BookedRequests + 1
 	h.decodeLo, h.decodeFrac = decodePoint(h.batch)
+	h.others, h.invBatch = float64(h.batch-1), 1/float64(h.batch)
+	h.ownPricePerSecond = 0
+	if p.on[axGPU] && w.PricePerHour > 0 {
+		h.ownPricePerSecond = w.PricePerHour / 3600
+	}
 	cl := &p.classes[h.class]
 	cl.buckets |= 1 << h.decodeLo
 	if h.decodeFrac != 0 {
@@ -190,9 +203,55 @@ const (
 
 // residency is the request's model on one worker.
 type residency struct {
-	resident    bool // the worker lists the model
-	state       weightState
-	loadSeconds float64 // the worker's own load-time estimate, 0 if none
+	resident    bool        // the worker lists the model
+	state       weightState // stateAbsent when not resident
+	loadSeconds float64     // the worker's own load-time estimate, 0 if none
+	// version is the view.vers entry of the row it was read at; 0 never is.
+	version uint64
+}
+
+type modelKey struct{ model, dtype string }
+
+// maxModelKeys bounds the residency columns kept; past it they start over,
+// so requests naming ever new models cannot grow the placer without limit.
+const maxModelKeys = 64
+
+// residencies returns the column of residencies of model at dtype, by Idx
+// and as long as the view. An entry is current when its version equals
+// the row's; the scan re-reads the others (see residencyAt).
+func (p *Placer) residencies(model, dtype string) []residency {
+	k := modelKey{model, dtype}
+	id, ok := p.modelIdx[k]
+	if !ok {
+		if len(p.modelIdx) >= maxModelKeys {
+			clear(p.modelIdx)
+			p.resCols = p.resCols[:0]
+		}
+		id = int32(len(p.resCols))
+		p.modelIdx[k] = id
+		p.resCols = append(p.resCols, nil)
+	}
+	col := p.resCols[id]
+	for len(col) < len(p.view.hot) {
+		col = append(col, residency{})
+	}
+	p.resCols[id] = col
+	return col
+}
+
+// residencyAt is the request's model residency on the worker at Idx i,
+// re-read from the worker only when the row changed since it was cached.
+func (p *Placer) residencyAt(i int32, r *Request) *residency {
+	e := &p.res[i]
+	if e.version != p.view.vers[i] {
+		p.reread(e, i, r)
+	}
+	return e
+}
+
+func (p *Placer) reread(e *residency, i int32, r *Request) {
+	*e = residencyOf(p.view.cold[i].w, r.Model, r.Dtype)
+	e.version = p.view.vers[i]
 }
 
 func residencyOf(w *fleet.Worker, model, dtype string) residency {
