@@ -161,3 +161,33 @@ func TestSLOMissBumpDoesNotWindUp(t *testing.T) {
 		t.Errorf("a minute of one burst's misses moved the fleet %v, want 2 -> 3 once", got)
 	}
 }
+
+func TestMissesCalibrateCapacityAndItRecovers(t *testing.T) {
+	c := newCtl(t, Pool{GPU: "h100", Model: model, Min: 1, Max: 20}, nil)
+	f := &fleet{n: 2}
+	now := t0
+	miss := map[string]Attainment{schemas.PriorityCritical: {Met: 95, Total: 100}}
+	step := func(slo map[string]Attainment) ReplicaDecision {
+		now = now.Add(c.cfg.Interval)
+		d := c.Decide(Inputs{Now: now, Workers: f.heartbeats(1, 0), SLO: slo})
+		f.resize(d.Replicas[0].Desired)
+		return d.Replicas[0]
+	}
+	model0 := step(nil).Capacity
+	// Three minutes of misses: one cut per lead time plus attainment window.
+	var cut float64
+	for i := 0; i < 90; i++ {
+		cut = step(miss).Capacity
+	}
+	if want := model0 * c.cfg.MissCapacityCut * c.cfg.MissCapacityCut; cut > want*1.001 || cut < want*0.999 {
+		t.Fatalf("capacity after 3 minutes of misses %.2f, want two cuts to %.2f (model %.2f)", cut, want, model0)
+	}
+	// An hour of met SLOs brings it most of the way back.
+	var back float64
+	for i := 0; i < 1800; i++ {
+		back = step(nil).Capacity
+	}
+	if back < 0.95*model0 || back > model0 {
+		t.Errorf("capacity after an hour of met SLOs %.2f, want near the model's %.2f", back, model0)
+	}
+}

@@ -84,6 +84,12 @@ type Config struct {
 	// 60 s, control.Recent's): after adding a replica for misses, the
 	// controller waits for the misses it already counted to leave it.
 	SLOWindow time.Duration
+	// MissCapacityCut is the factor a high-priority miss episode applies
+	// to the capacity planned per replica (default 0.85, floor 0.4 of the
+	// model); CalibrationRecover the time constant of its recovery toward
+	// the model while the SLO holds (default 30 min).
+	MissCapacityCut    float64
+	CalibrationRecover time.Duration
 	// HighClasses are the classes held to SLOTarget (default critical and
 	// interactive).
 	HighClasses []string
@@ -173,6 +179,10 @@ func (c *Config) fill() {
 	def(&c.DrainTarget, 10*time.Second)
 	deff(&c.SLOTarget, 0.99)
 	def(&c.SLOWindow, time.Minute)
+	if c.MissCapacityCut <= 0 || c.MissCapacityCut >= 1 {
+		c.MissCapacityCut = 0.85
+	}
+	def(&c.CalibrationRecover, 30*time.Minute)
 	if c.MinSLOSamples <= 0 {
 		c.MinSLOSamples = 20
 	}
@@ -364,6 +374,7 @@ type poolState struct {
 	lastSeen float64   // completed + in-system + queued, for the arrival rate
 	sloUpAt  time.Time // the last replica added for missed SLOs
 	arrivals []arrival // per interval, the last lead time's
+	calib    float64   // share of the modelled capacity SLO misses leave
 	lastAt   time.Time
 	haveLast bool
 }

@@ -105,21 +105,35 @@ func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, q
 	// last lead time within QueueBudget of its arrival.
 	ps.arrivals = trimArrivals(ps.arrivals, lead)
 	burst := burstRate(ps.arrivals, c.cfg.QueueBudget.Seconds())
-	capU := Capacity(ps.rep, in.Mix, c.cfg.ITLTarget) * c.cfg.TargetUtilization
+	// The roofline's capacity is a model: high-priority misses at the size
+	// it asked for say the replicas serve this traffic slower than modelled
+	// (placement spread, prefill bursts, preemption). Each miss episode
+	// cuts the capacity planned per replica by MissCapacityCut — once per
+	// lead time plus attainment window, so the misses already counted do
+	// not cut it again before a replica ordered for them has been judged —
+	// and it recovers toward the model while the SLO holds.
+	if ps.calib == 0 {
+		ps.calib = 1
+	}
+	sloBump := highMiss && load > 0 &&
+		(ps.sloUpAt.IsZero() || now.Sub(ps.sloUpAt).Seconds() >= lead+c.cfg.SLOWindow.Seconds())
+	switch {
+	case sloBump:
+		ps.calib = max(minCalibration, ps.calib*c.cfg.MissCapacityCut)
+		ps.sloUpAt = now
+	case !highMiss:
+		ps.calib += (1 - ps.calib) * min(1, c.cfg.Interval.Seconds()/c.cfg.CalibrationRecover.Seconds())
+	}
+	capU := Capacity(ps.rep, in.Mix, c.cfg.ITLTarget) * c.cfg.TargetUtilization * ps.calib
 	backlog := queued + float64(waiting)
 	raw := ceilDiv(max(planQ, burst)+backlog/c.cfg.DrainTarget.Seconds(), capU)
-	why := fmt.Sprintf("arrivals %.2f/s (forecast %.2f/s at +%.0fs, the cold-load time %.1fs plus one interval; %.2f/s with Poisson headroom over %s; bursts of the last lead time need %.2f/s to queue at most %s), backlog %.0f, capacity %.2f req/s per replica at %.0f%% of modelled",
-		rate, plan, lead, loadS, planQ, c.cfg.BurstWindow, burst, c.cfg.QueueBudget, backlog, capU, c.cfg.TargetUtilization*100)
+	why := fmt.Sprintf("arrivals %.2f/s (forecast %.2f/s at +%.0fs, the cold-load time %.1fs plus one interval; %.2f/s with Poisson headroom over %s; bursts of the last lead time need %.2f/s to queue at most %s), backlog %.0f, capacity %.2f req/s per replica at %.0f%% of modelled (%.2f of it after SLO misses)",
+		rate, plan, lead, loadS, planQ, c.cfg.BurstWindow, burst, c.cfg.QueueBudget, backlog, capU, c.cfg.TargetUtilization*100, ps.calib)
 	if load > 0 && raw < 1 {
 		raw = 1
 	}
-	// Misses add one replica, then wait until that replica has loaded and
-	// a whole attainment window has been judged with it: the window still
-	// holds the misses that asked for it, and bumping on them every cooldown
-	// wound the fleet up by several replicas for one burst's misses.
-	sloBump := highMiss && load > 0 && raw <= ps.desired &&
-		(ps.sloUpAt.IsZero() || now.Sub(ps.sloUpAt).Seconds() >= lead+c.cfg.SLOWindow.Seconds())
-	if sloBump {
+	// A miss episode asks for at least one more replica than the fleet has.
+	if sloBump && raw <= ps.desired {
 		raw = ps.desired + 1
 		why = fmt.Sprintf("high-priority SLO attainment below %.0f%%: one more replica than the model asks; %s", c.cfg.SLOTarget*100, why)
 	}
@@ -147,7 +161,7 @@ func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, q
 		reason = fmt.Sprintf("scale from zero: %d replicas for %.0f waiting requests; they serve after a %.1fs cold weight load; %s", next, load, loadS, why)
 	case raw > old:
 		switch {
-		case float64(raw) <= float64(old)*(1+c.cfg.Tolerance) && !highMiss:
+		case float64(raw) <= float64(old)*(1+c.cfg.Tolerance) && !sloBump:
 			reason = "within tolerance"
 		case !ps.lastUp.IsZero() && now.Sub(ps.lastUp) < c.cfg.UpCooldown:
 			reason = "scale-up cooldown"
@@ -178,9 +192,6 @@ func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, q
 		ps.desired, ps.lastAny = next, now
 		if next > old {
 			ps.lastUp = now
-			if sloBump {
-				ps.sloUpAt = now
-			}
 		} else {
 			ps.lastDown = now
 		}
@@ -245,3 +256,7 @@ func (c *Controller) stabilized(ps *poolState, now time.Time) (int, time.Duratio
 	}
 	return 0, c.cfg.ZeroWindow
 }
+
+// minCalibration bounds how far SLO misses may cut the planned capacity of
+// a replica below the model's.
+const minCalibration = 0.4
