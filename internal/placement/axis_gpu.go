@@ -32,15 +32,11 @@ func gpuFilter(p *Placer, c *cand, r *Request, weight uint64) Reason {
 // loading and prefill, and its share of the batch's decode steps.
 func gpuCostTerm(p *Placer, c *cand, _ *Request) {
 	gpuSeconds := c.t.LoadSeconds + c.t.PrefillSeconds + c.t.DecodeSeconds/float64(c.batch)
-	c.t.GPUUSD = gpuSeconds * gpuPrice(p, c.c, c.h) / 3600
-}
-
-// gpuPrice is the $/hour the worker's GPU-seconds cost.
-func gpuPrice(p *Placer, cl *class, h *hotRow) float64 {
-	if p.on[axGPU] && h.price > 0 {
-		return h.price // the worker knows its own contract price
+	price := c.c.price
+	if p.on[axGPU] && c.row.price > 0 {
+		price = c.row.price // the worker knows its own contract price
 	}
-	return cl.price
+	c.t.GPUUSD = gpuSeconds * price / 3600
 }
 
 func isFP8(dtype string) bool { return strings.HasPrefix(strings.ToLower(dtype), "fp8") }

@@ -12,8 +12,8 @@ package placement
 // Disabled: load_s is 0 everywhere (the router assumes every model is warm).
 
 func warmthTerm(p *Placer, c *cand, r *Request) Reason {
-	s, ok := warmLoad(p, c.c, r, c.res)
-	if !ok {
+	s := warmLoad(p, c.c, r, c.res)
+	if isInf(s) {
 		return ReasonCannotRun
 	}
 	c.t.LoadSeconds = s
@@ -21,22 +21,18 @@ func warmthTerm(p *Placer, c *cand, r *Request) Reason {
 }
 
 // warmLoad is load_s for a worker of class cl where the model's residency
-// is res; ok is false when the cost model says the load cannot happen.
-func warmLoad(p *Placer, cl *class, r *Request, res *residency) (float64, bool) {
-	if !p.on[axWarmth] || res.state == stateHot {
-		return 0, true
+// is res: +Inf (or NaN) when the cost model says the load cannot happen.
+// It has no data-dependent branch, since the scan calls it for every
+// worker and hot and cold workers come in no order.
+func warmLoad(p *Placer, cl *class, r *Request, res *residency) float64 {
+	if !p.on[axWarmth] {
+		return 0
 	}
-	return coldLoad(p, cl, r, res)
-}
-
-// coldLoad is warmLoad for weights that are not hot.
-func coldLoad(p *Placer, cl *class, r *Request, res *residency) (float64, bool) {
-	state := res.state
-	if res.resident && res.loadSeconds > 0 {
-		// The worker measures its own disk and link speed, and knows how far
-		// a load in progress has got.
-		return res.loadSeconds, true
+	s := cl.load[res.state]
+	if cl.loadEpoch[res.state] != p.epoch {
+		s = p.fillLoad(cl, r, res.state)
 	}
-	s := p.loadSeconds(cl, r, state)
-	return s, !isInf(s)
+	// The worker measures its own disk and link speed, and knows how far a
+	// load in progress has got: its estimate, when it gives one, wins.
+	return positiveOr(res.ownLoad, s)
 }

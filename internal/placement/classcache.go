@@ -46,8 +46,8 @@ type class struct {
 	// of what this placement reads, and prepare asks the cost model for
 	// exactly those instead of the scan checking each bucket per worker.
 	buckets   uint16
-	load      [len(loadStates)]float64
-	loadEpoch [len(loadStates)]uint64
+	load      [stateUnknown + 1]float64 // load_s from each weightState
+	loadEpoch [stateUnknown + 1]uint64
 }
 
 // loadStates are the states a load starts from, in weightState order from
@@ -100,16 +100,18 @@ func decodeInterp(cl *class, lo uint8, frac float64) float64 {
 // decodeAlone is the decode time at a batch of one.
 func decodeAlone(cl *class) float64 { return cl.decodeAt[0] }
 
-func (p *Placer) loadSeconds(cl *class, r *Request, state weightState) float64 {
-	if state < stateSleeping || state > stateAbsent {
-		return math.Inf(1) // an unknown state: do not bet on it
+// fillLoad computes cl's load_s from state for this placement.
+func (p *Placer) fillLoad(cl *class, r *Request, state weightState) float64 {
+	var s float64
+	switch {
+	case state == stateHot:
+	case state >= stateSleeping && state <= stateAbsent:
+		s = p.cost.LoadSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, loadStates[state-stateSleeping])
+	default:
+		s = math.Inf(1) // an unknown state: do not bet on it
 	}
-	i := state - stateSleeping
-	if cl.loadEpoch[i] != p.epoch {
-		cl.loadEpoch[i] = p.epoch
-		cl.load[i] = p.cost.LoadSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, loadStates[i])
-	}
-	return cl.load[i]
+	cl.load[state], cl.loadEpoch[state] = s, p.epoch
+	return s
 }
 
 // ArchOf maps a catalog GPU name to its architecture, for heartbeats that

@@ -595,7 +595,7 @@ func (p *Placer) evaluate(c *cand, i int32, r *Request, weight uint64, now time.
 // by about 3× on the Mooncake trace.
 func queueTerm(p *Placer, c *cand, _ *Request) {
 	c.t.QueueSeconds = queueSeconds(p, c.h, c.c)
-	c.batch = c.h.batch
+	c.batch = c.row.batch
 }
 
 func queueSeconds(p *Placer, h *hotRow, cl *class) float64 {

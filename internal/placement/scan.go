@@ -143,28 +143,43 @@ func (p *Placer) lowerBound(h *hotRow, cl *class, i int32, r *Request) float64 {
 	queue := queueSeconds(p, h, cl)
 	prefill := prefillSeconds(p, cl, r, cachedTokens(p, i, r))
 	decode := decodeInterp(cl, h.decodeLo, h.decodeFrac)
-	load, ok := warmLoad(p, cl, r, p.residencyAt(i, r))
-	if !ok {
-		return math.Inf(1)
-	}
+	load := warmLoad(p, cl, r, p.residencyAt(i, r))
 	comp := queue + load + prefill + decode
-	if queue > p.rp.boundQueueCeiling {
-		return math.Inf(1)
-	}
-	if p.rp.boundDeadlines && comp > effectiveDeadline(p, r, prefill, decode) {
-		return math.Inf(1)
+	deadline := math.Inf(1)
+	if p.rp.boundDeadlines {
+		deadline = effectiveDeadline(p, r, prefill, decode)
 	}
 	// The same terms as total, with its divisions turned into multiplies
 	// by reciprocals kept in the row and class: a rounding difference the
 	// shave covers.
-	pricePerSecond := cl.pricePerSecond
-	if h.ownPricePerSecond > 0 {
-		pricePerSecond = h.ownPricePerSecond
-	}
-	gpu := (load + prefill + decode*h.invBatch) * pricePerSecond
+	gpu := (load + prefill + decode*h.invBatch) * positiveOr(h.ownPricePerSecond, cl.pricePerSecond)
 	lb := (comp*p.rp.timeValue + h.others*(prefill+load)*p.rp.delayValue + gpu) * (1 - 1e-12)
-	if !(lb < math.Inf(1)) {
-		return math.Inf(1) // NaN too: such a worker is never picked
+	// Which workers are doomed follows no order, so these are selects
+	// rather than branches the CPU would mispredict. A load that cannot
+	// happen made lb +Inf or NaN already; NaN becomes +Inf too, since
+	// such a worker is never picked.
+	lb = infIf(queue > p.rp.boundQueueCeiling, lb)
+	lb = infIf(comp > deadline, lb)
+	return infIf(!(lb < math.Inf(1)), lb)
+}
+
+const infBits = 0x7FF0000000000000
+
+// infIf is +Inf when cond holds, else x; written on the bits so that the
+// compiler emits a conditional move instead of a branch.
+func infIf(cond bool, x float64) float64 {
+	b := math.Float64bits(x)
+	if cond {
+		b = infBits
 	}
-	return lb
+	return math.Float64frombits(b)
+}
+
+// positiveOr is v when it is positive, else x, as a conditional move.
+func positiveOr(v, x float64) float64 {
+	b := math.Float64bits(x)
+	if v > 0 {
+		b = math.Float64bits(v)
+	}
+	return math.Float64frombits(b)
 }

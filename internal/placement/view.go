@@ -32,17 +32,16 @@ type hotRow struct {
 	// queue[k] is the prompt tokens queued (heartbeat) and booked of class
 	// ranks 0..k: what a request of rank k waits behind (see queueTerm).
 	queue [fleet.NumClasses]int
-	batch int // running + booked sequences + 1: the batch the request would join
-	// others is batch-1 and invBatch 1/batch, as floats for the bound.
+	// others is batch-1 and invBatch 1/batch (see coldRow.batch), as
+	// floats for the bound.
 	others, invBatch float64
 	// ownPricePerSecond is the worker's own price in $/s when the GPU
-	// axis uses it (see gpuPrice), else 0.
+	// axis uses it (see gpuCostTerm), else 0.
 	ownPricePerSecond float64
 	// decodeFrac and decodeLo place batch between the decode buckets (see
 	// decodePoint), so the per-worker decode is one interpolation.
 	decodeFrac float64
-	price      float64 // the worker's own $/hour, 0 if it gave none
-	class      int32   // index into Placer.classes
+	class      int32 // index into Placer.classes
 	decodeLo   uint8
 	flags      rowFlags
 }
@@ -53,6 +52,8 @@ type coldRow struct {
 	hbmTotal, hbmFree uint64
 	free, kvTotal     int // KV blocks; free is net of bookings
 	blockSize         int
+	batch             int     // running + booked sequences + 1: the batch the request would join
+	price             float64 // the worker's own $/hour, 0 if it gave none
 	// gpu, arch and tp are what class and fp8 were derived from, so a
 	// heartbeat that keeps them skips the class lookup.
 	gpu, arch string
@@ -126,9 +127,9 @@ func (p *Placer) copyRow(i int32, w *fleet.Worker) {
 		q += w.QueuedByClass[k] + w.BookedPromptByClass[k]
 		h.queue[k] = q
 	}
-	h.batch = w.Running + w.BookedRequests + 1
-	h.decodeLo, h.decodeFrac = decodePoint(h.batch)
-	h.others, h.invBatch = float64(h.batch-1), 1/float64(h.batch)
+	batch := w.Running + w.BookedRequests + 1
+	h.decodeLo, h.decodeFrac = decodePoint(batch)
+	h.others, h.invBatch = float64(batch-1), 1/float64(batch)
 	h.ownPricePerSecond = 0
 	if p.on[axGPU] && w.PricePerHour > 0 {
 		h.ownPricePerSecond = w.PricePerHour / 3600
@@ -142,7 +143,7 @@ func (p *Placer) copyRow(i int32, w *fleet.Worker) {
 	c.w = w
 	c.hbmTotal, c.hbmFree = w.HBMTotal, w.HBMFree
 	c.free, c.kvTotal, c.blockSize = w.FreeBlocks(), w.KVBlocksTotal, w.BlockSize
-	h.price = w.PricePerHour
+	c.batch, c.price = batch, w.PricePerHour
 }
 
 // classOf returns the index of w's cost class (GPU and TP; the reference
@@ -203,9 +204,11 @@ const (
 
 // residency is the request's model on one worker.
 type residency struct {
-	resident    bool        // the worker lists the model
-	state       weightState // stateAbsent when not resident
-	loadSeconds float64     // the worker's own load-time estimate, 0 if none
+	resident bool        // the worker lists the model
+	state    weightState // stateAbsent when not resident
+	// ownLoad is the worker's own load-time estimate for weights that are
+	// not hot, 0 if it gave none.
+	ownLoad float64
 	// version is the view.vers entry of the row it was read at; 0 never is.
 	version uint64
 }
@@ -259,7 +262,11 @@ func residencyOf(w *fleet.Worker, model, dtype string) residency {
 	if !ok {
 		return residency{state: stateAbsent}
 	}
-	return residency{resident: true, state: stateOf(ms.State), loadSeconds: ms.LoadSeconds}
+	res := residency{resident: true, state: stateOf(ms.State)}
+	if res.state != stateHot && ms.LoadSeconds > 0 {
+		res.ownLoad = ms.LoadSeconds
+	}
+	return res
 }
 
 func stateOf(s string) weightState {
