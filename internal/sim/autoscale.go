@@ -34,10 +34,9 @@ type Autoscale struct {
 	// Warmth applies the controller's weight-warmth decisions (sleep,
 	// wake, unload). Off by default: in a pool of one model a sleeping
 	// replica is still paid for — the scaler is the cost lever — and each
-	// request placed on it waits for the wake; on the Azure code trace
-	// applying them cost GPU-hours, and with an earlier placement ran the
-	// fleet away through the SLO-miss scale-up rule (docs/benchmarks.md
-	// "Control loop").
+	// request placed on it waits for the wake. The controller now sleeps
+	// replicas only in a pool held at its floor, so on the Azure code trace
+	// turning this on changes nothing (docs/benchmarks.md "Control loop").
 	Warmth bool
 }
 
