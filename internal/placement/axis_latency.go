@@ -36,17 +36,25 @@ func latencyFilter(p *Placer, c *cand, r *Request, now time.Time) Reason {
 		}
 		return ReasonDeadlineBusy
 	}
-	sigma := p.opts.PredictionError * t.CompletionSeconds
+	t.PMiss = missProbability(p, t.SlackSeconds, t.CompletionSeconds)
+	t.MissUSD = t.PMiss * p.rp.missPenalty
+	return ReasonNone
+}
+
+// missProbability is P(miss) for a predicted completion with slack to
+// spare (both seconds, slack >= 0). It rises with completion at a fixed
+// deadline, which the scan's refined bound relies on.
+func missProbability(p *Placer, slack, completion float64) float64 {
+	sigma := p.opts.PredictionError * completion
 	if sigma < 1e-3 {
 		sigma = 1e-3
 	}
 	// Past 7 sigma P(miss) is below 1e-12: skip the polynomial, which
 	// most workers with roomy deadlines hit.
-	if x := t.SlackSeconds / sigma; x < 7 {
-		t.PMiss = normalTail(x)
+	if x := slack / sigma; x < 7 {
+		return normalTail(x)
 	}
-	t.MissUSD = t.PMiss * p.rp.missPenalty
-	return ReasonNone
+	return 0
 }
 
 // normalTail is P(Z > x) for a standard normal and x >= 0, by Abramowitz

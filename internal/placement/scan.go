@@ -66,7 +66,8 @@ func (p *Placer) scan(d *Decision, r *Request, weight uint64, now, cutoff time.T
 		if cl.epoch != p.epoch {
 			p.prepare(cl, r)
 		}
-		b := bounded{lb: p.lowerBound(h, cl, wi, r), i: wi}
+		lb, _, _ := p.lowerBound(h, cl, wi, r)
+		b := bounded{lb: lb, i: wi}
 		p.order = append(p.order, b)
 		if n := len(p.cheapest); n < k || b.lb < p.cheapest[n-1].lb {
 			p.cheapest = insertAscending(p.cheapest, b, k)
@@ -78,7 +79,7 @@ func (p *Placer) scan(d *Decision, r *Request, weight uint64, now, cutoff time.T
 			break // the rest are higher: the pass below skips them
 		}
 		p.done[b.i] = true
-		p.consider(d, b.i, r, weight, now)
+		p.visit(d, b, r, weight, now)
 	}
 
 	p.rest = p.rest[:0]
@@ -95,15 +96,37 @@ func (p *Placer) scan(d *Decision, r *Request, weight uint64, now, cutoff time.T
 		slices.SortFunc(p.rest, byBound)
 	}
 	for _, b := range p.rest {
-		if b.lb > p.bar {
-			d.Skipped++
-			continue
-		}
-		p.consider(d, b.i, r, weight, now)
+		p.visit(d, b, r, weight, now)
 	}
 	for _, b := range p.cheapest {
 		p.done[b.i] = false
 	}
+}
+
+// visit fully evaluates b's worker unless its bound, refined with the
+// deadline-miss term, cannot beat the bar. The refinement is left out of
+// the first pass because it costs a normalTail per worker, and kept for
+// the few workers about to be evaluated because a full evaluation costs
+// several times more: for tight deadlines miss_usd is what separates
+// workers whose other terms are close.
+func (p *Placer) visit(d *Decision, b bounded, r *Request, weight uint64, now time.Time) {
+	if b.lb > p.bar || p.bar < math.Inf(1) && p.refinedBound(b.i, r) > p.bar {
+		d.Skipped++
+		return
+	}
+	p.consider(d, b.i, r, weight, now)
+}
+
+// refinedBound is lowerBound plus miss_usd at the bound's completion:
+// P(miss) only rises as completion does (see missProbability), so that
+// too is no more than the worker's own.
+func (p *Placer) refinedBound(i int32, r *Request) float64 {
+	h := &p.view.hot[i]
+	lb, completion, deadline := p.lowerBound(h, &p.classes[h.class], i, r)
+	if deadline < math.Inf(1) && completion <= deadline {
+		lb += missProbability(p, deadline-completion, completion) * p.rp.missPenalty * (1 - 1e-12)
+	}
+	return lb
 }
 
 func byBound(a, b bounded) int {
@@ -134,18 +157,19 @@ func insertAscending(s []bounded, b bounded, k int) []bounded {
 // prefill_s and decode_s are computed as evaluate computes them, and the
 // terms left out only add (preempt_s and miss_usd are non-negative). It is
 // shaved by a part in 10^12 so that rounding can never skip the true best.
+// It also returns the completion and effective deadline it bounded with.
 // A worker that those terms alone already put over its queue ceiling or
 // past its effective deadline, or whose model cannot be loaded, will be
 // rejected by a filter whatever the rest says, so its bound is +Inf: it is
 // evaluated, and its reason recorded, only if too few workers pass to fill
 // the list.
-func (p *Placer) lowerBound(h *hotRow, cl *class, i int32, r *Request) float64 {
+func (p *Placer) lowerBound(h *hotRow, cl *class, i int32, r *Request) (lb, completion, deadline float64) {
 	queue := queueSeconds(p, h, cl)
 	prefill := prefillSeconds(p, cl, r, cachedTokens(p, i, r))
 	decode := decodeInterp(cl, h.decodeLo, h.decodeFrac)
 	load := warmLoad(p, cl, r, p.residencyAt(i, r))
 	comp := queue + load + prefill + decode
-	deadline := math.Inf(1)
+	deadline = math.Inf(1)
 	if p.rp.boundDeadlines {
 		deadline = effectiveDeadline(p, r, prefill, decode)
 	}
@@ -153,14 +177,14 @@ func (p *Placer) lowerBound(h *hotRow, cl *class, i int32, r *Request) float64 {
 	// by reciprocals kept in the row and class: a rounding difference the
 	// shave covers.
 	gpu := (load + prefill + decode*h.invBatch) * positiveOr(h.ownPricePerSecond, cl.pricePerSecond)
-	lb := (comp*p.rp.timeValue + h.others*(prefill+load)*p.rp.delayValue + gpu) * (1 - 1e-12)
+	lb = (comp*p.rp.timeValue + h.others*(prefill+load)*p.rp.delayValue + gpu) * (1 - 1e-12)
 	// Which workers are doomed follows no order, so these are selects
 	// rather than branches the CPU would mispredict. A load that cannot
 	// happen made lb +Inf or NaN already; NaN becomes +Inf too, since
 	// such a worker is never picked.
 	lb = infIf(queue > p.rp.boundQueueCeiling, lb)
 	lb = infIf(comp > deadline, lb)
-	return infIf(!(lb < math.Inf(1)), lb)
+	return infIf(!(lb < math.Inf(1)), lb), comp, deadline
 }
 
 const infBits = 0x7FF0000000000000

@@ -11,13 +11,14 @@ import (
 	"github.com/switchyard-ai/switchyard/schemas"
 )
 
-// The bound the scan orders and skips by is never above the total it
-// bounds: checked for every candidate of a placer that keeps them all.
+// The bounds the scan orders and skips by, plain and refined with the miss
+// term, are never above the total they bound: checked for every candidate
+// of a placer that keeps them all.
 func TestLowerBoundNeverExceedsTheTotal(t *testing.T) {
 	f, reqs := Synthetic(SyntheticConfig{Workers: 200, Blocks: 20000, Requests: 100, Seed: 5}, now)
 	for _, opts := range []Options{{Explain: 1 << 20}, {Explain: 1 << 20, Disabled: map[string]bool{AxisGPU: true, AxisPriority: true}}} {
 		p := New(BenchCost(), opts)
-		checked := 0
+		checked, refinedByMiss := 0, 0
 		for i := range reqs {
 			d := p.Place(f, &reqs[i], now)
 			// Place leaves its classes prepared for this request but clears
@@ -25,9 +26,13 @@ func TestLowerBoundNeverExceedsTheTotal(t *testing.T) {
 			p.touched = f.Prefix().Match(reqs[i].BlockHashes, p.lens, p.touched[:0])
 			for _, c := range d.Candidates {
 				h := &p.view.hot[c.Worker.Idx]
-				lb := p.lowerBound(h, &p.classes[h.class], c.Worker.Idx, &reqs[i])
-				if !(lb <= c.Terms.TotalUSD) || lb <= 0 {
-					t.Fatalf("request %d worker %s: bound %v, total %v", i, c.Worker.ID, lb, c.Terms.TotalUSD)
+				lb, _, _ := p.lowerBound(h, &p.classes[h.class], c.Worker.Idx, &reqs[i])
+				refined := p.refinedBound(c.Worker.Idx, &reqs[i])
+				if !(lb <= refined && refined <= c.Terms.TotalUSD) || lb <= 0 {
+					t.Fatalf("request %d worker %s: bound %v, refined %v, total %v", i, c.Worker.ID, lb, refined, c.Terms.TotalUSD)
+				}
+				if c.Terms.MissUSD > 0 && refined > lb {
+					refinedByMiss++
 				}
 				checked++
 			}
@@ -35,8 +40,8 @@ func TestLowerBoundNeverExceedsTheTotal(t *testing.T) {
 				p.lens[w] = 0
 			}
 		}
-		if checked < 1000 {
-			t.Fatalf("only %d candidates checked", checked)
+		if checked < 1000 || refinedByMiss == 0 {
+			t.Fatalf("only %d candidates checked, %d refined by the miss term", checked, refinedByMiss)
 		}
 	}
 }
