@@ -10,6 +10,7 @@ import (
 	"runtime/pprof"
 	"sort"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -51,6 +52,15 @@ type BusResult struct {
 	OverheadP99Ms    float64 `json:"overhead_p99_ms"`
 	Requests         int     `json:"requests"`
 	Workers          int     `json:"workers"`
+	// The process's CPU time (user + system: server, services and client
+	// are all in it) per pipeline request and per raw publish. On a shared
+	// machine they move less than the rates do, and the pipeline is
+	// CPU-bound here: cpu_ratio = raw CPU per message / pipeline CPU per
+	// request is what the throughput ratio tends to when both halves get
+	// the same cores.
+	PipelineCPUUsPerReq float64 `json:"pipeline_cpu_us_per_req"`
+	RawCPUUsPerMsg      float64 `json:"raw_cpu_us_per_msg"`
+	CPURatio            float64 `json:"cpu_ratio"`
 }
 
 // runBenchBus measures, on one embedded server in one run, the raw
@@ -112,6 +122,7 @@ func runBenchBus(ctx context.Context, args []string, stdout io.Writer) error {
 		defer pprof.StopCPUProfile()
 	}
 	start := time.Now()
+	cpu0 := processCPU()
 	n := 0
 	for time.Since(start) < *duration {
 		select {
@@ -142,16 +153,27 @@ func runBenchBus(ctx context.Context, args []string, stdout io.Writer) error {
 		time.Sleep(20 * time.Millisecond)
 	}
 	elapsed := time.Since(start)
+	pipeCPU := processCPU() - cpu0
 	stop()
+	// The profile covers the pipeline half only: the baseline's publishes
+	// would otherwise dilute it.
+	if *cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	// The baseline runs after the pipeline so its million stored messages
 	// cannot slow the pipeline half down.
-	raw, err := rawPublishRate(ctx, st, *duration/2)
+	raw, rawMsgs, rawCPU, err := rawPublishRate(ctx, st, *duration/2)
 	if err != nil {
 		return err
 	}
 	mu.Lock()
 	sort.Float64s(lat)
 	res := BusResult{RawJSPublishPerS: raw, PipelinePerS: float64(len(lat)) / elapsed.Seconds(), Requests: len(lat), Workers: *workers}
+	if len(lat) > 0 && rawMsgs > 0 {
+		res.PipelineCPUUsPerReq = float64(pipeCPU.Microseconds()) / float64(len(lat))
+		res.RawCPUUsPerMsg = float64(rawCPU.Microseconds()) / float64(rawMsgs)
+		res.CPURatio = res.RawCPUUsPerMsg / res.PipelineCPUUsPerReq
+	}
 	if len(lat) > 0 {
 		res.OverheadP50Ms = lat[len(lat)/2]
 		res.OverheadP99Ms = lat[min(len(lat)-1, len(lat)*99/100)]
@@ -162,6 +184,8 @@ func runBenchBus(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "raw JetStream async publish: %.0f msg/s\npipeline (submit→admit→place→dispatch→result, instant workers): %.0f req/s\nratio %.4f   overhead p50 %.2f ms  p99 %.2f ms  (%d requests)\n",
 		res.RawJSPublishPerS, res.PipelinePerS, res.Ratio, res.OverheadP50Ms, res.OverheadP99Ms, res.Requests)
+	fmt.Fprintf(stdout, "CPU: %.1f µs per pipeline request, %.2f µs per raw publish (cpu ratio %.4f)\n",
+		res.PipelineCPUUsPerReq, res.RawCPUUsPerMsg, res.CPURatio)
 	if *jsonOut {
 		b, _ := json.Marshal(res)
 		fmt.Fprintln(stdout, string(b))
@@ -170,28 +194,30 @@ func runBenchBus(ctx context.Context, args []string, stdout io.Writer) error {
 }
 
 // rawPublishRate is the baseline: bounded async publishes of a small
-// message into a limits stream on the same server.
-func rawPublishRate(ctx context.Context, st *stack.Stack, d time.Duration) (float64, error) {
+// message into a limits stream on the same server. It returns the rate,
+// the messages sent and the process CPU time they took.
+func rawPublishRate(ctx context.Context, st *stack.Stack, d time.Duration) (float64, int, time.Duration, error) {
 	nc, err := st.Connect("bench-raw")
 	if err != nil {
-		return 0, err
+		return 0, 0, 0, err
 	}
 	defer nc.Close()
 	js, err := bus.JetStream(nc)
 	if err != nil {
-		return 0, err
+		return 0, 0, 0, err
 	}
 	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "BENCHRAW", Subjects: []string{"bench.raw"}, MaxMsgs: 1_000_000}); err != nil {
-		return 0, err
+		return 0, 0, 0, err
 	}
 	defer js.DeleteStream(context.Background(), "BENCHRAW")
 	payload := make([]byte, 128)
 	start := time.Now()
+	cpu0 := processCPU()
 	n := 0
 	for time.Since(start) < d {
 		for i := 0; i < 1000; i++ {
 			if _, err := js.PublishAsync("bench.raw", payload); err != nil {
-				return 0, err
+				return 0, 0, 0, err
 			}
 			n++
 		}
@@ -199,7 +225,16 @@ func rawPublishRate(ctx context.Context, st *stack.Stack, d time.Duration) (floa
 	select {
 	case <-js.PublishAsyncComplete():
 	case <-time.After(30 * time.Second):
-		return 0, fmt.Errorf("raw publishes not acked")
+		return 0, 0, 0, fmt.Errorf("raw publishes not acked")
 	}
-	return float64(n) / time.Since(start).Seconds(), nil
+	return float64(n) / time.Since(start).Seconds(), n, processCPU() - cpu0, nil
+}
+
+// processCPU is the CPU time this process has used, user plus system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -106,22 +106,38 @@ func runReplay(ctx context.Context, args []string, stdout io.Writer) error {
 // report. Each router instance's journal is replayed from its start
 // through its own fresh core, as that instance ran it.
 func replayStreams(ctx context.Context, js jetstream.JetStream, cat *catalog.Catalog, win replay.Window, policy string) (replay.Report, error) {
-	journals := map[string][]routing.Input{}
-	err := readStream(ctx, js, subjects.StreamJournal, subjects.JournalAll, time.Time{}, func(m jetstream.Msg) {
-		var in routing.Input
-		if svc.Decode(m.Headers(), m.Data(), &in) == nil {
-			journals[m.Subject()] = append(journals[m.Subject()], in)
+	entries := map[string][]routing.JournalEntry{}
+	var badJournal error
+	err := readStream(ctx, js, subjects.StreamJournal, subjects.JournalAll, time.Time{}, 0, func(m jetstream.Msg) {
+		batch, err := routing.DecodeJournal(m.Data())
+		if err != nil && badJournal == nil {
+			badJournal = fmt.Errorf("journal %s: %w", m.Subject(), err)
 		}
+		entries[m.Subject()] = append(entries[m.Subject()], batch...)
 	})
+	if err == nil {
+		err = badJournal
+	}
 	if err != nil {
 		return replay.Report{}, err
 	}
-	if len(journals) == 0 {
+	if len(entries) == 0 {
 		return replay.Report{}, errors.New("no router journal in the JOURNAL stream: nothing to replay")
+	}
+	admitted, err := readAdmitted(ctx, js, entries)
+	if err != nil {
+		return replay.Report{}, err
+	}
+	journals := map[string][]routing.Input{}
+	unresolved := 0
+	for n, e := range entries {
+		in, u := replay.Resolve(e, admitted)
+		journals[n] = in
+		unresolved += u
 	}
 	var events []schemas.Event
 	recordedPolicy := ""
-	err = readStream(ctx, js, subjects.StreamEvents, subjects.EventAll, win.Since.Add(-time.Minute), func(m jetstream.Msg) {
+	err = readStream(ctx, js, subjects.StreamEvents, subjects.EventAll, win.Since.Add(-time.Minute), 0, func(m jetstream.Msg) {
 		var ev schemas.Event
 		if svc.Decode(m.Headers(), m.Data(), &ev) == nil {
 			if ev.Kind == "placed" && recordedPolicy == "" {
@@ -134,7 +150,7 @@ func replayStreams(ctx context.Context, js jetstream.JetStream, cat *catalog.Cat
 		return replay.Report{}, err
 	}
 	var results []schemas.Result
-	err = readStream(ctx, js, subjects.StreamResults, subjects.ResultAll, win.Since.Add(-time.Minute), func(m jetstream.Msg) {
+	err = readStream(ctx, js, subjects.StreamResults, subjects.ResultAll, win.Since.Add(-time.Minute), 0, func(m jetstream.Msg) {
 		var r schemas.Result
 		if svc.Decode(m.Headers(), m.Data(), &r) == nil {
 			results = append(results, r)
@@ -171,14 +187,52 @@ func replayStreams(ctx context.Context, js jetstream.JetStream, cat *catalog.Cat
 	}
 	rep := replay.Compare(win, policy, recordedPolicy, decisions, events, results, time.Second)
 	rep.JournalStart = journalStart
+	rep.Unresolved = unresolved
 	return rep, nil
 }
 
-// readStream delivers every message on filter from start (zero: the
-// beginning) until the stream has no more, through an ordered consumer.
-func readStream(ctx context.Context, js jetstream.JetStream, stream, filter string, start time.Time, fn func(jetstream.Msg)) error {
+// readAdmitted reads, from the ADMITTED stream, the requests the journals
+// refer to by sequence: one pass from the lowest referenced sequence.
+func readAdmitted(ctx context.Context, js jetstream.JetStream, journals map[string][]routing.JournalEntry) (map[uint64]*schemas.Admitted, error) {
+	want := map[uint64]bool{}
+	first := uint64(0)
+	for _, j := range journals {
+		for _, seq := range replay.Refs(j) {
+			want[seq] = true
+			if first == 0 || seq < first {
+				first = seq
+			}
+		}
+	}
+	out := make(map[uint64]*schemas.Admitted, len(want))
+	if len(want) == 0 {
+		return out, nil
+	}
+	err := readStream(ctx, js, subjects.StreamAdmitted, subjects.AdmittedAll, time.Time{}, first, func(m jetstream.Msg) {
+		md, err := m.Metadata()
+		if err != nil || !want[md.Sequence.Stream] {
+			return
+		}
+		var adm schemas.Admitted
+		// Decoded as the router decoded it, so the replayed core sees the
+		// very request the live one did.
+		if svc.Decode(m.Headers(), m.Data(), &adm) == nil {
+			out[md.Sequence.Stream] = &adm
+		}
+	})
+	return out, err
+}
+
+// readStream delivers every message on filter from startSeq, else from
+// start, else from the beginning, until the stream has no more, through an
+// ordered consumer.
+func readStream(ctx context.Context, js jetstream.JetStream, stream, filter string, start time.Time, startSeq uint64, fn func(jetstream.Msg)) error {
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy}
-	if !start.IsZero() {
+	switch {
+	case startSeq != 0:
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = startSeq
+	case !start.IsZero():
 		cfg.DeliverPolicy = jetstream.DeliverByStartTimePolicy
 		cfg.OptStartTime = &start
 	}
@@ -225,6 +279,9 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 func printReplay(w io.Writer, r replay.Report) {
 	fmt.Fprintf(w, "replay: policy %s (recorded %s), journal from %s\n", r.Policy, r.RecordedPolicy, r.JournalStart.Format(time.RFC3339))
 	fmt.Fprintf(w, "  requests %d  decisions %d  divergent %d  sheds %d  breaker trips %d\n", r.Requests, r.Decisions, r.Divergent, r.Sheds, r.BreakerTrips)
+	if r.Unresolved > 0 {
+		fmt.Fprintf(w, "  %d journaled admissions could not be replayed: the ADMITTED stream no longer holds them\n", r.Unresolved)
+	}
 	for _, d := range r.Divergences {
 		fmt.Fprintf(w, "  divergence %s: recorded %s  replayed %s\n", d.ID, describe(d.Recorded), describe(d.Replayed))
 	}

@@ -42,6 +42,9 @@ func TestReplayReproducesDemo(t *testing.T) {
 	if r.Decisions == 0 || r.Requests == 0 {
 		t.Fatalf("replay saw nothing: %+v", r)
 	}
+	if r.Unresolved != 0 {
+		t.Fatalf("%d journaled admissions did not resolve to their ADMITTED message", r.Unresolved)
+	}
 	if r.Divergent != 0 {
 		t.Fatalf("replay with the recorded policy diverged on %d of %d decisions: %+v", r.Divergent, r.Decisions, r.Divergences)
 	}

@@ -38,6 +38,41 @@ func (d Decision) Same(o Decision) bool {
 	return d.Kind == o.Kind && d.Worker == o.Worker && d.Code == o.Code
 }
 
+// Refs lists the ADMITTED stream sequences a journal refers to instead of
+// carrying the admitted request, in journal order.
+func Refs(journal []routing.JournalEntry) []uint64 {
+	var out []uint64
+	for i := range journal {
+		if journal[i].AdmittedSeq != 0 {
+			out = append(out, journal[i].AdmittedSeq)
+		}
+	}
+	return out
+}
+
+// Resolve turns journal entries back into the Inputs the router applied,
+// taking each referenced admitted request from admitted (ADMITTED stream
+// sequence → request as stored). An entry whose request the stream no
+// longer holds (aged or sized out before the journal was) cannot be
+// applied: it is left out and counted, and the decisions that depended on
+// it show up as divergences rather than as a silently different run.
+func Resolve(journal []routing.JournalEntry, admitted map[uint64]*schemas.Admitted) (inputs []routing.Input, unresolved int) {
+	inputs = make([]routing.Input, 0, len(journal))
+	for i := range journal {
+		in := journal[i].Input
+		if seq := journal[i].AdmittedSeq; seq != 0 {
+			adm, ok := admitted[seq]
+			if !ok {
+				unresolved++
+				continue
+			}
+			in.Admitted = adm
+		}
+		inputs = append(inputs, in)
+	}
+	return inputs, unresolved
+}
+
 // Run replays one router instance's journal through core and returns every
 // decision it makes, in order.
 func Run(core *routing.Core, journal []routing.Input) []Decision {
@@ -101,11 +136,14 @@ type TenantSLO struct {
 // Report is what `switchyard replay` prints; its JSON is the last line of
 // --json output.
 type Report struct {
-	Policy         string               `json:"policy"`
-	RecordedPolicy string               `json:"recorded_policy"`
-	Since          time.Time            `json:"since"`
-	Until          time.Time            `json:"until"`
-	JournalStart   time.Time            `json:"journal_start"`
+	Policy         string    `json:"policy"`
+	RecordedPolicy string    `json:"recorded_policy"`
+	Since          time.Time `json:"since"`
+	Until          time.Time `json:"until"`
+	JournalStart   time.Time `json:"journal_start"`
+	// Unresolved counts journaled admissions whose request the ADMITTED
+	// stream no longer held, so they could not be replayed.
+	Unresolved     int                  `json:"unresolved_inputs,omitempty"`
 	Requests       int                  `json:"requests"`
 	Decisions      int                  `json:"decisions"`
 	Divergent      int                  `json:"divergent"`

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-ai/switchyard/internal/routing"
 	"github.com/switchyard-ai/switchyard/schemas"
 )
 
@@ -40,5 +41,50 @@ func TestCompareFindsDivergences(t *testing.T) {
 	w := Window{Since: t0.Add(10 * time.Second)}
 	if r := Compare(w, "switchyard", "switchyard", replayed, events, results, time.Second); r.Decisions != 0 || r.Divergent != 0 {
 		t.Fatalf("windowed report %+v", r)
+	}
+}
+
+// A journal that refers to admitted requests by stream sequence replays
+// exactly like one that carried copies; a reference the stream can no
+// longer answer is left out and counted, never replayed as something else.
+func TestResolveJournalReferences(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	a := &schemas.Admitted{Request: schemas.Request{ID: "a"}, Tenant: "acme"}
+	b := &schemas.Admitted{Request: schemas.Request{ID: "b"}, Tenant: "acme"}
+	journal := []routing.JournalEntry{
+		{Input: routing.Input{Kind: routing.InTick, At: t0}},
+		{Input: routing.Input{Kind: routing.InAdmitted, At: t0}, AdmittedSeq: 10},
+		{Input: routing.Input{Kind: routing.InAdmitted, At: t0, Admitted: b}},
+		{Input: routing.Input{Kind: routing.InAdmitted, At: t0}, AdmittedSeq: 11},
+		{Input: routing.Input{Kind: routing.InReleased, At: t0, ID: "a"}},
+	}
+	if got := Refs(journal); len(got) != 2 || got[0] != 10 || got[1] != 11 {
+		t.Fatalf("refs %v, want [10 11]", got)
+	}
+	tests := []struct {
+		name       string
+		admitted   map[uint64]*schemas.Admitted
+		wantIDs    []string // admitted ids in input order; "" for other inputs
+		unresolved int
+	}{
+		{"all held", map[uint64]*schemas.Admitted{10: a, 11: b}, []string{"", "a", "b", "b", ""}, 0},
+		{"one aged out", map[uint64]*schemas.Admitted{10: a}, []string{"", "a", "b", ""}, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in, unresolved := Resolve(journal, tc.admitted)
+			if unresolved != tc.unresolved || len(in) != len(tc.wantIDs) {
+				t.Fatalf("%d inputs, %d unresolved; want %d and %d", len(in), unresolved, len(tc.wantIDs), tc.unresolved)
+			}
+			for i, id := range tc.wantIDs {
+				got := ""
+				if in[i].Admitted != nil {
+					got = in[i].Admitted.Request.ID
+				}
+				if got != id {
+					t.Errorf("input %d (%s) admits %q, want %q", i, in[i].Kind, got, id)
+				}
+			}
+		})
 	}
 }

@@ -168,10 +168,14 @@ func (a *Admitter) Run(ctx context.Context) error {
 
 	var handlers sync.WaitGroup
 	var ccs []jetstream.ConsumeContext
+	var queues []chan jetstream.Msg
 	defer func() {
 		for _, cc := range ccs {
 			cc.Drain()
 			<-cc.Closed()
+		}
+		for _, q := range queues {
+			close(q)
 		}
 		handlers.Wait()
 	}()
@@ -196,15 +200,20 @@ func (a *Admitter) Run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("admitter consumer %s: %w", lane.name, err)
 		}
-		sem := make(chan struct{}, lane.concurrency)
-		cc, err := cons.Consume(func(m jetstream.Msg) {
-			sem <- struct{}{}
+		// A fixed set of deciders rather than a goroutine per message: a
+		// fresh goroutine grows its stack anew for every submission.
+		q := make(chan jetstream.Msg)
+		queues = append(queues, q)
+		for range lane.concurrency {
 			handlers.Add(1)
 			go func() {
-				defer func() { <-sem; handlers.Done() }()
-				a.handle(ctx, m)
+				defer handlers.Done()
+				for m := range q {
+					a.handle(ctx, m)
+				}
 			}()
-		},
+		}
+		cc, err := cons.Consume(func(m jetstream.Msg) { q <- m },
 			jetstream.PullMaxMessages(64),
 			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 				if !errors.Is(err, jetstream.ErrNoHeartbeat) {
@@ -316,7 +325,13 @@ func (a *Admitter) admit(ctx context.Context, sub intake.Submission, d admission
 	if err != nil {
 		return err
 	}
+	// Known before the publish: an instant backend can answer before
+	// PublishMsg returns, and the results loop skips the workflow lookup
+	// only for requests it finds here.
+	a.inflight.put(sub.Tenant, sub.ID, pendingReq{model: sub.Request.Model, req: sub.Request, profile: d.Profile,
+		estUSD: d.EstimatedCostUSD, expires: d.Deadline.Add(time.Minute)}, now)
 	if _, err := a.sh.JS.PublishMsg(ctx, out); err != nil {
+		a.inflight.take(sub.Tenant, sub.ID)
 		return err
 	}
 	a.mu.Lock()
@@ -330,8 +345,6 @@ func (a *Admitter) admit(ctx context.Context, sub intake.Submission, d admission
 			a.sh.Log.Warn("workflow step start", "id", sub.ID, "workflow", wf.ID, "err", err)
 		}
 	}
-	a.inflight.put(sub.Tenant, sub.ID, pendingReq{model: sub.Request.Model, req: sub.Request, profile: d.Profile,
-		estUSD: d.EstimatedCostUSD, expires: d.Deadline.Add(time.Minute)}, now)
 	if d.Moved {
 		a.sh.Emit(schemas.Event{Kind: "moved", RequestID: sub.ID, Tenant: sub.Tenant, Reason: d.MoveReason,
 			Fields: map[string]any{"from": sub.Request.Model, "to": d.Model, "priority": d.Priority}})

@@ -60,6 +60,13 @@ func (f *inflight) put(tenant, id string, p pendingReq, now time.Time) {
 	f.m[key(tenant, id)] = p
 }
 
+func (f *inflight) get(tenant, id string) (pendingReq, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p, ok := f.m[key(tenant, id)]
+	return p, ok
+}
+
 func (f *inflight) take(tenant, id string) (pendingReq, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -106,17 +113,24 @@ func (a *Admitter) onResult(ctx context.Context, m jetstream.Msg) {
 		return
 	}
 	now := a.sh.Now()
-	out, err := a.reg.RecordResult(ctx, res, now)
-	if err != nil {
-		a.sh.Log.Warn("workflow record result", "id", res.ID, "err", err)
-		m.NakWithDelay(time.Second)
-		return
-	}
-	if out.NewlyDoomed && out.State != nil {
-		if err := a.cancelSteps(ctx, res.Tenant, out.State.ID, out, out.State.DoomedReason); err != nil {
-			// The registry already holds the doom; cancels are best effort
-			// from here (the router sheds the steps at their deadline).
-			a.sh.Log.Warn("cancel doomed steps", "workflow", out.State.ID, "err", err)
+	// A request this replica admitted outside any workflow has no registry
+	// entry: skip the lookup, a round trip per result. Anything else —
+	// a workflow step, or a request another replica (or this one before a
+	// restart) admitted — is looked up.
+	if p, mine := a.inflight.get(res.Tenant, res.ID); !mine || p.req.Workflow != nil {
+		out, err := a.reg.RecordResult(ctx, res, now)
+		if err != nil {
+			a.sh.Log.Warn("workflow record result", "id", res.ID, "err", err)
+			m.NakWithDelay(time.Second)
+			return
+		}
+		if out.NewlyDoomed && out.State != nil {
+			if err := a.cancelSteps(ctx, res.Tenant, out.State.ID, out, out.State.DoomedReason); err != nil {
+				// The registry already holds the doom; cancels are best
+				// effort from here (the router sheds the steps at their
+				// deadline).
+				a.sh.Log.Warn("cancel doomed steps", "workflow", out.State.ID, "err", err)
+			}
 		}
 	}
 	if p, ok := a.inflight.take(res.Tenant, res.ID); ok {

@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -68,7 +69,30 @@ type Router struct {
 	progress map[string]time.Time
 	journal  string
 	acks     chan pendingAck
+	// jbatch holds the journal entries of inputs applied since the last
+	// flush, and effects their actions: a batch of inputs is journaled in
+	// one stored message, and its actions are carried out only after that
+	// message is on its way, so every dispatch, result and event follows
+	// the record of the input that caused it.
+	jbatch        *routing.Journal
+	effects, done []effect
 }
+
+// effect is one action of an applied input, waiting for the input's
+// journal batch to be published.
+type effect struct {
+	in  routing.Input
+	act routing.Action
+}
+
+// Journal batches close at whichever comes first: the inbox running dry,
+// maxBatchInputs inputs, or maxBatchBytes of encoded entries (well under
+// NATS's 1 MiB default payload limit, since a KV snapshot alone can be
+// large).
+const (
+	maxBatchInputs = 128
+	maxBatchBytes  = 256 << 10
+)
 
 // pendingAck is a dispatch whose stream ack is awaited before the admitted
 // message it came from is acked.
@@ -100,7 +124,7 @@ func New(sh *svc.Shell, cfg Config) *Router {
 	}
 	core := routing.New(routing.Config{Policy: pol, Cost: cfg.Cost, Fleet: cfg.Fleet, QueueWeights: cfg.QueueWeights})
 	return &Router{sh: sh, cfg: cfg, core: core, inbox: make(chan func(), 8192), progress: map[string]time.Time{},
-		journal: subjects.Journal("router", sh.Instance), acks: make(chan pendingAck, 4096)}
+		journal: subjects.Journal("router", sh.Instance), acks: make(chan pendingAck, 4096), jbatch: routing.NewJournal()}
 }
 
 // Run serves until ctx ends.
@@ -182,6 +206,17 @@ func (r *Router) loop(ctx context.Context) {
 			return
 		case fn := <-r.inbox:
 			fn()
+			// Whatever else is already waiting joins the same batch.
+		drain:
+			for n := 1; n < maxBatchInputs; n++ {
+				select {
+				case fn := <-r.inbox:
+					fn()
+				default:
+					break drain
+				}
+			}
+			r.flush(ctx)
 		case <-tick.C:
 			// Queued work is retried every tick; otherwise the clock still
 			// advances twice a second for breakers and overdue requests.
@@ -190,8 +225,47 @@ func (r *Router) loop(ctx context.Context) {
 				idle = 0
 				r.apply(ctx, routing.Input{Kind: routing.InTick}, nil)
 			}
+			r.flush(ctx)
 			r.keepAlive()
 		}
+	}
+}
+
+// flush publishes the journal batch, then carries out its actions in the
+// order they were decided. An action may apply another input (a dispatch
+// that could not be published is handed back to the core), which starts
+// the next batch; flush runs until none is left.
+func (r *Router) flush(ctx context.Context) {
+	for len(r.effects) > 0 || r.jbatch.Len() > 0 {
+		r.publishJournal()
+		todo := r.effects
+		r.effects = r.done[:0]
+		for i := range todo {
+			r.do(ctx, todo[i].in, todo[i].act)
+			todo[i] = effect{} // drop references to delivered messages
+		}
+		r.done = todo[:0]
+	}
+	r.sh.Metrics.GetOrCreateGauge(`switchyard_router_held`, nil).Set(float64(r.core.HeldCount()))
+	for _, c := range schemas.Priorities {
+		r.sh.Metrics.GetOrCreateGauge(fmt.Sprintf(`switchyard_queue_depth{class=%q}`, c), nil).Set(float64(r.core.QueuedClass(c)))
+	}
+}
+
+// publishJournal sends the journal batch, asynchronously: the decision
+// loop never waits on the JOURNAL stream.
+func (r *Router) publishJournal() {
+	n := r.jbatch.Len()
+	if n == 0 {
+		return
+	}
+	m := nats.NewMsg(r.journal)
+	m.Data = r.jbatch.Take()
+	m.Header.Set(schemas.HeaderContentType, schemas.ContentMsgpack)
+	m.Header.Set(routing.HeaderJournalInputs, strconv.Itoa(n))
+	if _, err := r.sh.JS.PublishMsgAsync(m); err != nil {
+		r.sh.Log.Warn("journal batch not published", "inputs", n, "err", err)
+		r.sh.Metrics.GetOrCreateCounter(`switchyard_router_journal_errors_total`).Inc()
 	}
 }
 
@@ -306,15 +380,21 @@ func (r *Router) post(ctx context.Context, fn func()) {
 	}
 }
 
-// apply stamps, journals and applies one input, then carries out the
-// actions. Journaling happens first, in order, from this one goroutine.
+// apply stamps, journals and applies one input, and queues its actions
+// for flush. Journaling happens first, in order, from this one goroutine.
 func (r *Router) apply(ctx context.Context, in routing.Input, handle jetstream.Msg) {
 	in.At = r.sh.Now()
 	if !r.cfg.NoJournal {
-		if m, err := svc.Encode(r.journal, schemas.Msgpack, in, ""); err == nil {
-			if _, err := r.sh.JS.PublishMsgAsync(m); err != nil {
-				r.sh.Log.Debug("journal", "err", err)
+		var seq uint64
+		if handle != nil && in.Kind == routing.InAdmitted {
+			if md, err := handle.Metadata(); err == nil {
+				seq = md.Sequence.Stream
 			}
+		}
+		if err := r.jbatch.Add(in, seq); err != nil {
+			r.sh.Log.Warn("journal", "err", err)
+		} else if r.jbatch.Size() >= maxBatchBytes {
+			r.publishJournal()
 		}
 	}
 	var h any
@@ -331,11 +411,7 @@ func (r *Router) apply(ctx context.Context, in routing.Input, handle jetstream.M
 		r.sh.Metrics.GetOrCreateHistogram(`switchyard_placement_seconds`).Update(time.Since(start).Seconds())
 	}
 	for _, a := range acts {
-		r.do(ctx, in, a)
-	}
-	r.sh.Metrics.GetOrCreateGauge(`switchyard_router_held`, nil).Set(float64(r.core.HeldCount()))
-	for _, c := range schemas.Priorities {
-		r.sh.Metrics.GetOrCreateGauge(fmt.Sprintf(`switchyard_queue_depth{class=%q}`, c), nil).Set(float64(r.core.QueuedClass(c)))
+		r.effects = append(r.effects, effect{in: in, act: a})
 	}
 }
 

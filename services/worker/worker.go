@@ -77,7 +77,16 @@ type Worker struct {
 	remote *remote
 	// tombstones are cancels that arrived before their dispatch.
 	tombstones map[string]tombstone
+	// instant bounds and tracks the zero-time backend's answers in flight.
+	instant   chan struct{}
+	instantWG sync.WaitGroup
 }
+
+// instantConcurrency is how many answers the zero-time backend publishes
+// at once. Each waits for its stored ack (the result's compare-and-set);
+// one at a time, the benchmark would measure this worker's round trips
+// rather than the control plane.
+const instantConcurrency = 64
 
 type job struct {
 	d       schemas.Dispatch
@@ -118,7 +127,8 @@ func New(sh *svc.Shell, cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker %s engine: %w", cfg.ID, err)
 	}
-	w := &Worker{sh: sh, cfg: cfg, replica: rep, eng: eng, inflight: map[string]*job{}, wake: make(chan struct{}, 1)}
+	w := &Worker{sh: sh, cfg: cfg, replica: rep, eng: eng, inflight: map[string]*job{}, wake: make(chan struct{}, 1),
+		instant: make(chan struct{}, instantConcurrency)}
 	w.clock = simClock{real0: sh.Now(), sim0: sh.Now(), speed: cfg.SpeedUp}
 	simulated := 1.0
 	switch cfg.Backend {
@@ -210,6 +220,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	<-ctx.Done()
 	cc.Stop()
+	w.instantWG.Wait()
 	w.mu.Lock()
 	w.draining = true
 	w.mu.Unlock()
@@ -273,7 +284,12 @@ func (w *Worker) onDispatch(ctx context.Context, m jetstream.Msg) {
 		return
 	}
 	if w.cfg.Instant {
-		w.finish(ctx, d, m, w.instantResult(d))
+		w.instant <- struct{}{}
+		w.instantWG.Add(1)
+		go func() {
+			defer func() { <-w.instant; w.instantWG.Done() }()
+			w.finish(ctx, d, m, w.instantResult(d))
+		}()
 		return
 	}
 	if w.remote != nil {
