@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"slices"
 	"time"
@@ -18,6 +19,13 @@ import (
 // the heap the fleet view and prefix index occupy. It uses
 // placement.BenchCost, a linear stand-in for the roofline cost model, so the
 // figures measure the placer, not the predictor.
+//
+// The timed calls cycle through 1,024 requests, so each request is timed
+// about ops/1024 times; best_p50_us and best_p99_us are the percentiles of
+// each request's fastest time. On a shared machine the plain p99 is mostly
+// the scheduler preempting the benchmark, while the best-of figures show
+// what the slowest requests themselves cost; load_avg_1m (Linux, -1
+// elsewhere) says how busy the machine was.
 func runBenchPlacement(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("bench placement", flag.ContinueOnError)
 	workers := fs.Int("workers", 1000, "workers in the synthetic fleet")
@@ -39,20 +47,23 @@ func runBenchPlacement(ctx context.Context, args []string, stdout io.Writer) err
 	now := time.Now()
 	f, reqs := placement.Synthetic(placement.SyntheticConfig{Workers: *workers, Blocks: *blocks, Requests: 1024, Seed: *seed}, now)
 	p := placement.New(placement.BenchCost(), placement.Options{})
+
+	// Warm the placer's scratch (its copy of the fleet included) so steady
+	// state is measured, and counted in the heap.
+	placed, skipped := 0, 0
+	for i := range reqs {
+		d := p.Place(f, &reqs[i], now)
+		if d.OK() {
+			placed++
+		}
+		skipped += d.Skipped
+	}
+	load := loadAverage()
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
 	heapMB := float64(ms.HeapAlloc) / (1 << 20)
 	fleetMB := float64(ms.HeapAlloc-min(heapBefore, ms.HeapAlloc)) / (1 << 20)
-
-	// Warm the placer's scratch so steady state is measured.
-	placed := 0
-	for i := range reqs {
-		if p.Place(f, &reqs[i], now).OK() {
-			placed++
-		}
-	}
 	lat := make([]time.Duration, *ops)
-	runtime.GC()
 	runtime.ReadMemStats(&ms)
 	mallocs := ms.Mallocs
 	for i := range lat {
@@ -65,19 +76,49 @@ func runBenchPlacement(ctx context.Context, args []string, stdout io.Writer) err
 	}
 	runtime.ReadMemStats(&ms)
 	allocs := float64(ms.Mallocs-mallocs) / float64(len(lat))
+	best := make([]time.Duration, min(len(reqs), len(lat)))
+	for i, d := range lat {
+		if b := &best[i%len(reqs)]; i < len(reqs) || d < *b {
+			*b = d
+		}
+	}
 	slices.Sort(lat)
-	us := func(q float64) float64 { return float64(lat[int(q*float64(len(lat)-1))].Nanoseconds()) / 1e3 }
+	slices.Sort(best)
+	pct := func(s []time.Duration, q float64) float64 {
+		return float64(s[int(q*float64(len(s)-1))].Nanoseconds()) / 1e3
+	}
+	us := func(q float64) float64 { return pct(lat, q) }
 
 	fmt.Fprintf(stdout, "placement over %d workers, %d indexed blocks (%d distinct), %d placements\n",
 		f.Len(), f.Prefix().Entries(), f.Prefix().Blocks(), len(lat))
 	fmt.Fprintf(stdout, "  latency  p50 %.1f µs  p99 %.1f µs  max %.1f µs\n", us(0.50), us(0.99), us(1))
+	fmt.Fprintf(stdout, "  each request's fastest of %d: p50 %.1f µs  p99 %.1f µs (load average %.2f)\n",
+		(len(lat)+len(best)-1)/len(best), pct(best, 0.50), pct(best, 0.99), load)
+	fmt.Fprintf(stdout, "  pruning  %.0f of %d workers skipped by their lower bound per placement\n",
+		float64(skipped)/float64(len(reqs)), f.Len())
 	fmt.Fprintf(stdout, "  allocs   %.3f per placement\n", allocs)
-	fmt.Fprintf(stdout, "  heap     %.1f MB after building (fleet view + index %.1f MB)\n", heapMB, fleetMB)
+	fmt.Fprintf(stdout, "  heap     %.1f MB after building and warming up (fleet view, index and placer %.1f MB)\n", heapMB, fleetMB)
 	fmt.Fprintf(stdout, "  placed   %d of %d warm-up requests\n", placed, len(reqs))
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(map[string]float64{
 			"p50_us": us(0.50), "p99_us": us(0.99), "allocs_per_op": allocs, "heap_mb": heapMB,
+			"best_p50_us": pct(best, 0.50), "best_p99_us": pct(best, 0.99), "load_avg_1m": load,
+			"skipped_per_op": float64(skipped) / float64(len(reqs)),
 		})
 	}
 	return nil
+}
+
+// loadAverage is the one-minute load average, or -1 where /proc/loadavg
+// cannot be read.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	var l float64
+	if _, err := fmt.Sscan(string(b), &l); err != nil {
+		return -1
+	}
+	return l
 }
