@@ -12,7 +12,7 @@ package placement
 // Disabled: load_s is 0 everywhere (the router assumes every model is warm).
 
 func warmthTerm(p *Placer, c *cand, r *Request) Reason {
-	s := warmLoad(p, c.c, r, c.res)
+	s := warmLoad(c.c, c.res)
 	if isInf(s) {
 		return ReasonCannotRun
 	}
@@ -24,15 +24,13 @@ func warmthTerm(p *Placer, c *cand, r *Request) Reason {
 // is res: +Inf (or NaN) when the cost model says the load cannot happen.
 // It has no data-dependent branch, since the scan calls it for every
 // worker and hot and cold workers come in no order.
-func warmLoad(p *Placer, cl *class, r *Request, res *residency) float64 {
-	if !p.on[axWarmth] {
-		return 0
-	}
-	s := cl.load[res.state]
-	if cl.loadEpoch[res.state] != p.epoch {
-		s = p.fillLoad(cl, r, res.state)
-	}
+//
+// The class's table is filled for this request for every state its
+// workers are in (see class.states), and with the axis disabled it holds
+// zeros and residencies carry no estimate of their own, so this is one
+// lookup.
+func warmLoad(cl *class, res *residency) float64 {
 	// The worker measures its own disk and link speed, and knows how far a
 	// load in progress has got: its estimate, when it gives one, wins.
-	return positiveOr(res.ownLoad, s)
+	return positiveOr(res.ownLoad, cl.load[res.state])
 }

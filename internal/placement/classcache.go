@@ -45,9 +45,12 @@ type class struct {
 	// deadline filter's batch of one). It only grows, so it is a superset
 	// of what this placement reads, and prepare asks the cost model for
 	// exactly those instead of the scan checking each bucket per worker.
-	buckets   uint16
-	load      [stateUnknown + 1]float64 // load_s from each weightState
-	loadEpoch [stateUnknown + 1]uint64
+	buckets uint16
+	load    [stateUnknown + 1]float64 // load_s from each weightState in states
+	// states is a mask of the weight states the request's model has been
+	// seen in on this class's workers (kept by reread; it only grows), so
+	// prepare fills load for those and the scan looks it up unchecked.
+	states uint8
 }
 
 // loadStates are the states a load starts from, in weightState order from
@@ -73,6 +76,9 @@ func (p *Placer) prepare(cl *class, r *Request) {
 	for m := cl.buckets | 1; m != 0; m &= m - 1 {
 		i := bits.TrailingZeros16(m)
 		cl.decodeAt[i] = p.cost.DecodeSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, r.OutputTokens, 1<<i, ctx)
+	}
+	for m := cl.states; m != 0; m &= m - 1 {
+		p.fillLoad(cl, r, weightState(bits.TrailingZeros8(m)))
 	}
 }
 
@@ -100,18 +106,17 @@ func decodeInterp(cl *class, lo uint8, frac float64) float64 {
 // decodeAlone is the decode time at a batch of one.
 func decodeAlone(cl *class) float64 { return cl.decodeAt[0] }
 
-// fillLoad computes cl's load_s from state for this placement.
-func (p *Placer) fillLoad(cl *class, r *Request, state weightState) float64 {
+// fillLoad computes cl's load_s from state for this request.
+func (p *Placer) fillLoad(cl *class, r *Request, state weightState) {
 	var s float64
 	switch {
-	case state == stateHot:
+	case state == stateHot || !p.on[axWarmth]:
 	case state >= stateSleeping && state <= stateAbsent:
 		s = p.cost.LoadSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, loadStates[state-stateSleeping])
 	default:
 		s = math.Inf(1) // an unknown state: do not bet on it
 	}
-	cl.load[state], cl.loadEpoch[state] = s, p.epoch
-	return s
+	cl.load[state] = s
 }
 
 // ArchOf maps a catalog GPU name to its architecture, for heartbeats that

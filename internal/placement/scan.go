@@ -167,7 +167,11 @@ func (p *Placer) lowerBound(h *hotRow, cl *class, i int32, r *Request) (lb, comp
 	queue := queueSeconds(p, h, cl)
 	prefill := prefillSeconds(p, cl, r, cachedTokens(p, i, r))
 	decode := decodeInterp(cl, h.decodeLo, h.decodeFrac)
-	load := warmLoad(p, cl, r, p.residencyAt(i, r))
+	res := &p.res[i] // residencyAt, written out: it is just over the inlining budget
+	if res.version != p.view.vers[i] {
+		res = p.reread(i, r)
+	}
+	load := warmLoad(cl, res)
 	comp := queue + load + prefill + decode
 	deadline = math.Inf(1)
 	if p.rp.boundDeadlines {

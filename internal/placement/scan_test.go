@@ -183,3 +183,32 @@ func TestResidencyCacheFollowsModelsAndStates(t *testing.T) {
 		t.Fatalf("%d residency columns kept, bound %d", len(live.modelIdx), maxModelKeys)
 	}
 }
+
+// A weight state first met on a worker in the middle of a placement, after
+// its class was prepared for the request, still gets its load time.
+func TestLoadOfAStateFirstSeenMidPlacement(t *testing.T) {
+	f := build(spec{gpu: "fast"}, spec{gpu: "fast", state: schemas.WeightCold})
+	o := testOpts()
+	o.Explain = 10
+	p := New(testCost{}, o)
+	loadOf := func(d *Decision, id string) float64 {
+		for _, c := range d.Candidates {
+			if c.Worker.ID == id {
+				return c.Terms.LoadSeconds
+			}
+		}
+		t.Fatalf("%s not a candidate: %v", id, d.Counts)
+		return 0
+	}
+	if got := loadOf(p.Place(f, req(schemas.PriorityStandard), now), "B"); got != 20 {
+		t.Fatalf("cold B: load_s %v, want 20", got)
+	}
+	f.ApplyHeartbeat(&schemas.Heartbeat{
+		WorkerID: "B", GPU: "fast", TP: 1, HBMTotalBytes: 80 << 30, HBMFreeBytes: 40 << 30,
+		KVBlocksTotal: 1000, KVBlocksFree: 800, BlockSize: 16,
+		Models: []schemas.ModelState{{Name: "m", Dtype: "bf16", State: schemas.WeightSleeping}},
+	}, now)
+	if got := loadOf(p.Place(f, req(schemas.PriorityStandard), now), "B"); got != 2 {
+		t.Fatalf("sleeping B: load_s %v, want 2", got)
+	}
+}

@@ -244,17 +244,28 @@ func (p *Placer) residencies(model, dtype string) []residency {
 
 // residencyAt is the request's model residency on the worker at Idx i,
 // re-read from the worker only when the row changed since it was cached.
+// The worker's class must be prepared for r.
 func (p *Placer) residencyAt(i int32, r *Request) *residency {
-	e := &p.res[i]
-	if e.version != p.view.vers[i] {
-		p.reread(e, i, r)
+	if e := &p.res[i]; e.version == p.view.vers[i] {
+		return e
 	}
-	return e
+	return p.reread(i, r)
 }
 
-func (p *Placer) reread(e *residency, i int32, r *Request) {
+func (p *Placer) reread(i int32, r *Request) *residency {
+	e := &p.res[i]
 	*e = residencyOf(p.view.cold[i].w, r.Model, r.Dtype)
+	if !p.on[axWarmth] {
+		e.ownLoad = 0 // the axis is blind to residency: see warmLoad
+	}
 	e.version = p.view.vers[i]
+	// A state new to the worker's class needs its load_s, for this request
+	// too: the class was prepared without it.
+	if cl := &p.classes[p.view.hot[i].class]; cl.states&(1<<e.state) == 0 {
+		cl.states |= 1 << e.state
+		p.fillLoad(cl, r, e.state)
+	}
+	return e
 }
 
 func residencyOf(w *fleet.Worker, model, dtype string) residency {
