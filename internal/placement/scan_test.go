@@ -212,3 +212,115 @@ func TestLoadOfAStateFirstSeenMidPlacement(t *testing.T) {
 		t.Fatalf("sleeping B: load_s %v, want 2", got)
 	}
 }
+
+// variedFleet is the synthetic fleet with a fifth of its workers changed
+// in the ways the synthetic one never is: draining, stale, no KV capacity
+// reported, their own load-time estimates, no price of their own, TP 2, a
+// GPU the cost model does not know, or an architecture without FP8.
+func variedFleet(t *testing.T, seed uint64) (*fleet.Fleet, []Request) {
+	t.Helper()
+	f, reqs := Synthetic(SyntheticConfig{Workers: 300, Blocks: 30000, Requests: 150, Seed: seed}, now)
+	rng := rand.New(rand.NewPCG(seed, 99))
+	for _, w := range f.Workers() {
+		if rng.IntN(5) != 0 {
+			continue
+		}
+		hb := &schemas.Heartbeat{
+			WorkerID: w.ID, GPU: w.GPU, Arch: w.Arch, TP: w.TP, HBMTotalBytes: w.HBMTotal, HBMFreeBytes: w.HBMFree,
+			KVBlocksTotal: w.KVBlocksTotal, KVBlocksFree: w.KVBlocksFree, BlockSize: w.BlockSize,
+			Models: append([]schemas.ModelState(nil), w.Models...), Running: w.Running, QueuedTokens: w.QueuedTokens,
+			MaxBatch: w.MaxBatch, PricePerHour: w.PricePerHour,
+		}
+		seen := now
+		switch rng.IntN(8) {
+		case 0:
+			hb.Draining = true
+		case 1:
+			seen = now.Add(-10 * time.Second)
+		case 2:
+			hb.KVBlocksTotal, hb.KVBlocksFree, hb.BlockSize = 0, 0, 0
+		case 3:
+			for k := range hb.Models {
+				if hb.Models[k].State != schemas.WeightHot {
+					hb.Models[k].LoadSeconds = float64(1 + rng.IntN(30))
+				}
+			}
+		case 4:
+			hb.PricePerHour = 0
+		case 5:
+			hb.TP = 2
+		case 6:
+			hb.GPU = "tpu"
+		case 7:
+			hb.Arch = "ampere"
+		}
+		f.ApplyHeartbeat(hb, seen)
+	}
+	for i := range reqs {
+		r := &reqs[i]
+		switch rng.IntN(6) {
+		case 0:
+			r.Model, r.Dtype = "llama-70b", "fp8"
+		case 1:
+			r.Deadline = time.Time{}
+		case 2:
+			r.Exclude = []string{f.Workers()[rng.IntN(len(f.Workers()))].ID}
+		case 3:
+			r.Workflow = &schemas.Workflow{ID: "wf", Step: 1 + rng.IntN(4), Of: 4}
+			r.WorkflowDeadline = now.Add(time.Duration(5+rng.IntN(20)) * time.Second)
+		case 4:
+			r.Priority = ""
+		}
+	}
+	return f, reqs
+}
+
+// Pruning changes nothing a decision is judged by, whatever the options:
+// a placer that keeps every candidate (and so never skips one) picks the
+// same worker with the same breakdown, the cheapest-first lists agree, and
+// so does Unresolvable.
+func TestPruningKeepsTheWinnerAcrossOptions(t *testing.T) {
+	weights := func(model, _ string) uint64 {
+		if model == "llama-70b" {
+			return 70 << 30
+		}
+		return 16 << 30
+	}
+	variants := map[string]Options{"defaults": {}, "weights": {WeightBytes: weights}, "explain 1": {Explain: 1}, "explain 3": {Explain: 3}}
+	for _, a := range Axes {
+		variants["no "+a] = Options{Disabled: map[string]bool{a: true}, WeightBytes: weights}
+	}
+	f, reqs := variedFleet(t, 11)
+	for name, o := range variants {
+		t.Run(name, func(t *testing.T) {
+			pruned := New(BenchCost(), o)
+			full := o
+			full.Explain = 1 << 20
+			all := New(BenchCost(), full)
+			skipped, placed := 0, 0
+			for i := range reqs {
+				a := pruned.Place(f, &reqs[i], now)
+				aw, at, ac, au := a.Worker, a.Terms, append([]Candidate(nil), a.Candidates...), a.Unresolvable
+				skipped += a.Skipped
+				b := all.Place(f, &reqs[i], now)
+				if aw != b.Worker || at != b.Terms || au != b.Unresolvable {
+					t.Fatalf("request %d: pruned picked %v (unresolvable %v), full %v (%v)", i, aw, au, b.Worker, b.Unresolvable)
+				}
+				if len(ac) != min(len(b.Candidates), pruned.Options().Explain) {
+					t.Fatalf("request %d: %d candidates kept, full placer has %d", i, len(ac), len(b.Candidates))
+				}
+				for k := range ac {
+					if ac[k] != b.Candidates[k] {
+						t.Fatalf("request %d: candidate %d differs", i, k)
+					}
+				}
+				if aw != nil {
+					placed++
+				}
+			}
+			if skipped == 0 || placed < len(reqs)/2 {
+				t.Fatalf("skipped %d workers, placed %d of %d", skipped, placed, len(reqs))
+			}
+		})
+	}
+}
