@@ -13,9 +13,10 @@ import (
 // ControlConfig turns the control loop on in a stack: the controller
 // service (services/controller) decides every Interval and a local scaler
 // acts on its desired replicas with the stack's AddWorker and StopWorker,
-// so autoscaling is visible on one machine. New workers start with cold
-// weights and join by heartbeat; leaving workers are announced draining,
-// then drained (they finish what they hold) before they exit.
+// so autoscaling is visible on one machine. New workers are paid for from
+// the start, load their weights for the model's cold-load time and then
+// join by heartbeat; leaving workers are announced draining, then drained
+// (they finish what they hold) before they exit.
 type ControlConfig struct {
 	// Pools to scale; empty means one per GPU × model of the fleet,
 	// bounded by [Min, Max].
@@ -63,6 +64,28 @@ func (s *Stack) startControl(cc ControlConfig) error {
 			cfg.Pools = append(cfg.Pools, p)
 		}
 	}
+	speedUp := s.cfg.SpeedUp
+	if speedUp <= 0 {
+		speedUp = 1 // as the workers read it
+	}
+	// A new replica is paid for from the start, loads its weights, and
+	// only then registers. A worker that joined cold would wait for a
+	// request to start its load, and placement never sends a worker a
+	// request it cannot finish by its deadline after a 30 s load, so it
+	// would stay cold and idle. The load takes the model's simulated
+	// cold-load time, compressed by SpeedUp as all simulated GPU time is.
+	// A started worker not heard from within its load time and a minute
+	// more is given up on.
+	load := map[string]time.Duration{}
+	startTimeout := time.Minute
+	for _, p := range cfg.Pools {
+		rep, err := perf.NewReplica(s.Catalog, p.GPU, p.Model, p.Dtype, max(p.TP, 1))
+		if err != nil {
+			return fmt.Errorf("stack control: %w", err)
+		}
+		load[p.Key()] = time.Duration(rep.LoadSeconds(schemas.WeightCold) / speedUp * float64(time.Second))
+		startTimeout = max(startTimeout, time.Minute+load[p.Key()])
+	}
 	sh, err := s.shell("controller", "controller-1")
 	if err != nil {
 		return err
@@ -70,14 +93,14 @@ func (s *Stack) startControl(cc ControlConfig) error {
 	sc, err := controller.NewScaler(sh.NC, controller.ScalerConfig{
 		Pools: cfg.Pools,
 		Add: func(p control.Pool) (string, error) {
-			return s.AddWorker(WorkerSpec{GPU: p.GPU, Model: p.Model, Dtype: p.Dtype, TP: p.TP, InitialWeights: schemas.WeightCold})
+			return s.AddWorker(WorkerSpec{GPU: p.GPU, Model: p.Model, Dtype: p.Dtype, TP: p.TP, JoinAfter: load[p.Key()]})
 		},
 		Stop: s.StopWorker,
 		Log:  s.Log.With("service", "scaler"),
 		// Heartbeats arrive every 500 ms in a stack; a second of grace
 		// lets dispatches already sent reach the draining worker.
 		DrainGrace:   time.Second,
-		StartTimeout: time.Minute,
+		StartTimeout: startTimeout,
 	})
 	if err != nil {
 		return err

@@ -3,13 +3,19 @@ package stack
 import (
 	"context"
 	"fmt"
-	"sort"
+	"reflect"
+	"slices"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/switchyard-ai/switchyard/internal/control"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/client"
+	"github.com/switchyard-ai/switchyard/services/svc"
+	"github.com/switchyard-ai/switchyard/subjects"
 )
 
 // TestControlScalesTheStack runs the controller and the local scaler in a
@@ -56,9 +62,51 @@ func TestControlScalesTheStack(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
+		// Once their drains finish, the drained workers stop costing:
+		// GPU-hours grow at one GPU-second per second, not three. Each
+		// reading is bracketed by clock reads, so the bounds hold however
+		// loaded the machine is.
+		for {
+			outer0 := time.Now()
+			g0 := st.GPUHours()
+			inner0 := time.Now()
+			time.Sleep(300 * time.Millisecond)
+			inner1 := time.Now()
+			g1 := st.GPUHours()
+			outer1 := time.Now()
+			grew := (g1 - g0) * 3600
+			lo, hi := inner1.Sub(inner0).Seconds(), outer1.Sub(outer0).Seconds()
+			if grew >= lo && grew <= hi {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("GPU-seconds grew %.3f over [%.3f, %.3f] s of wall time with one worker left: drained workers still counted", grew, lo, hi)
+			}
+		}
 	})
-	t.Run("scale up joins by heartbeat", func(t *testing.T) {
-		st := startStack(t, Config{Workers: 1, Control: &ControlConfig{Min: 2, Max: 3, Control: fast}})
+	t.Run("scale up joins by heartbeat once loaded", func(t *testing.T) {
+		// SpeedUp 20 compresses the 29.4 s cold load to 1.5 s.
+		st := startStack(t, Config{Workers: 1, SpeedUp: 20, Control: &ControlConfig{Min: 2, Max: 3, Control: fast}})
+		first := st.WorkerIDs()
+		nc, err := st.Connect("control-test-hb")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		states := map[string][]string{} // weight states heartbeated, by worker
+		sub, err := nc.Subscribe(subjects.HeartbeatAll, func(m *nats.Msg) {
+			var hb schemas.Heartbeat
+			if svc.Decode(m.Header, m.Data, &hb) != nil || len(hb.Models) == 0 {
+				return
+			}
+			mu.Lock()
+			states[hb.WorkerID] = append(states[hb.WorkerID], hb.Models[0].State)
+			mu.Unlock()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Unsubscribe()
 		deadline := time.Now().Add(30 * time.Second)
 		for len(st.WorkerIDs()) < 2 {
 			if time.Now().After(deadline) {
@@ -66,19 +114,29 @@ func TestControlScalesTheStack(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		// Heartbeats from both reach the controller: the pool counts 2.
-		for {
-			d := st.Controller().Desired()
-			keys := make([]string, 0, len(d))
-			for k := range d {
-				keys = append(keys, k)
+		var added string
+		for _, id := range st.WorkerIDs() {
+			if id != first[0] {
+				added = id
 			}
-			sort.Strings(keys)
-			if len(keys) == 1 && d[keys[0]] == 2 && len(st.WorkerIDs()) == 2 {
+		}
+		// The new worker is provisioned (paid for) while it loads, and its
+		// heartbeats, once they come, already say its weights are hot: it
+		// never joins as a cold worker that placement would avoid.
+		for {
+			mu.Lock()
+			got := slices.Clone(states[added])
+			mu.Unlock()
+			for _, state := range got {
+				if state != schemas.WeightHot {
+					t.Fatalf("worker %s heartbeated weights %q before it was loaded (states %v)", added, state, got)
+				}
+			}
+			if len(got) >= 2 && reflect.DeepEqual(st.Controller().Desired(), map[string]int{control.PoolKey("h100", "llama-3.1-8b"): 2}) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("desired %v, workers %v", d, st.WorkerIDs())
+				t.Fatalf("worker %s heartbeats %v, desired %v", added, got, st.Controller().Desired())
 			}
 			time.Sleep(50 * time.Millisecond)
 		}

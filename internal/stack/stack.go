@@ -43,6 +43,11 @@ type WorkerSpec struct {
 	// InitialWeights is the weight state at start (hot by default); the
 	// local scaler starts workers cold, so they pay the load time.
 	InitialWeights string
+	// JoinAfter provisions the worker now (its GPU time counts from now)
+	// but starts it serving, and heartbeating, only after this long: a
+	// replica loading its weights before it registers, as the simulator's
+	// scaled-up replicas do.
+	JoinAfter time.Duration
 }
 
 // Config configures a stack. The zero value runs three H100 workers serving
@@ -302,6 +307,13 @@ func (s *Stack) AddWorker(spec WorkerSpec) (string, error) {
 	go func() {
 		defer s.wg.Done()
 		defer close(done)
+		if spec.JoinAfter > 0 {
+			select {
+			case <-wctx.Done():
+				return
+			case <-time.After(spec.JoinAfter):
+			}
+		}
 		if err := w.Run(wctx); err != nil {
 			s.Log.Error("worker stopped", "worker", id, "err", err)
 		}
