@@ -43,7 +43,9 @@
 // its queue, load, prefill, decode and GPU-price terms (scan.go); workers
 // are then evaluated cheapest bound first, and one whose bound exceeds the
 // Explain-th best total so far is skipped (Decision.Skipped), which cannot
-// change the outcome because every other term only adds. A skipped
+// change the outcome because every other term only adds. Workers are taken
+// a cost class (GPU, TP) at a time, cheapest class bound first, so a whole
+// class too slow or too dear to compete is skipped unread. A skipped
 // worker's filters never ran, so it has no rejection reason; when fewer
 // than Explain workers pass, none is skipped and every rejection has its
 // reason.

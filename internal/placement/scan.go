@@ -7,24 +7,33 @@ import (
 	"time"
 )
 
-// The scan visits every worker once, cheaply, and fully evaluates as few
-// as it can. First pass: the checks every worker gets (excluded, draining,
-// stale: rejections recorded for all) and a lower bound on each remaining
-// worker's total_usd from its hot row. Then workers are evaluated from the
-// lowest bound up, and once Options.Explain candidates are kept, any
+// The scan bounds workers cheaply and fully evaluates as few as it can.
+// Every worker it reads gets the checks that need no cost (excluded,
+// draining, stale: rejected with the reason) and a lower bound on its
+// total_usd from its hot row (lowerBound). Workers are then evaluated from
+// the lowest bound up, and once Options.Explain candidates are kept, any
 // worker whose bound exceeds the Explain-th best total cannot enter the
 // list and is skipped (Decision.Skipped). Evaluating the cheapest first is
 // what makes that bar tight early: the workers whose filters would reject
-// them (long queues, missed deadlines) have high bounds, so they are
-// skipped rather than evaluated and rejected one by one, which was the
-// placement latency tail.
+// them (long queues, missed deadlines, cold loads) have high bounds, so
+// they are skipped rather than evaluated and rejected one by one, which
+// was the placement latency tail.
+//
+// Workers are taken a cost class (GPU, TP) at a time, the class with the
+// lowest class bound first: the bound of an idle, hot, uncached worker of
+// the class at the lowest price any of them charges. The workers holding a
+// cached prefix of the request come before all classes, one by one, since
+// the class bound does not cover them. Once a class's bound exceeds the
+// bar, none of its workers can enter the list, and they are skipped
+// without their rows being read: for an interactive request most of the
+// fleet is GPUs too slow to compete, for a batch request GPUs too dear.
 //
 // The trade: a skipped worker's filters never ran, so it is counted in
 // Skipped, not listed in Rejections with a reason. Rejections hold every
-// worker that was excluded, draining or stale, and every evaluated worker
-// that a filter turned down. When fewer than Explain workers pass, nothing
-// is skipped and every worker has its reason, so Unresolvable is judged
-// on all of them as before.
+// worker that a read found excluded, draining or stale, and every
+// evaluated worker that a filter turned down. When fewer than Explain
+// workers pass, nothing is skipped and every worker has its reason, so
+// Unresolvable is judged on all of them as before.
 
 // bounded is a worker's Idx with a lower bound on its total_usd.
 type bounded struct {
@@ -39,41 +48,85 @@ const sortLimit = 128
 
 func (p *Placer) scan(d *Decision, r *Request, weight uint64, now, cutoff time.Time) {
 	p.bar = math.Inf(1)
-	// Twice Explain cheapest first: enough that, when a few are rejected,
-	// Explain still pass and set the bar in the first round.
-	k := min(max(2*p.opts.Explain, 4), 32)
-	p.order, p.cheapest = p.order[:0], p.cheapest[:0]
+	p.order = p.order[:0]
 	hot := p.view.hot
-	for i := range hot {
-		h := &hot[i]
-		if h.flags&rowLive == 0 {
+	members := p.view.members
+	p.touchedIn = append(p.touchedIn[:0], make([]int32, len(members))...)
+	for _, wi := range p.touched {
+		if int(wi) < len(hot) && hot[wi].flags&rowLive != 0 {
+			p.touchedIn[hot[wi].class]++
+			p.bound(d, wi, r, cutoff)
+		}
+	}
+	p.settle(d, p.order, r, weight, now)
+
+	p.classOrder = p.classOrder[:0]
+	for k := range members {
+		if len(members[k]) == 0 {
 			continue
 		}
-		wi := int32(i)
-		if p.excluded[i] {
-			p.reject(d, wi, ReasonExcluded)
+		cl := &p.classes[k]
+		if cl.epoch != p.epoch {
+			p.prepare(cl, r)
+		}
+		cl.bound = p.classBound(cl)
+		p.classOrder = append(p.classOrder, int32(k))
+	}
+	slices.SortFunc(p.classOrder, func(a, b int32) int {
+		if c := cmp.Compare(p.classes[a].bound, p.classes[b].bound); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	for _, k := range p.classOrder {
+		if p.classes[k].bound > p.bar {
+			d.Skipped += len(members[k]) - int(p.touchedIn[k])
 			continue
 		}
-		if h.flags&rowDraining != 0 {
-			p.reject(d, wi, ReasonDraining)
-			continue
+		start := len(p.order)
+		for _, i := range members[k] {
+			if p.lens[i] == 0 { // the others were bounded above
+				p.bound(d, i, r, cutoff)
+			}
 		}
-		if h.flags&rowHeard == 0 || h.seen.Before(cutoff) {
-			p.reject(d, wi, ReasonStale)
-			continue
-		}
+		p.settle(d, p.order[start:], r, weight, now)
+	}
+}
+
+// bound rejects the worker at Idx i if it is excluded, draining or stale,
+// and otherwise appends it with its lower bound to p.order.
+func (p *Placer) bound(d *Decision, i int32, r *Request, cutoff time.Time) {
+	h := &p.view.hot[i]
+	switch {
+	case p.excluded[i]:
+		p.reject(d, i, ReasonExcluded)
+	case h.flags&rowDraining != 0:
+		p.reject(d, i, ReasonDraining)
+	case h.flags&rowHeard == 0 || h.seen.Before(cutoff):
+		p.reject(d, i, ReasonStale)
+	default:
 		cl := &p.classes[h.class]
 		if cl.epoch != p.epoch {
 			p.prepare(cl, r)
 		}
-		lb, _, _ := p.lowerBound(h, cl, wi, r)
-		b := bounded{lb: lb, i: wi}
-		p.order = append(p.order, b)
+		lb, _, _ := p.lowerBound(h, cl, i, r)
+		p.order = append(p.order, bounded{lb: lb, i: i})
+	}
+}
+
+// settle evaluates the bounded workers in batch from the lowest bound up
+// and skips those that cannot beat the bar. The Explain cheapest (twice
+// that, so that a few rejections still leave enough to set the bar) go
+// first; the rest are then sorted, if few, and evaluated while their
+// bounds are under the bar, which only falls.
+func (p *Placer) settle(d *Decision, batch []bounded, r *Request, weight uint64, now time.Time) {
+	k := min(max(2*p.opts.Explain, 4), 32)
+	p.cheapest = p.cheapest[:0]
+	for _, b := range batch {
 		if n := len(p.cheapest); n < k || b.lb < p.cheapest[n-1].lb {
 			p.cheapest = insertAscending(p.cheapest, b, k)
 		}
 	}
-
 	for _, b := range p.cheapest {
 		if b.lb > p.bar {
 			break // the rest are higher: the pass below skips them
@@ -81,9 +134,8 @@ func (p *Placer) scan(d *Decision, r *Request, weight uint64, now, cutoff time.T
 		p.done[b.i] = true
 		p.visit(d, b, r, weight, now)
 	}
-
 	p.rest = p.rest[:0]
-	for _, b := range p.order {
+	for _, b := range batch {
 		switch {
 		case p.done[b.i]:
 		case b.lb > p.bar:
@@ -101,6 +153,21 @@ func (p *Placer) scan(d *Decision, r *Request, weight uint64, now, cutoff time.T
 	for _, b := range p.cheapest {
 		p.done[b.i] = false
 	}
+}
+
+// classBound is a cost no worker of class cl without a cached prefix can
+// go under: a hot one with no queue and no others in its batch, at the
+// class's fastest decode bucket, sharing it as widely as the fullest
+// member does, at the lowest price any member charges; shaved as
+// lowerBound is. NaN never skips a class.
+func (p *Placer) classBound(cl *class) float64 {
+	price := min(cl.pricePerSecond, cl.minOwnPricePerSecond)
+	gpu := (cl.prefillFull + cl.decodeMin*cl.minInvBatch) * price
+	b := ((cl.prefillFull+cl.decodeMin)*p.rp.timeValue + gpu) * (1 - 1e-12)
+	if !(b >= 0) || price < 0 {
+		return math.Inf(-1)
+	}
+	return b
 }
 
 // visit fully evaluates b's worker unless its bound, refined with the

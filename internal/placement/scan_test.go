@@ -225,11 +225,15 @@ func variedFleet(t *testing.T, seed uint64) (*fleet.Fleet, []Request) {
 		if rng.IntN(5) != 0 {
 			continue
 		}
+		idle := rng.IntN(4) == 0 // nothing running or queued: the class bound is near its own
 		hb := &schemas.Heartbeat{
 			WorkerID: w.ID, GPU: w.GPU, Arch: w.Arch, TP: w.TP, HBMTotalBytes: w.HBMTotal, HBMFreeBytes: w.HBMFree,
 			KVBlocksTotal: w.KVBlocksTotal, KVBlocksFree: w.KVBlocksFree, BlockSize: w.BlockSize,
 			Models: append([]schemas.ModelState(nil), w.Models...), Running: w.Running, QueuedTokens: w.QueuedTokens,
 			MaxBatch: w.MaxBatch, PricePerHour: w.PricePerHour,
+		}
+		if idle {
+			hb.Running, hb.QueuedTokens = 0, 0
 		}
 		seen := now
 		switch rng.IntN(8) {
@@ -322,5 +326,60 @@ func TestPruningKeepsTheWinnerAcrossOptions(t *testing.T) {
 				t.Fatalf("skipped %d workers, placed %d of %d", skipped, placed, len(reqs))
 			}
 		})
+	}
+}
+
+// A class's bound is never above the bound of any of its workers that
+// holds no cached prefix, for every request and class of a varied fleet.
+func TestClassBoundIsUnderItsWorkers(t *testing.T) {
+	f, reqs := variedFleet(t, 12)
+	p := New(BenchCost(), Options{})
+	compared := 0
+	for i := range reqs {
+		r := &reqs[i]
+		p.Place(f, r, now)
+		// Place leaves the classes prepared and bounded for r (its copy,
+		// with the defaults filled in, which these requests already have
+		// but for the priority).
+		if r.Priority == "" {
+			continue
+		}
+		for k, members := range p.view.members {
+			cl := &p.classes[k]
+			if cl.epoch != p.epoch || len(members) == 0 {
+				continue
+			}
+			for _, w := range members {
+				if p.view.hot[w].flags&rowHeard == 0 {
+					continue
+				}
+				lb, _, _ := p.lowerBound(&p.view.hot[w], cl, w, r)
+				if !(cl.bound <= lb) {
+					t.Fatalf("request %d class %s: bound %v over worker %d's %v", i, cl.gpu, cl.bound, w, lb)
+				}
+				compared++
+			}
+		}
+	}
+	if compared < 10000 {
+		t.Fatalf("only %d comparisons", compared)
+	}
+}
+
+// A class too slow to compete is passed over unread: its stale worker is
+// skipped, not found stale, while a stale worker of the competing class is.
+func TestAClassThatCannotCompeteIsNotRead(t *testing.T) {
+	f := build(
+		spec{gpu: "fast"}, spec{gpu: "fast"}, spec{gpu: "fast", seenAgo: time.Minute},
+		spec{gpu: "slow"}, spec{gpu: "slow", seenAgo: time.Minute},
+	)
+	o := testOpts()
+	o.Explain = 2
+	d := place(t, f, req(schemas.PriorityCritical), o)
+	if winner(d) != "A" && winner(d) != "B" {
+		t.Fatalf("picked %s", winner(d))
+	}
+	if d.Counts[ReasonStale] != 1 || d.Rejections[0].Worker.ID != "C" || d.Skipped != 2 || d.Considered != 2 {
+		t.Fatalf("stale %d (first %s), skipped %d, considered %d", d.Counts[ReasonStale], d.Rejections[0].Worker.ID, d.Skipped, d.Considered)
 	}
 }

@@ -1,7 +1,9 @@
 package placement
 
 import (
+	"math"
 	"math/bits"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,6 +26,12 @@ type view struct {
 	vers    []uint64 // by Idx: the fleet.Versions entry each row was copied at
 	hot     []hotRow
 	cold    []coldRow
+	// members lists, by class id, the live rows of that class in
+	// ascending Idx, so the scan can take a class at a time and pass over
+	// a whole class whose bound cannot beat the bar without reading its
+	// rows.
+	members [][]int32
+	dirty   []int32 // classes whose members changed since summarize
 }
 
 // hotRow is what every worker's lower bound needs: read for all of them.
@@ -77,6 +85,10 @@ func (p *Placer) refresh(f *fleet.Fleet) {
 	if v.fleet != f {
 		v.fleet, v.version = f, 0
 		v.vers, v.hot, v.cold = v.vers[:0], v.hot[:0], v.cold[:0]
+		for k := range v.members {
+			v.members[k] = v.members[k][:0]
+			p.changed(int32(k))
+		}
 		// Cached residencies carry the old fleet's versions.
 		clear(p.modelIdx)
 		p.resCols = p.resCols[:0]
@@ -96,16 +108,57 @@ func (p *Placer) refresh(f *fleet.Fleet) {
 		}
 	}
 	v.version = f.Version()
+	for _, k := range v.dirty {
+		p.summarize(k)
+	}
+	v.dirty = v.dirty[:0]
+}
+
+// changed marks class k's summary stale.
+func (p *Placer) changed(k int32) {
+	if cl := &p.classes[k]; !cl.dirty {
+		cl.dirty = true
+		p.view.dirty = append(p.view.dirty, k)
+	}
+}
+
+// summarize recomputes what class k's bound needs from its members: the
+// decode buckets they interpolate between, their lowest own price and the
+// share of a decode their biggest batch leaves each sequence. It
+// is exact, not a running total, so that a placer kept across fleet
+// changes bounds, skips and reports as a new one would.
+func (p *Placer) summarize(k int32) {
+	cl := &p.classes[k]
+	cl.dirty = false
+	cl.buckets, cl.minOwnPricePerSecond, cl.minInvBatch = 0, math.Inf(1), 1
+	for _, i := range p.view.members[k] {
+		h := &p.view.hot[i]
+		cl.minInvBatch = min(cl.minInvBatch, h.invBatch)
+		cl.buckets |= 1 << h.decodeLo
+		if h.decodeFrac != 0 {
+			cl.buckets |= 1 << (h.decodeLo + 1)
+		}
+		if h.ownPricePerSecond > 0 {
+			cl.minOwnPricePerSecond = min(cl.minOwnPricePerSecond, h.ownPricePerSecond)
+		}
+	}
 }
 
 // copyRow copies worker w (nil for a free slot) into row i.
 func (p *Placer) copyRow(i int32, w *fleet.Worker) {
 	h, c := &p.view.hot[i], &p.view.cold[i]
+	wasLive, oldClass := h.flags&rowLive != 0, h.class
+	if wasLive {
+		p.changed(oldClass)
+	}
 	if w == nil {
+		if wasLive {
+			p.view.leave(oldClass, i)
+		}
 		*h, *c = hotRow{}, coldRow{}
 		return
 	}
-	if c.w != w || c.gpu != w.GPU || c.arch != w.Arch || c.tp != w.TP {
+	if !wasLive || c.w != w || c.gpu != w.GPU || c.arch != w.Arch || c.tp != w.TP {
 		var fp8 bool
 		h.class, fp8 = p.classOf(w)
 		h.flags = 0
@@ -113,6 +166,13 @@ func (p *Placer) copyRow(i int32, w *fleet.Worker) {
 			h.flags = rowFP8
 		}
 		c.gpu, c.arch, c.tp = w.GPU, w.Arch, w.TP
+		if wasLive && oldClass != h.class {
+			p.view.leave(oldClass, i)
+		}
+		if !wasLive || oldClass != h.class {
+			p.view.join(h.class, i)
+			p.changed(h.class)
+		}
 	}
 	h.flags = h.flags&rowFP8 | rowLive
 	if !w.LastSeen.IsZero() {
@@ -133,11 +193,6 @@ func (p *Placer) copyRow(i int32, w *fleet.Worker) {
 	h.ownPricePerSecond = 0
 	if p.on[axGPU] && w.PricePerHour > 0 {
 		h.ownPricePerSecond = w.PricePerHour / 3600
-	}
-	cl := &p.classes[h.class]
-	cl.buckets |= 1 << h.decodeLo
-	if h.decodeFrac != 0 {
-		cl.buckets |= 1 << (h.decodeLo + 1)
 	}
 
 	c.w = w
@@ -166,10 +221,26 @@ func (p *Placer) classOf(w *fleet.Worker) (int32, bool) {
 	id, ok := p.classIdx[key]
 	if !ok {
 		id = int32(len(p.classes))
-		p.classes = append(p.classes, class{gpu: key.gpu, tp: key.tp})
+		p.classes = append(p.classes, class{gpu: key.gpu, tp: key.tp, minOwnPricePerSecond: math.Inf(1)})
 		p.classIdx[key] = id
+		p.view.members = append(p.view.members, nil)
 	}
 	return id, fp8
+}
+
+// join adds row i to class k's members, keeping them in Idx order so that
+// a placer kept across fleet changes scans in the same order as a new one.
+func (v *view) join(k, i int32) {
+	m := v.members[k]
+	at, _ := slices.BinarySearch(m, i)
+	v.members[k] = slices.Insert(m, at, i)
+}
+
+func (v *view) leave(k, i int32) {
+	m := v.members[k]
+	if at, ok := slices.BinarySearch(m, i); ok {
+		v.members[k] = slices.Delete(m, at, at+1)
+	}
 }
 
 // decodePoint places a batch size among the decode buckets: the bucket at
