@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/switchyard-ai/switchyard/internal/stack"
@@ -20,20 +21,43 @@ import (
 
 func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	duration := fs.Duration("duration", 15*time.Second, "how long to generate load")
+	duration := fs.Duration("duration", 0, "how long to generate load (default: the scenario's, 15s for default, 6m for rise-fall)")
 	workers := fs.Int("workers", 4, "simulated workers (mixed GPU generations)")
+	fleetFlag := fs.String("fleet", "", "fleet as gpu:count,... serving llama-3.1-8b (overrides --workers), e.g. h100:4")
+	scenario := fs.String("scenario", "default", "workload: default (steady mix with an overload burst) or rise-fall (quiet, ramp, peak, fall, quiet over several minutes)")
 	jsonOut := fs.Bool("json", false, "end with one JSON summary line on stdout")
 	store := fs.String("store", "", "keep the streams in this directory so the run can be replayed")
 	seed := fs.Uint64("seed", 1, "workload seed")
-	rate := fs.Float64("rate", 0, "steady request rate per second (default: the workload's)")
+	rate := fs.Float64("rate", 0, "request rate per second (default: the workload's; the peak rate for rise-fall)")
 	verbose := fs.Bool("v", false, "debug logging")
 	autoscale := fs.Bool("autoscale", false, "run the controller and a local scaler over the demo fleet (workers join and drain as it decides)")
+	asMin := fs.Int("autoscale-min", 1, "autoscale: fewest workers per pool")
+	asMax := fs.Int("autoscale-max", 0, "autoscale: most workers per pool (0 = twice the starting fleet, at least 4)")
+	targetUtil := fs.Float64("target-utilization", 0, "autoscale: share of a replica's modelled capacity the controller plans to use (0 = the controller's default)")
 	tenants := fs.String("tenants", "", "tenant profiles JSON (default: the demo's acme critical, globex interactive, initech standard, umbrella batch)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if *duration <= 0 {
+		*duration = loadgen.DefaultScenarioDuration(*scenario)
+	}
+	wl, err := loadgen.Scenario(*scenario, *duration, *seed)
+	if err != nil {
+		return err
+	}
+	if *rate > 0 {
+		wl.Rate = *rate
+	}
 	logger := newLogger(*verbose)
 	fleet := demoFleet(*workers)
+	if *fleetFlag != "" {
+		if fleet, err = parseFleet(*fleetFlag, wl.Model, "bf16"); err != nil {
+			return err
+		}
+		if len(fleet) == 0 {
+			return fmt.Errorf("--fleet %q names no worker", *fleetFlag)
+		}
+	}
 	if *tenants == "" {
 		dir, err := os.MkdirTemp("", "switchyard-demo-")
 		if err != nil {
@@ -41,13 +65,23 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		defer os.RemoveAll(dir)
 		*tenants = filepath.Join(dir, "tenants.json")
-		if err := os.WriteFile(*tenants, demoTenants, 0o600); err != nil {
+		profiles := demoTenants
+		if wl.Sizes != nil {
+			// Its prompts are unique by construction, so a cache could only
+			// hit by mistake: the semantic cache's n-gram embedding finds
+			// prompts of one length from one filler alike.
+			if profiles, err = withoutCache(profiles); err != nil {
+				return err
+			}
+		}
+		if err := os.WriteFile(*tenants, profiles, 0o600); err != nil {
 			return err
 		}
 	}
 	cfg := stack.Config{StoreDir: *store, Fleet: fleet, Logger: logger, Tenants: *tenants}
 	if *autoscale {
-		cfg.Control = &stack.ControlConfig{Min: 1}
+		cfg.Control = &stack.ControlConfig{Min: *asMin, Max: *asMax}
+		cfg.Control.Control.TargetUtilization = *targetUtil
 	}
 	st, err := stack.Start(ctx, cfg)
 	if err != nil {
@@ -58,26 +92,26 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	wl := loadgen.DefaultWorkload(*duration, *seed)
-	if *rate > 0 {
-		wl.Rate = *rate
-	}
 	arrivals := wl.Generate()
 	if !*jsonOut {
-		fmt.Fprintf(stdout, "switchyard demo: %d simulated workers %v, %d requests over %s (simulated GPUs: timings from the roofline model)\n",
-			len(fleet), fleetNames(fleet), len(arrivals), *duration)
+		fmt.Fprintf(stdout, "switchyard demo: scenario %s, %d simulated workers %v, %d requests over %s (simulated GPUs: timings from the roofline model)\n",
+			*scenario, len(fleet), fleetNames(fleet), len(arrivals), *duration)
 	}
+	watch := watchFleet(ctx, st.WorkerIDs, time.Second)
 	// Every request is owed its answer by its deadline + 5 s; whatever has
 	// none by then counts as lost.
 	sum, took, err := loadgen.Run(ctx, nc, arrivals, loadgen.RunOptions{Drain: 2 * time.Minute, Logger: logger})
 	if err != nil {
 		return err
 	}
+	// Read together, so GPU-hours and the replica count cover one span.
 	sum.GPUHours = st.GPUHours()
+	rep := demoReport{Summary: sum, Scenario: *scenario, Fleet: watch()}
 	if !*jsonOut {
 		printSummary(stdout, sum, took)
+		printFleet(stdout, rep.Fleet)
 	} else {
-		b, err := json.Marshal(sum)
+		b, err := json.Marshal(rep)
 		if err != nil {
 			return err
 		}
@@ -89,11 +123,41 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
+// demoReport is the demo's --json line: the tally's summary with the
+// scenario and what the fleet did, so fixed and autoscaled runs compare in
+// one table.
+type demoReport struct {
+	tally.Summary
+	Scenario string     `json:"scenario"`
+	Fleet    fleetStats `json:"fleet"`
+}
+
 // demoTenants are the demo's tenant profiles, one per priority class:
 // acme critical, globex interactive, initech standard, umbrella batch.
 //
 //go:embed demo_tenants.json
 var demoTenants []byte
+
+// withoutCache turns the cache off for the default profile and every
+// tenant of a tenant profiles file, leaving the rest as it is.
+func withoutCache(profiles []byte) ([]byte, error) {
+	var doc map[string]any
+	if err := json.Unmarshal(profiles, &doc); err != nil {
+		return nil, fmt.Errorf("demo tenants: %w", err)
+	}
+	off := func(p any) {
+		if m, ok := p.(map[string]any); ok {
+			m["cache"] = map[string]any{"mode": "off"}
+		}
+	}
+	off(doc["default"])
+	if ts, ok := doc["tenants"].(map[string]any); ok {
+		for _, p := range ts {
+			off(p)
+		}
+	}
+	return json.Marshal(doc)
+}
 
 // demoFleet mixes GPU generations so placement has real choices. The
 // fourth worker (or the last of two or three) is a cheap L40S serving the
@@ -150,4 +214,125 @@ func printSummary(w io.Writer, s tally.Summary, took time.Duration) {
 	for _, c := range classes {
 		fmt.Fprintf(w, "  %-12s SLO attainment %.3f\n", c, s.SLOAttainmentByPriority[c])
 	}
+}
+
+// fleetStats is what the demo fleet did over the run, sampled from the
+// stack's running workers.
+type fleetStats struct {
+	// Started and Stopped count workers that joined and left after the
+	// run began (the scaler's doing; 0 for a fixed fleet).
+	Started int `json:"workers_started"`
+	Stopped int `json:"workers_stopped"`
+	// Replicas: running workers (loading, serving or draining);
+	// ReplicasMean is time-weighted.
+	ReplicasMin  int     `json:"replicas_min"`
+	ReplicasMax  int     `json:"replicas_max"`
+	ReplicasMean float64 `json:"replicas_mean"`
+	// Timeline has a point at the start and at every change of the count.
+	Timeline []fleetPoint `json:"timeline"`
+}
+
+type fleetPoint struct {
+	AtSeconds float64 `json:"t_s"`
+	Replicas  int     `json:"replicas"`
+}
+
+// fleetTally accumulates samples of the running workers' ids.
+type fleetTally struct {
+	seen    map[string]bool
+	running map[string]bool
+	last    time.Duration
+	area    float64 // replica-seconds
+	stats   fleetStats
+}
+
+// observe records the workers running at offset at (offsets increase).
+func (f *fleetTally) observe(at time.Duration, ids []string) {
+	now := map[string]bool{}
+	for _, id := range ids {
+		now[id] = true
+	}
+	if f.seen == nil {
+		f.seen = map[string]bool{}
+		for id := range now {
+			f.seen[id] = true
+		}
+		f.running, f.last = now, at
+		f.stats = fleetStats{ReplicasMin: len(ids), ReplicasMax: len(ids), Timeline: []fleetPoint{{AtSeconds: at.Seconds(), Replicas: len(ids)}}}
+		return
+	}
+	for id := range now {
+		if !f.seen[id] {
+			f.seen[id] = true
+			f.stats.Started++
+		}
+	}
+	for id := range f.running {
+		if !now[id] {
+			f.stats.Stopped++
+		}
+	}
+	f.area += float64(len(f.running)) * (at - f.last).Seconds()
+	f.last = at
+	if len(now) != len(f.running) {
+		f.stats.Timeline = append(f.stats.Timeline, fleetPoint{AtSeconds: at.Seconds(), Replicas: len(now)})
+	}
+	f.running = now
+	f.stats.ReplicasMin = min(f.stats.ReplicasMin, len(now))
+	f.stats.ReplicasMax = max(f.stats.ReplicasMax, len(now))
+}
+
+// result is the stats so far; the mean covers the first to the last sample.
+func (f *fleetTally) result() fleetStats {
+	out := f.stats
+	if span := f.last - time.Duration(out.Timeline[0].AtSeconds*float64(time.Second)); span > 0 {
+		out.ReplicasMean = f.area / span.Seconds()
+	} else {
+		out.ReplicasMean = float64(len(f.running))
+	}
+	return out
+}
+
+// watchFleet samples the running workers every period until the returned
+// function is called; that takes a last sample and returns the stats.
+func watchFleet(ctx context.Context, running func() []string, period time.Duration) func() fleetStats {
+	var (
+		mu sync.Mutex
+		f  fleetTally
+	)
+	start := time.Now()
+	sample := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		f.observe(time.Since(start), running())
+	}
+	sample()
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-t.C:
+				sample()
+			}
+		}
+	}()
+	return func() fleetStats {
+		stop()
+		<-done
+		sample()
+		mu.Lock()
+		defer mu.Unlock()
+		return f.result()
+	}
+}
+
+func printFleet(w io.Writer, f fleetStats) {
+	fmt.Fprintf(w, "  fleet: replicas min %d  mean %.2f  max %d   workers started %d  stopped %d\n",
+		f.ReplicasMin, f.ReplicasMean, f.ReplicasMax, f.Started, f.Stopped)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +50,98 @@ func TestDemoJSON(t *testing.T) {
 	for _, c := range []string{"interactive", "standard", "batch"} {
 		if _, ok := s.SLOAttainmentByPriority[c]; !ok {
 			t.Fatalf("slo_attainment_by_priority lacks %s: %v", c, s.SLOAttainmentByPriority)
+		}
+	}
+}
+
+// TestFleetTally checks the demo's fleet accounting from samples of the
+// running workers: joins and leaves, the extremes and the time-weighted
+// mean.
+func TestFleetTally(t *testing.T) {
+	s := func(sec float64) time.Duration { return time.Duration(sec * float64(time.Second)) }
+	for _, tc := range []struct {
+		name    string
+		samples []struct {
+			at  float64
+			ids []string
+		}
+		want fleetStats
+	}{
+		{
+			name: "fixed fleet",
+			samples: []struct {
+				at  float64
+				ids []string
+			}{{0, []string{"a", "b"}}, {5, []string{"b", "a"}}, {10, []string{"a", "b"}}},
+			want: fleetStats{ReplicasMin: 2, ReplicasMax: 2, ReplicasMean: 2, Timeline: []fleetPoint{{0, 2}}},
+		},
+		{
+			// 1 worker for 10 s, 3 for 10 s, 2 for 20 s: mean 2.
+			name: "scale up then drain one",
+			samples: []struct {
+				at  float64
+				ids []string
+			}{{0, []string{"a"}}, {10, []string{"a", "b", "c"}}, {20, []string{"a", "c"}}, {40, []string{"a", "c"}}},
+			want: fleetStats{Started: 2, Stopped: 1, ReplicasMin: 1, ReplicasMax: 3, ReplicasMean: 2,
+				Timeline: []fleetPoint{{0, 1}, {10, 3}, {20, 2}}},
+		},
+		{
+			// A replacement at the same count is a start and a stop, not a
+			// change of the count.
+			name: "replacement",
+			samples: []struct {
+				at  float64
+				ids []string
+			}{{0, []string{"a"}}, {4, []string{"b"}}},
+			want: fleetStats{Started: 1, Stopped: 1, ReplicasMin: 1, ReplicasMax: 1, ReplicasMean: 1, Timeline: []fleetPoint{{0, 1}}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var f fleetTally
+			for _, smp := range tc.samples {
+				f.observe(s(smp.at), smp.ids)
+			}
+			if got := f.result(); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestWithoutCache checks the rise-fall scenario's profiles: every tenant
+// and the default lose their cache and keep everything else.
+func TestWithoutCache(t *testing.T) {
+	out, err := withoutCache(demoTenants)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after struct {
+		Default map[string]any            `json:"default"`
+		Tenants map[string]map[string]any `json:"tenants"`
+	}
+	if err := json.Unmarshal(demoTenants, &before); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(out, &after); err != nil {
+		t.Fatal(err)
+	}
+	if len(after.Tenants) != len(before.Tenants) || len(after.Tenants) == 0 {
+		t.Fatalf("tenants %d, want %d", len(after.Tenants), len(before.Tenants))
+	}
+	profiles := map[string]map[string]any{"default": after.Default}
+	for name, p := range after.Tenants {
+		profiles[name] = p
+	}
+	for name, p := range profiles {
+		if c, _ := p["cache"].(map[string]any); c["mode"] != "off" {
+			t.Errorf("%s: cache %v, want mode off", name, p["cache"])
+		}
+		orig := before.Default
+		if name != "default" {
+			orig = before.Tenants[name]
+		}
+		if p["priority"] != orig["priority"] || !reflect.DeepEqual(p["quota"], orig["quota"]) {
+			t.Errorf("%s: profile changed beyond the cache: %v, was %v", name, p, orig)
 		}
 	}
 }
