@@ -36,26 +36,17 @@ type class struct {
 	price       float64 // $/hour
 	// pricePerSecond is price/3600, for the scan's bound.
 	pricePerSecond float64
-	// minOwnPricePerSecond is the lowest own price (in $/s) among the
-	// class's workers when the GPU axis reads own prices; +Inf if none.
-	minOwnPricePerSecond float64
-	// minInvBatch is the lowest 1/batch among the class's workers.
-	minInvBatch float64
-	// decodeMin is the lowest decode time among the buckets in the mask
-	// (and bucket 0): no worker of the class decodes faster.
-	decodeMin float64
-	// bound is classBound for this placement.
+	// bound is the lowest of its groups' bounds for this placement.
 	bound float64
 
 	// decodeAt is the decode time at each bucket's batch size, for the
 	// buckets in the mask (the rest are left from earlier placements).
 	decodeAt [decodeBuckets]float64
 	// buckets is a mask of the decode buckets the class's workers
-	// interpolate between (see summarize); prepare asks the cost model for
+	// interpolate between (kept by summarize); prepare asks the cost model for
 	// exactly those, and bucket 0 for the deadline filter's batch of one,
 	// instead of the scan checking each bucket per worker.
 	buckets uint16
-	dirty   bool                      // members changed since summarize
 	load    [stateUnknown + 1]float64 // load_s from each weightState in states
 	// states is a mask of the weight states the request's model has been
 	// seen in on this class's workers (kept by reread; it only grows), so
@@ -83,11 +74,9 @@ func (p *Placer) prepare(cl *class, r *Request) {
 	cl.pricePerSecond = cl.price / 3600
 	// The mean context during decode is the prompt plus half the output.
 	ctx := r.PromptTokens + r.OutputTokens/2
-	cl.decodeMin = math.Inf(1)
 	for m := cl.buckets | 1; m != 0; m &= m - 1 {
 		i := bits.TrailingZeros16(m)
 		cl.decodeAt[i] = p.cost.DecodeSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, r.OutputTokens, 1<<i, ctx)
-		cl.decodeMin = min(cl.decodeMin, cl.decodeAt[i])
 	}
 	for m := cl.states; m != 0; m &= m - 1 {
 		p.fillLoad(cl, r, weightState(bits.TrailingZeros8(m)))

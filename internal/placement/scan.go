@@ -20,13 +20,16 @@ import (
 // was the placement latency tail.
 //
 // Workers are taken a cost class (GPU, TP) at a time, the class with the
-// lowest class bound first: the bound of an idle, hot, uncached worker of
-// the class at the lowest price any of them charges. The workers holding a
-// cached prefix of the request come before all classes, one by one, since
-// the class bound does not cover them. Once a class's bound exceeds the
-// bar, none of its workers can enter the list, and they are skipped
-// without their rows being read: for an interactive request most of the
-// fleet is GPUs too slow to compete, for a batch request GPUs too dear.
+// lowest bound first, and within a class by group: the workers whose
+// batch falls in one decode bucket. A group's bound is that of a hot,
+// uncached worker with the best of each of its members' queue, batch and
+// price (groupBound). The workers holding a cached prefix of the request
+// come before all classes, one by one, since group bounds do not cover
+// them. Once a group's bound exceeds the bar, none of its workers can
+// enter the list, and they are skipped without their rows being read: for
+// an interactive request most of the fleet is GPUs too slow to compete,
+// for a batch request GPUs too dear, or batches too small to share a GPU
+// cheaply or too big to join without delaying them.
 //
 // The trade: a skipped worker's filters never ran, so it is counted in
 // Skipped, not listed in Rejections with a reason. Rejections hold every
@@ -50,27 +53,34 @@ func (p *Placer) scan(d *Decision, r *Request, weight uint64, now, cutoff time.T
 	p.bar = math.Inf(1)
 	p.order = p.order[:0]
 	hot := p.view.hot
-	members := p.view.members
+	members, groups := p.view.members, p.view.groups
 	p.touchedIn = append(p.touchedIn[:0], make([]int32, len(members))...)
 	for _, wi := range p.touched {
 		if int(wi) < len(hot) && hot[wi].flags&rowLive != 0 {
-			p.touchedIn[hot[wi].class]++
+			p.touchedIn[groupOf(&hot[wi])]++
 			p.bound(d, wi, r, cutoff)
 		}
 	}
 	p.settle(d, p.order, r, weight, now)
 
 	p.classOrder = p.classOrder[:0]
-	for k := range members {
-		if len(members[k]) == 0 {
-			continue
-		}
+	for k := range p.classes {
 		cl := &p.classes[k]
-		if cl.epoch != p.epoch {
-			p.prepare(cl, r)
+		cl.bound = math.Inf(1)
+		for lo := range decodeBuckets {
+			g := int32(k*decodeBuckets + lo)
+			if len(members[g]) == 0 {
+				continue
+			}
+			if cl.epoch != p.epoch {
+				p.prepare(cl, r)
+			}
+			groups[g].bound = p.groupBound(cl, &groups[g], lo)
+			cl.bound = min(cl.bound, groups[g].bound)
 		}
-		cl.bound = p.classBound(cl)
-		p.classOrder = append(p.classOrder, int32(k))
+		if cl.epoch == p.epoch {
+			p.classOrder = append(p.classOrder, int32(k))
+		}
 	}
 	slices.SortFunc(p.classOrder, func(a, b int32) int {
 		if c := cmp.Compare(p.classes[a].bound, p.classes[b].bound); c != 0 {
@@ -79,14 +89,20 @@ func (p *Placer) scan(d *Decision, r *Request, weight uint64, now, cutoff time.T
 		return cmp.Compare(a, b)
 	})
 	for _, k := range p.classOrder {
-		if p.classes[k].bound > p.bar {
-			d.Skipped += len(members[k]) - int(p.touchedIn[k])
-			continue
-		}
 		start := len(p.order)
-		for _, i := range members[k] {
-			if p.lens[i] == 0 { // the others were bounded above
-				p.bound(d, i, r, cutoff)
+		for lo := range decodeBuckets {
+			g := k*decodeBuckets + int32(lo)
+			if len(members[g]) == 0 {
+				continue
+			}
+			if groups[g].bound > p.bar {
+				d.Skipped += len(members[g]) - int(p.touchedIn[g])
+				continue
+			}
+			for _, i := range members[g] {
+				if p.lens[i] == 0 { // the others were bounded above
+					p.bound(d, i, r, cutoff)
+				}
 			}
 		}
 		p.settle(d, p.order[start:], r, weight, now)
@@ -155,15 +171,24 @@ func (p *Placer) settle(d *Decision, batch []bounded, r *Request, weight uint64,
 	}
 }
 
-// classBound is a cost no worker of class cl without a cached prefix can
-// go under: a hot one with no queue and no others in its batch, at the
-// class's fastest decode bucket, sharing it as widely as the fullest
-// member does, at the lowest price any member charges; shaved as
-// lowerBound is. NaN never skips a class.
-func (p *Placer) classBound(cl *class) float64 {
-	price := min(cl.pricePerSecond, cl.minOwnPricePerSecond)
-	gpu := (cl.prefillFull + cl.decodeMin*cl.minInvBatch) * price
-	b := ((cl.prefillFull+cl.decodeMin)*p.rp.timeValue + gpu) * (1 - 1e-12)
+// groupBound is a cost no worker of group gr (class cl, decode bucket lo)
+// without a cached prefix can go under: a hot one with the group's
+// shortest queue, fewest others in its batch, fastest decode, widest
+// decode sharing and lowest price, each taken over the members apart;
+// shaved as lowerBound is. NaN never skips a group.
+func (p *Placer) groupBound(cl *class, gr *group, lo int) float64 {
+	decode := cl.decodeAt[lo]
+	if gr.interpolates && lo+1 < decodeBuckets {
+		decode = min(decode, cl.decodeAt[lo+1])
+	}
+	price := min(cl.pricePerSecond, gr.minOwnPricePerSecond)
+	queue := 0.0
+	if q := gr.minQueue[p.rp.rank]; q > 0 {
+		queue = float64(q) * cl.queueRate
+	}
+	prefill := cl.prefillFull
+	gpu := (prefill + decode*gr.minInvBatch) * price
+	b := ((queue+prefill+decode)*p.rp.timeValue + gr.minOthers*prefill*p.rp.delayValue + gpu) * (1 - 1e-12)
 	if !(b >= 0) || price < 0 {
 		return math.Inf(-1)
 	}

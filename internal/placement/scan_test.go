@@ -329,33 +329,34 @@ func TestPruningKeepsTheWinnerAcrossOptions(t *testing.T) {
 	}
 }
 
-// A class's bound is never above the bound of any of its workers that
-// holds no cached prefix, for every request and class of a varied fleet.
-func TestClassBoundIsUnderItsWorkers(t *testing.T) {
+// A group's bound is never above the bound of any of its workers that
+// holds no cached prefix, for every request and group of a varied fleet.
+func TestGroupBoundIsUnderItsWorkers(t *testing.T) {
 	f, reqs := variedFleet(t, 12)
 	p := New(BenchCost(), Options{})
 	compared := 0
 	for i := range reqs {
 		r := &reqs[i]
 		p.Place(f, r, now)
-		// Place leaves the classes prepared and bounded for r (its copy,
-		// with the defaults filled in, which these requests already have
-		// but for the priority).
+		// Place leaves the classes prepared and groups bounded for r (its
+		// copy, with the defaults filled in, which these requests already
+		// have but for the priority).
 		if r.Priority == "" {
 			continue
 		}
-		for k, members := range p.view.members {
-			cl := &p.classes[k]
+		for g, members := range p.view.members {
+			cl := &p.classes[g/decodeBuckets]
 			if cl.epoch != p.epoch || len(members) == 0 {
 				continue
 			}
+			bound := p.view.groups[g].bound
+			if bound < cl.bound {
+				t.Fatalf("request %d: group %d bound %v under its class's %v", i, g, bound, cl.bound)
+			}
 			for _, w := range members {
-				if p.view.hot[w].flags&rowHeard == 0 {
-					continue
-				}
 				lb, _, _ := p.lowerBound(&p.view.hot[w], cl, w, r)
-				if !(cl.bound <= lb) {
-					t.Fatalf("request %d class %s: bound %v over worker %d's %v", i, cl.gpu, cl.bound, w, lb)
+				if !(bound <= lb) {
+					t.Fatalf("request %d group %d (%s): bound %v over worker %d's %v", i, g, cl.gpu, bound, w, lb)
 				}
 				compared++
 			}

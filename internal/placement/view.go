@@ -26,13 +26,32 @@ type view struct {
 	vers    []uint64 // by Idx: the fleet.Versions entry each row was copied at
 	hot     []hotRow
 	cold    []coldRow
-	// members lists, by class id, the live rows of that class in
-	// ascending Idx, so the scan can take a class at a time and pass over
-	// a whole class whose bound cannot beat the bar without reading its
-	// rows.
+	// members lists, by group (see groupOf), the live rows of the group
+	// in ascending Idx, so the scan can take a class at a time and pass
+	// over a group whose bound cannot beat the bar without reading its
+	// rows; groups summarises each.
 	members [][]int32
-	dirty   []int32 // classes whose members changed since summarize
+	groups  []group
+	dirty   []int32 // groups whose members changed since summarize
 }
+
+// A group is the workers of one cost class whose batch falls in one
+// decode bucket, summarised for the scan's group bound. Within a class the
+// batch is what moves a worker's bound most and both ways (its decode
+// share of the GPU falls as the batch grows, the delay it imposes rises),
+// so a bound per batch bucket is far tighter than one per class.
+type group struct {
+	minOwnPricePerSecond float64 // +Inf if no member has its own price (or the GPU axis is off)
+	minInvBatch          float64
+	minOthers            float64
+	minQueue             [fleet.NumClasses]int // by rank, as hotRow.queue
+	interpolates         bool                  // some member's batch lies past the bucket (decodeFrac > 0)
+	dirty                bool
+	bound                float64 // groupBound for this placement
+}
+
+// groupOf is the group of a live row.
+func groupOf(h *hotRow) int32 { return h.class*decodeBuckets + int32(h.decodeLo) }
 
 // hotRow is what every worker's lower bound needs: read for all of them.
 type hotRow struct {
@@ -85,9 +104,9 @@ func (p *Placer) refresh(f *fleet.Fleet) {
 	if v.fleet != f {
 		v.fleet, v.version = f, 0
 		v.vers, v.hot, v.cold = v.vers[:0], v.hot[:0], v.cold[:0]
-		for k := range v.members {
-			v.members[k] = v.members[k][:0]
-			p.changed(int32(k))
+		for g := range v.members {
+			v.members[g] = v.members[g][:0]
+			p.changed(int32(g))
 		}
 		// Cached residencies carry the old fleet's versions.
 		clear(p.modelIdx)
@@ -108,38 +127,53 @@ func (p *Placer) refresh(f *fleet.Fleet) {
 		}
 	}
 	v.version = f.Version()
-	for _, k := range v.dirty {
-		p.summarize(k)
+	for _, g := range v.dirty {
+		p.summarize(g)
 	}
 	v.dirty = v.dirty[:0]
 }
 
-// changed marks class k's summary stale.
-func (p *Placer) changed(k int32) {
-	if cl := &p.classes[k]; !cl.dirty {
-		cl.dirty = true
-		p.view.dirty = append(p.view.dirty, k)
+// changed marks group g's summary stale.
+func (p *Placer) changed(g int32) {
+	if gr := &p.view.groups[g]; !gr.dirty {
+		gr.dirty = true
+		p.view.dirty = append(p.view.dirty, g)
 	}
 }
 
-// summarize recomputes what class k's bound needs from its members: the
-// decode buckets they interpolate between, their lowest own price and the
-// share of a decode their biggest batch leaves each sequence. It
-// is exact, not a running total, so that a placer kept across fleet
-// changes bounds, skips and reports as a new one would.
-func (p *Placer) summarize(k int32) {
-	cl := &p.classes[k]
-	cl.dirty = false
-	cl.buckets, cl.minOwnPricePerSecond, cl.minInvBatch = 0, math.Inf(1), 1
-	for _, i := range p.view.members[k] {
-		h := &p.view.hot[i]
-		cl.minInvBatch = min(cl.minInvBatch, h.invBatch)
-		cl.buckets |= 1 << h.decodeLo
-		if h.decodeFrac != 0 {
-			cl.buckets |= 1 << (h.decodeLo + 1)
+// summarize recomputes what group g's bound needs from its members, and
+// its class's decode buckets. It is exact, not a running total, so that a
+// placer kept across fleet changes bounds, skips and reports as a new one
+// would.
+func (p *Placer) summarize(g int32) {
+	v := &p.view
+	gr := &v.groups[g]
+	*gr = group{minOwnPricePerSecond: math.Inf(1), minInvBatch: 1, minOthers: math.Inf(1)}
+	for k := range gr.minQueue {
+		gr.minQueue[k] = math.MaxInt
+	}
+	for _, i := range v.members[g] {
+		h := &v.hot[i]
+		gr.minInvBatch = min(gr.minInvBatch, h.invBatch)
+		gr.minOthers = min(gr.minOthers, h.others)
+		for k := range gr.minQueue {
+			gr.minQueue[k] = min(gr.minQueue[k], h.queue[k])
 		}
+		gr.interpolates = gr.interpolates || h.decodeFrac != 0
 		if h.ownPricePerSecond > 0 {
-			cl.minOwnPricePerSecond = min(cl.minOwnPricePerSecond, h.ownPricePerSecond)
+			gr.minOwnPricePerSecond = min(gr.minOwnPricePerSecond, h.ownPricePerSecond)
+		}
+	}
+	k := g / decodeBuckets
+	cl := &p.classes[k]
+	cl.buckets = 0
+	for lo := range decodeBuckets {
+		if len(v.members[k*decodeBuckets+int32(lo)]) == 0 {
+			continue
+		}
+		cl.buckets |= 1 << lo
+		if v.groups[k*decodeBuckets+int32(lo)].interpolates {
+			cl.buckets |= 1 << (lo + 1)
 		}
 	}
 }
@@ -147,13 +181,15 @@ func (p *Placer) summarize(k int32) {
 // copyRow copies worker w (nil for a free slot) into row i.
 func (p *Placer) copyRow(i int32, w *fleet.Worker) {
 	h, c := &p.view.hot[i], &p.view.cold[i]
-	wasLive, oldClass := h.flags&rowLive != 0, h.class
+	wasLive := h.flags&rowLive != 0
+	var oldGroup int32
 	if wasLive {
-		p.changed(oldClass)
+		oldGroup = groupOf(h)
+		p.changed(oldGroup)
 	}
 	if w == nil {
 		if wasLive {
-			p.view.leave(oldClass, i)
+			p.view.leave(oldGroup, i)
 		}
 		*h, *c = hotRow{}, coldRow{}
 		return
@@ -166,13 +202,6 @@ func (p *Placer) copyRow(i int32, w *fleet.Worker) {
 			h.flags = rowFP8
 		}
 		c.gpu, c.arch, c.tp = w.GPU, w.Arch, w.TP
-		if wasLive && oldClass != h.class {
-			p.view.leave(oldClass, i)
-		}
-		if !wasLive || oldClass != h.class {
-			p.view.join(h.class, i)
-			p.changed(h.class)
-		}
 	}
 	h.flags = h.flags&rowFP8 | rowLive
 	if !w.LastSeen.IsZero() {
@@ -193,6 +222,13 @@ func (p *Placer) copyRow(i int32, w *fleet.Worker) {
 	h.ownPricePerSecond = 0
 	if p.on[axGPU] && w.PricePerHour > 0 {
 		h.ownPricePerSecond = w.PricePerHour / 3600
+	}
+	if g := groupOf(h); !wasLive || g != oldGroup {
+		if wasLive {
+			p.view.leave(oldGroup, i)
+		}
+		p.view.join(g, i)
+		p.changed(g)
 	}
 
 	c.w = w
@@ -221,25 +257,28 @@ func (p *Placer) classOf(w *fleet.Worker) (int32, bool) {
 	id, ok := p.classIdx[key]
 	if !ok {
 		id = int32(len(p.classes))
-		p.classes = append(p.classes, class{gpu: key.gpu, tp: key.tp, minOwnPricePerSecond: math.Inf(1)})
+		p.classes = append(p.classes, class{gpu: key.gpu, tp: key.tp})
 		p.classIdx[key] = id
-		p.view.members = append(p.view.members, nil)
+		for range decodeBuckets {
+			p.view.members = append(p.view.members, nil)
+			p.view.groups = append(p.view.groups, group{})
+		}
 	}
 	return id, fp8
 }
 
-// join adds row i to class k's members, keeping them in Idx order so that
+// join adds row i to group g's members, keeping them in Idx order so that
 // a placer kept across fleet changes scans in the same order as a new one.
-func (v *view) join(k, i int32) {
-	m := v.members[k]
+func (v *view) join(g, i int32) {
+	m := v.members[g]
 	at, _ := slices.BinarySearch(m, i)
-	v.members[k] = slices.Insert(m, at, i)
+	v.members[g] = slices.Insert(m, at, i)
 }
 
-func (v *view) leave(k, i int32) {
-	m := v.members[k]
+func (v *view) leave(g, i int32) {
+	m := v.members[g]
 	if at, ok := slices.BinarySearch(m, i); ok {
-		v.members[k] = slices.Delete(m, at, at+1)
+		v.members[g] = slices.Delete(m, at, at+1)
 	}
 }
 
