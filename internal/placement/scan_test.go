@@ -384,3 +384,20 @@ func TestAClassThatCannotCompeteIsNotRead(t *testing.T) {
 		t.Fatalf("stale %d (first %s), skipped %d, considered %d", d.Counts[ReasonStale], d.Rejections[0].Worker.ID, d.Skipped, d.Considered)
 	}
 }
+
+// One placer used on two fleets in turn (a simulator reusing its policy
+// across runs) decides on each as a new placer would.
+func TestPlacerMovesBetweenFleets(t *testing.T) {
+	f1, reqs := Synthetic(SyntheticConfig{Workers: 80, Blocks: 8000, Requests: 30, Seed: 21}, now)
+	f2, _ := Synthetic(SyntheticConfig{Workers: 50, Blocks: 5000, Requests: 1, Seed: 22}, now)
+	shared := New(BenchCost(), Options{})
+	for i := range reqs {
+		f := []*fleet.Fleet{f1, f2}[i%2]
+		got := shared.Place(f, &reqs[i], now)
+		gw, gt, gs, gr := got.Worker, got.Terms, got.Skipped, len(got.Rejections)
+		want := New(BenchCost(), Options{}).Place(f, &reqs[i], now)
+		if gw != want.Worker || gt != want.Terms || gs != want.Skipped || gr != len(want.Rejections) {
+			t.Fatalf("request %d on fleet %d: shared placer picked %v, a new one %v", i, i%2+1, gw, want.Worker)
+		}
+	}
+}
