@@ -11,14 +11,16 @@ import (
 	"slices"
 	"time"
 
+	"github.com/switchyard-ai/switchyard/internal/perf"
 	"github.com/switchyard-ai/switchyard/internal/placement"
 )
 
 // runBenchPlacement measures one placement decision over a synthetic fleet:
 // per-call latency percentiles (each call timed), allocations per call and
-// the heap the fleet view and prefix index occupy. It uses
+// the heap the fleet view and prefix index occupy. By default it uses
 // placement.BenchCost, a linear stand-in for the roofline cost model, so the
-// figures measure the placer, not the predictor.
+// figures measure the placer, not the predictor; --cost roofline puts
+// internal/perf's predictor in, for what a live placement costs.
 //
 // The timed calls cycle through 1,024 requests, so each request is timed
 // about ops/1024 times; best_p50_us and best_p99_us are the percentiles of
@@ -33,11 +35,22 @@ func runBenchPlacement(ctx context.Context, args []string, stdout io.Writer) err
 	ops := fs.Int("ops", 20000, "placements to time")
 	seed := fs.Uint64("seed", 1, "synthetic fleet seed")
 	asJSON := fs.Bool("json", false, "print a JSON summary as the last line")
+	costName := fs.String("cost", "linear", "cost model: linear (placement.BenchCost, the default: measures the placer) or roofline (internal/perf's predictor, as the router uses; the fleet's names mapped to the catalog)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *workers < 1 || *blocks < 0 || *ops < 1 {
 		return fmt.Errorf("need --workers >= 1, --blocks >= 0, --ops >= 1")
+	}
+	var cost placement.CostModel = placement.BenchCost()
+	var rename map[string]string
+	switch *costName {
+	case "linear":
+	case "roofline":
+		cost = perf.NewPredictor(nil)
+		rename = map[string]string{"llama-8b": "llama-3.1-8b", "llama-70b": "llama-3.1-70b", "a100": "a100-80g"}
+	default:
+		return fmt.Errorf("--cost %q: want linear or roofline", *costName)
 	}
 
 	var ms runtime.MemStats
@@ -45,8 +58,8 @@ func runBenchPlacement(ctx context.Context, args []string, stdout io.Writer) err
 	runtime.ReadMemStats(&ms)
 	heapBefore := ms.HeapAlloc
 	now := time.Now()
-	f, reqs := placement.Synthetic(placement.SyntheticConfig{Workers: *workers, Blocks: *blocks, Requests: 1024, Seed: *seed}, now)
-	p := placement.New(placement.BenchCost(), placement.Options{})
+	f, reqs := placement.Synthetic(placement.SyntheticConfig{Workers: *workers, Blocks: *blocks, Requests: 1024, Seed: *seed, Rename: rename}, now)
+	p := placement.New(cost, placement.Options{})
 
 	// Warm the placer's scratch (its copy of the fleet included) so steady
 	// state is measured, and counted in the heap.

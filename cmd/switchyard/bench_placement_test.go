@@ -11,10 +11,24 @@ import (
 // The last line with --json is the contract: p50_us, p99_us, allocs_per_op
 // and heap_mb, plus the best-of figures; a placement allocates nothing.
 func TestBenchPlacementJSON(t *testing.T) {
+	for _, cost := range []string{"linear", "roofline"} {
+		t.Run(cost, func(t *testing.T) { benchPlacementJSON(t, cost) })
+	}
+	if err := runBenchPlacement(context.Background(), []string{"--cost", "magic"}, &bytes.Buffer{}); err == nil {
+		t.Fatal("an unknown cost model was accepted")
+	}
+}
+
+func benchPlacementJSON(t *testing.T, cost string) {
 	var out bytes.Buffer
-	err := runBenchPlacement(context.Background(), []string{"--workers", "50", "--blocks", "2000", "--ops", "3000", "--json"}, &out)
+	err := runBenchPlacement(context.Background(), []string{"--workers", "50", "--blocks", "2000", "--ops", "3000", "--cost", cost, "--json"}, &out)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Every warm-up request must be placeable: with the roofline model
+	// that proves the fleet's names were mapped to its catalog.
+	if !strings.Contains(out.String(), "placed   1024 of 1024") {
+		t.Errorf("not every request placed:\n%s", out.String())
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	var got map[string]float64

@@ -17,6 +17,11 @@ type SyntheticConfig struct {
 	Blocks   int
 	Requests int
 	Seed     uint64
+	// Rename, when set, replaces GPU and model names (the keys of
+	// DefaultLinearGPUs, "llama-8b", "llama-70b") with others, so that a
+	// cost model with its own catalog, such as internal/perf's, can cost
+	// the same fleet.
+	Rename map[string]string
 }
 
 // Synthetic builds, for benchmarks and the `bench placement` command only, a
@@ -26,6 +31,12 @@ type SyntheticConfig struct {
 // workers are fresh at now. It is deterministic for a seed.
 func Synthetic(cfg SyntheticConfig, now time.Time) (*fleet.Fleet, []Request) {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5eed))
+	name := func(s string) string {
+		if n, ok := cfg.Rename[s]; ok {
+			return n
+		}
+		return s
+	}
 	gpus := []string{"b200", "h200", "h100", "h100", "a100", "a100", "l40s", "l4"}
 	states := []string{schemas.WeightHot, schemas.WeightHot, schemas.WeightHot, schemas.WeightSleeping, schemas.WeightCold}
 	f := fleet.New(fleet.Options{})
@@ -34,12 +45,12 @@ func Synthetic(cfg SyntheticConfig, now time.Time) (*fleet.Fleet, []Request) {
 		ids[i] = fmt.Sprintf("w%04d", i)
 		gpu := gpus[rng.IntN(len(gpus))]
 		total := 20000 + rng.IntN(60000)
-		models := []schemas.ModelState{{Name: "llama-8b", Dtype: "bf16", State: states[rng.IntN(len(states))]}}
+		models := []schemas.ModelState{{Name: name("llama-8b"), Dtype: "bf16", State: states[rng.IntN(len(states))]}}
 		if rng.IntN(4) == 0 {
-			models = append(models, schemas.ModelState{Name: "llama-70b", Dtype: "fp8", State: states[rng.IntN(len(states))]})
+			models = append(models, schemas.ModelState{Name: name("llama-70b"), Dtype: "fp8", State: states[rng.IntN(len(states))]})
 		}
 		f.ApplyHeartbeat(&schemas.Heartbeat{
-			WorkerID: ids[i], Pool: "bench", GPU: gpu, TP: 1, Simulated: true,
+			WorkerID: ids[i], Pool: "bench", GPU: name(gpu), TP: 1, Simulated: true,
 			HBMTotalBytes: 80 << 30, HBMFreeBytes: uint64(rng.IntN(40)) << 30,
 			KVBlocksTotal: total, KVBlocksFree: total * (10 + rng.IntN(90)) / 100, BlockSize: tokens.BlockSize,
 			Models: models, Running: rng.IntN(64), QueuedTokens: rng.IntN(8000), MaxBatch: 256,
@@ -77,7 +88,7 @@ func Synthetic(cfg SyntheticConfig, now time.Time) (*fleet.Fleet, []Request) {
 			hashes = append(hashes, rng.Uint64())
 		}
 		r := Request{
-			ID: fmt.Sprintf("r%06d", i), Tenant: "bench", Model: "llama-8b", Dtype: "bf16",
+			ID: fmt.Sprintf("r%06d", i), Tenant: "bench", Model: name("llama-8b"), Dtype: "bf16",
 			Priority:     schemas.Priorities[rng.IntN(len(schemas.Priorities))],
 			PromptTokens: len(hashes)*tokens.BlockSize + 7, OutputTokens: 64 + rng.IntN(512),
 			BlockHashes: hashes, Deadline: now.Add(time.Duration(5+rng.IntN(60)) * time.Second),
