@@ -14,7 +14,7 @@ import "github.com/switchyard-ai/switchyard/internal/tokens"
 // Disabled: no worker is credited with a cached prefix.
 
 func kvTerm(p *Placer, c *cand, r *Request) {
-	cached := cachedTokens(p, c.i, r)
+	cached := cachedTokens(p, c.h, c.i, r)
 	full := c.c.prefillFull
 	c.t.CachedTokens = cached
 	c.t.PrefillSeconds = prefillSeconds(p, c.c, r, cached)
@@ -25,8 +25,8 @@ func kvTerm(p *Placer, c *cand, r *Request) {
 
 // cachedTokens is how many of r's prompt tokens worker i holds in its KV
 // cache.
-func cachedTokens(p *Placer, i int32, r *Request) int {
-	if !p.on[axKV] {
+func cachedTokens(p *Placer, h *hotRow, i int32, r *Request) int {
+	if h.flags&rowTouched == 0 { // never set with the axis off
 		return 0
 	}
 	cached := int(p.lens[i]) * tokens.BlockSize

@@ -274,12 +274,12 @@ type Placer struct {
 	rest     []bounded
 	// touchedIn counts, by class, the live workers holding a cached prefix
 	// (bounded before any class); classOrder is the classes by bound.
-	touchedIn  []int32
-	classOrder []int32
-	done       []bool  // by worker Idx: already evaluated this placement
-	bar        float64 // the Explain-th best total so far; +Inf until there are Explain
-	excluded   []bool
-	cached     []cachedPrefill
+	touchedIn   []int32
+	classOrder  []int32
+	done        []bool  // by worker Idx: already evaluated this placement
+	bar         float64 // the Explain-th best total so far; +Inf until there are Explain
+	excludedIdx []int32 // the request's Exclude, as Idx
+	cached      []cachedPrefill
 
 	rp   reqParams
 	cand cand
@@ -401,11 +401,17 @@ func (p *Placer) Place(f *fleet.Fleet, req *Request, now time.Time) *Decision {
 	if p.on[axKV] {
 		p.touched = f.Prefix().Match(r.BlockHashes, p.lens, p.touched[:0])
 	}
+	// Per-request marks live in the rows' flags, which the scan reads
+	// anyway, rather than in arrays of their own: one cache line fewer per
+	// worker when another process has emptied the caches.
+	p.mark(p.touched, rowTouched, true)
+	p.excludedIdx = p.excludedIdx[:0]
 	for _, id := range r.Exclude {
 		if w := f.Get(id); w != nil {
-			p.excluded[w.Idx] = true
+			p.excludedIdx = append(p.excludedIdx, w.Idx)
 		}
 	}
+	p.mark(p.excludedIdx, rowExcluded, true)
 	p.rp = p.params(r.Priority)
 	p.rp.fp8 = isFP8(r.Dtype)
 	p.rp.deadlineIn, p.rp.workflowDeadlineIn = secondsUntil(r.Deadline, now), secondsUntil(r.WorkflowDeadline, now)
@@ -434,11 +440,8 @@ func (p *Placer) Place(f *fleet.Fleet, req *Request, now time.Time) *Decision {
 	for _, w := range p.touched {
 		p.lens[w] = 0
 	}
-	for _, id := range r.Exclude {
-		if w := f.Get(id); w != nil {
-			p.excluded[w.Idx] = false
-		}
-	}
+	p.mark(p.touched, rowTouched, false)
+	p.mark(p.excludedIdx, rowExcluded, false)
 
 	d.Candidates, d.Rejections = p.cands, p.rejs
 	if len(p.cands) > 0 {
@@ -454,6 +457,21 @@ func (p *Placer) Place(f *fleet.Fleet, req *Request, now time.Time) *Decision {
 		}
 	}
 	return d
+}
+
+// mark sets (or clears) flag on the live rows at idx.
+func (p *Placer) mark(idx []int32, flag rowFlags, on bool) {
+	hot := p.view.hot
+	for _, i := range idx {
+		if int(i) >= len(hot) || hot[i].flags&rowLive == 0 {
+			continue
+		}
+		if on {
+			hot[i].flags |= flag
+		} else {
+			hot[i].flags &^= flag
+		}
+	}
 }
 
 // consider fully evaluates the worker at Idx i and records the outcome in
@@ -529,9 +547,6 @@ func (p *Placer) grow(nWorkers, nIndex int) {
 	}
 	for len(p.lens) < n {
 		p.lens = append(p.lens, 0)
-	}
-	for len(p.excluded) < n {
-		p.excluded = append(p.excluded, false)
 	}
 	for len(p.done) < n {
 		p.done = append(p.done, false)

@@ -56,7 +56,7 @@ func (p *Placer) scan(d *Decision, r *Request, weight uint64, now, cutoff time.T
 	members, groups := p.view.members, p.view.groups
 	p.touchedIn = append(p.touchedIn[:0], make([]int32, len(members))...)
 	for _, wi := range p.touched {
-		if int(wi) < len(hot) && hot[wi].flags&rowLive != 0 {
+		if int(wi) < len(hot) && hot[wi].flags&rowTouched != 0 {
 			p.touchedIn[groupOf(&hot[wi])]++
 			p.bound(d, wi, r, cutoff)
 		}
@@ -100,7 +100,7 @@ func (p *Placer) scan(d *Decision, r *Request, weight uint64, now, cutoff time.T
 				continue
 			}
 			for _, i := range members[g] {
-				if p.lens[i] == 0 { // the others were bounded above
+				if hot[i].flags&rowTouched == 0 { // the others were bounded above
 					p.bound(d, i, r, cutoff)
 				}
 			}
@@ -114,7 +114,7 @@ func (p *Placer) scan(d *Decision, r *Request, weight uint64, now, cutoff time.T
 func (p *Placer) bound(d *Decision, i int32, r *Request, cutoff time.Time) {
 	h := &p.view.hot[i]
 	switch {
-	case p.excluded[i]:
+	case h.flags&rowExcluded != 0:
 		p.reject(d, i, ReasonExcluded)
 	case h.flags&rowDraining != 0:
 		p.reject(d, i, ReasonDraining)
@@ -257,13 +257,9 @@ func insertAscending(s []bounded, b bounded, k int) []bounded {
 // the list.
 func (p *Placer) lowerBound(h *hotRow, cl *class, i int32, r *Request) (lb, completion, deadline float64) {
 	queue := queueSeconds(p, h, cl)
-	prefill := prefillSeconds(p, cl, r, cachedTokens(p, i, r))
+	prefill := prefillSeconds(p, cl, r, cachedTokens(p, h, i, r))
 	decode := decodeInterp(cl, h.decodeLo, h.decodeFrac)
-	res := &p.res[i] // residencyAt, written out: it is just over the inlining budget
-	if res.version != p.view.vers[i] {
-		res = p.reread(i, r)
-	}
-	load := warmLoad(cl, res)
+	load := warmLoad(cl, p.residencyAt(i, r))
 	comp := queue + load + prefill + decode
 	deadline = math.Inf(1)
 	if p.rp.boundDeadlines {

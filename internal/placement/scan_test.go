@@ -24,6 +24,7 @@ func TestLowerBoundNeverExceedsTheTotal(t *testing.T) {
 			// Place leaves its classes prepared for this request but clears
 			// the prefix lengths: match again to bound as it did.
 			p.touched = f.Prefix().Match(reqs[i].BlockHashes, p.lens, p.touched[:0])
+			p.mark(p.touched, rowTouched, true)
 			for _, c := range d.Candidates {
 				h := &p.view.hot[c.Worker.Idx]
 				lb, _, _ := p.lowerBound(h, &p.classes[h.class], c.Worker.Idx, &reqs[i])
@@ -39,6 +40,7 @@ func TestLowerBoundNeverExceedsTheTotal(t *testing.T) {
 			for _, w := range p.touched {
 				p.lens[w] = 0
 			}
+			p.mark(p.touched, rowTouched, false)
 		}
 		if checked < 1000 || refinedByMiss == 0 {
 			t.Fatalf("only %d candidates checked, %d refined by the miss term", checked, refinedByMiss)

@@ -94,6 +94,9 @@ const (
 	rowHeard                         // at least one heartbeat (LastSeen set)
 	rowDraining                      // the worker is draining
 	rowFP8                           // its architecture runs FP8 weights
+	// Set for one placement only:
+	rowTouched  // holds a cached prefix of the request (its lens entry is set)
+	rowExcluded // the request's retry must avoid it
 )
 
 // refresh brings the view up to f's current state. It re-reads only slots
@@ -181,6 +184,11 @@ func (p *Placer) summarize(g int32) {
 // copyRow copies worker w (nil for a free slot) into row i.
 func (p *Placer) copyRow(i int32, w *fleet.Worker) {
 	h, c := &p.view.hot[i], &p.view.cold[i]
+	for _, col := range p.resCols {
+		if int(i) < len(col) {
+			col[i].current = false
+		}
+	}
 	wasLive := h.flags&rowLive != 0
 	var oldGroup int32
 	if wasLive {
@@ -319,8 +327,8 @@ type residency struct {
 	// ownLoad is the worker's own load-time estimate for weights that are
 	// not hot, 0 if it gave none.
 	ownLoad float64
-	// version is the view.vers entry of the row it was read at; 0 never is.
-	version uint64
+	// current is cleared for every model when the row is copied again.
+	current bool
 }
 
 type modelKey struct{ model, dtype string }
@@ -330,8 +338,8 @@ type modelKey struct{ model, dtype string }
 const maxModelKeys = 64
 
 // residencies returns the column of residencies of model at dtype, by Idx
-// and as long as the view. An entry is current when its version equals
-// the row's; the scan re-reads the others (see residencyAt).
+// and as long as the view. copyRow marks a row's entries stale in every
+// column; the scan re-reads those (see residencyAt).
 func (p *Placer) residencies(model, dtype string) []residency {
 	k := modelKey{model, dtype}
 	id, ok := p.modelIdx[k]
@@ -356,7 +364,7 @@ func (p *Placer) residencies(model, dtype string) []residency {
 // re-read from the worker only when the row changed since it was cached.
 // The worker's class must be prepared for r.
 func (p *Placer) residencyAt(i int32, r *Request) *residency {
-	if e := &p.res[i]; e.version == p.view.vers[i] {
+	if e := &p.res[i]; e.current {
 		return e
 	}
 	return p.reread(i, r)
@@ -368,7 +376,7 @@ func (p *Placer) reread(i int32, r *Request) *residency {
 	if !p.on[axWarmth] {
 		e.ownLoad = 0 // the axis is blind to residency: see warmLoad
 	}
-	e.version = p.view.vers[i]
+	e.current = true
 	// A state new to the worker's class needs its load_s, for this request
 	// too: the class was prepared without it.
 	if cl := &p.classes[p.view.hot[i].class]; cl.states&(1<<e.state) == 0 {
