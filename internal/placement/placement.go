@@ -281,20 +281,26 @@ type Placer struct {
 	excludedIdx []int32 // the request's Exclude, as Idx
 	cached      []cachedPrefill
 
-	rp   reqParams
-	cand cand
+	rp         reqParams
+	byPriority []reqParams // params of each of schemas.Priorities, by rank
+	cand       cand
 
 	dec   Decision
 	cands []Candidate
 	rejs  []Rejection
 }
 
-// New returns a Placer using cost for predictions.
+// New returns a Placer using cost for predictions. It reads the class
+// tables in opts (ValueOfTime and the rest) once, here: changing those
+// maps afterwards does not reach the placer.
 func New(cost CostModel, opts Options) *Placer {
 	opts.fill()
 	p := &Placer{cost: cost, opts: opts, classIdx: make(map[classKey]int32), modelIdx: make(map[modelKey]int32)}
 	for i := range p.on {
 		p.on[i] = !opts.Disabled[axisNames[i]]
+	}
+	for _, prio := range schemas.Priorities {
+		p.byPriority = append(p.byPriority, p.params(prio))
 	}
 	return p
 }
@@ -412,7 +418,11 @@ func (p *Placer) Place(f *fleet.Fleet, req *Request, now time.Time) *Decision {
 		}
 	}
 	p.mark(p.excludedIdx, rowExcluded, true)
-	p.rp = p.params(r.Priority)
+	if rank := schemas.PriorityRank(r.Priority); rank >= 0 {
+		p.rp = p.byPriority[rank]
+	} else {
+		p.rp = p.params(r.Priority)
+	}
 	p.rp.fp8 = isFP8(r.Dtype)
 	p.rp.deadlineIn, p.rp.workflowDeadlineIn = secondsUntil(r.Deadline, now), secondsUntil(r.WorkflowDeadline, now)
 	p.rp.workflowFactor = workflowFactor(p, &r)
