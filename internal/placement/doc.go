@@ -39,13 +39,15 @@
 // rejected worker was rejected and whether the reason is unresolvable
 // (waiting will not help: "no GPU here can hold this model") or busy-now.
 // A Decision keeps the Options.Explain cheapest candidates with their
-// breakdowns. Every worker first gets a lower bound on its total_usd from
-// its queue, load, prefill, decode and GPU-price terms (scan.go); workers
-// are then evaluated cheapest bound first, and one whose bound exceeds the
-// Explain-th best total so far is skipped (Decision.Skipped), which cannot
-// change the outcome because every other term only adds. Workers are taken
-// a cost class (GPU, TP) at a time, cheapest class bound first, so a whole
-// class too slow or too dear to compete is skipped unread. A skipped
+// breakdowns. A worker first gets a lower bound on its total_usd from its
+// queue, load, prefill, decode, delay and GPU-price terms (scan.go);
+// workers are then evaluated cheapest bound first, and one whose bound
+// exceeds the Explain-th best total so far is skipped (Decision.Skipped),
+// which cannot change the outcome because every other term only adds.
+// Workers are taken a cost class (GPU, TP) at a time and, within a class,
+// a group at a time (the workers whose batch falls in one decode bucket),
+// cheapest group bound first, so a group too slow, too dear or too busy
+// to compete is skipped without its workers being read. A skipped
 // worker's filters never ran, so it has no rejection reason; when fewer
 // than Explain workers pass, none is skipped and every rejection has its
 // reason.
