@@ -12,6 +12,7 @@ import (
 	"github.com/switchyard-ai/switchyard/loadgen/tally"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/client"
+	"github.com/switchyard-ai/switchyard/services/svc"
 	"github.com/switchyard-ai/switchyard/subjects"
 )
 
@@ -56,8 +57,9 @@ func Run(ctx context.Context, nc *nats.Conn, arrivals []Arrival, o RunOptions) (
 	resErr := make(chan error, 1)
 	go func() { resErr <- cl.Results(rctx, "*", t.Observe) }()
 	evSub, err := nc.Subscribe(subjects.EventAll, func(m *nats.Msg) {
-		var ev schemas.Event
-		if f, err := schemas.FormatFromContentType(m.Header.Get(schemas.HeaderContentType)); err == nil && schemas.Unmarshal(f, m.Data, &ev) == nil {
+		// One message may carry several events of a kind (svc.DecodeEvents).
+		evs, _ := svc.DecodeEvents(m.Header, m.Data)
+		for _, ev := range evs {
 			t.Event(ev)
 		}
 	})

@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/stack"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/client"
+	"github.com/switchyard-ai/switchyard/subjects"
 )
 
 // runBench dispatches `switchyard bench <what>`.
@@ -58,6 +60,9 @@ type BusResult struct {
 	// CPU-bound here: cpu_ratio = raw CPU per message / pipeline CPU per
 	// request is what the throughput ratio tends to when both halves get
 	// the same cores.
+	// MaxResultGapMs is the longest the measured half went without a
+	// result: a stalled consumer shows here before it shows as a timeout.
+	MaxResultGapMs      float64 `json:"max_result_gap_ms"`
 	PipelineCPUUsPerReq float64 `json:"pipeline_cpu_us_per_req"`
 	RawCPUUsPerMsg      float64 `json:"raw_cpu_us_per_msg"`
 	CPURatio            float64 `json:"cpu_ratio"`
@@ -94,15 +99,22 @@ func runBenchBus(ctx context.Context, args []string, stdout io.Writer) error {
 	var mu sync.Mutex
 	sent := map[string]time.Time{}
 	var lat []float64
+	var lastResult time.Time
+	var maxGap time.Duration
 	done := make(chan struct{}, *inflight)
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go cl.Results(rctx, "bench", func(r schemas.Result) {
 		mu.Lock()
+		now := time.Now()
 		if t0, ok := sent[r.ID]; ok {
-			lat = append(lat, float64(time.Since(t0).Microseconds())/1000)
+			lat = append(lat, float64(now.Sub(t0).Microseconds())/1000)
 			delete(sent, r.ID)
 		}
+		if !lastResult.IsZero() && len(sent) > 0 {
+			maxGap = max(maxGap, now.Sub(lastResult))
+		}
+		lastResult = now
 		mu.Unlock()
 		done <- struct{}{}
 	})
@@ -130,7 +142,10 @@ func runBenchBus(ctx context.Context, args []string, stdout io.Writer) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(10 * time.Second):
-			return fmt.Errorf("pipeline stalled after %d requests", n)
+			mu.Lock()
+			waiting := len(sent)
+			mu.Unlock()
+			return fmt.Errorf("pipeline stalled after %d requests, %d without a result: %s", n, waiting, pipelineState(ctx, st))
 		}
 		req := schemas.Request{ID: client.NewID(), Model: "llama-3.1-8b", Prompt: "ping", MaxTokens: 1, Priority: schemas.PriorityInteractive}
 		mu.Lock()
@@ -168,7 +183,8 @@ func runBenchBus(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	mu.Lock()
 	sort.Float64s(lat)
-	res := BusResult{RawJSPublishPerS: raw, PipelinePerS: float64(len(lat)) / elapsed.Seconds(), Requests: len(lat), Workers: *workers}
+	res := BusResult{RawJSPublishPerS: raw, PipelinePerS: float64(len(lat)) / elapsed.Seconds(), Requests: len(lat), Workers: *workers,
+		MaxResultGapMs: float64(maxGap.Microseconds()) / 1000}
 	if len(lat) > 0 && rawMsgs > 0 {
 		res.PipelineCPUUsPerReq = float64(pipeCPU.Microseconds()) / float64(len(lat))
 		res.RawCPUUsPerMsg = float64(rawCPU.Microseconds()) / float64(rawMsgs)
@@ -184,13 +200,46 @@ func runBenchBus(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "raw JetStream async publish: %.0f msg/s\npipeline (submit→admit→place→dispatch→result, instant workers): %.0f req/s\nratio %.4f   overhead p50 %.2f ms  p99 %.2f ms  (%d requests)\n",
 		res.RawJSPublishPerS, res.PipelinePerS, res.Ratio, res.OverheadP50Ms, res.OverheadP99Ms, res.Requests)
-	fmt.Fprintf(stdout, "CPU: %.1f µs per pipeline request, %.2f µs per raw publish (cpu ratio %.4f)\n",
-		res.PipelineCPUUsPerReq, res.RawCPUUsPerMsg, res.CPURatio)
+	fmt.Fprintf(stdout, "CPU: %.1f µs per pipeline request, %.2f µs per raw publish (cpu ratio %.4f); longest wait for a result %.0f ms\n",
+		res.PipelineCPUUsPerReq, res.RawCPUUsPerMsg, res.CPURatio, res.MaxResultGapMs)
 	if *jsonOut {
 		b, _ := json.Marshal(res)
 		fmt.Fprintln(stdout, string(b))
 	}
 	return nil
+}
+
+// pipelineState describes where a stalled pipeline's requests are: each
+// stream's message count and each consumer's backlog.
+func pipelineState(ctx context.Context, st *stack.Stack) string {
+	nc, err := st.Connect("bench-diagnose")
+	if err != nil {
+		return err.Error()
+	}
+	defer nc.Close()
+	js, err := bus.JetStream(nc)
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, name := range []string{subjects.StreamSubmit, subjects.StreamAdmitted, subjects.StreamDispatch, subjects.StreamResults} {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			fmt.Fprintf(&b, "%s: %v; ", name, err)
+			continue
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			fmt.Fprintf(&b, "%s: %v; ", name, err)
+			continue
+		}
+		fmt.Fprintf(&b, "%s %d msgs", name, info.State.Msgs)
+		for ci := range s.ListConsumers(ctx).Info() {
+			fmt.Fprintf(&b, " [%s pending %d ack-pending %d redelivered %d waiting %d]", ci.Name, ci.NumPending, ci.NumAckPending, ci.NumRedelivered, ci.NumWaiting)
+		}
+		b.WriteString("; ")
+	}
+	return b.String()
 }
 
 // rawPublishRate is the baseline: bounded async publishes of a small

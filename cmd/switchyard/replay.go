@@ -138,8 +138,8 @@ func replayStreams(ctx context.Context, js jetstream.JetStream, cat *catalog.Cat
 	var events []schemas.Event
 	recordedPolicy := ""
 	err = readStream(ctx, js, subjects.StreamEvents, subjects.EventAll, win.Since.Add(-time.Minute), 0, func(m jetstream.Msg) {
-		var ev schemas.Event
-		if svc.Decode(m.Headers(), m.Data(), &ev) == nil {
+		batch, _ := svc.DecodeEvents(m.Headers(), m.Data())
+		for _, ev := range batch {
 			if ev.Kind == "placed" && recordedPolicy == "" {
 				recordedPolicy = ev.Reason
 			}

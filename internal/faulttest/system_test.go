@@ -282,8 +282,16 @@ type record[T any] struct {
 	V       T
 }
 
-// readAll reads every message of stream matching filter, in order.
-func readAll[T any](ctx context.Context, js jetstream.JetStream, stream, filter string) ([]record[T], error) {
+// decodeOne decodes a message that holds one value.
+func decodeOne[T any](h nats.Header, data []byte) ([]T, error) {
+	var v T
+	err := svc.Decode(h, data, &v)
+	return []T{v}, err
+}
+
+// readAll reads every value of stream matching filter, in order; decode
+// gives a message's values (events are batched, svc.DecodeEvents).
+func readAll[T any](ctx context.Context, js jetstream.JetStream, stream, filter string, decode func(nats.Header, []byte) ([]T, error)) ([]record[T], error) {
 	st, err := js.Stream(ctx, stream)
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: %w", stream, err)
@@ -305,11 +313,13 @@ func readAll[T any](ctx context.Context, js jetstream.JetStream, stream, filter 
 			if err != nil {
 				return nil, err
 			}
-			var v T
-			if err := svc.Decode(m.Headers(), m.Data(), &v); err != nil {
+			vs, err := decode(m.Headers(), m.Data())
+			if err != nil {
 				return nil, fmt.Errorf("%s seq %d: %w", stream, md.Sequence.Stream, err)
 			}
-			out = append(out, record[T]{Subject: m.Subject(), At: md.Timestamp, V: v})
+			for _, v := range vs {
+				out = append(out, record[T]{Subject: m.Subject(), At: md.Timestamp, V: v})
+			}
 			last = md.NumPending == 0
 		}
 		if got == 0 || last {
@@ -331,16 +341,16 @@ func (s *system) recorded(ctx context.Context, js jetstream.JetStream) recorded 
 	s.t.Helper()
 	var r recorded
 	var err error
-	if r.dispatches, err = readAll[schemas.Dispatch](ctx, js, subjects.StreamDispatch, subjects.DispatchAll); err != nil {
+	if r.dispatches, err = readAll(ctx, js, subjects.StreamDispatch, subjects.DispatchAll, decodeOne[schemas.Dispatch]); err != nil {
 		s.t.Fatal(err)
 	}
-	if r.results, err = readAll[schemas.Result](ctx, js, subjects.StreamResults, subjects.ResultAll); err != nil {
+	if r.results, err = readAll(ctx, js, subjects.StreamResults, subjects.ResultAll, decodeOne[schemas.Result]); err != nil {
 		s.t.Fatal(err)
 	}
-	if r.events, err = readAll[schemas.Event](ctx, js, subjects.StreamEvents, subjects.EventAll); err != nil {
+	if r.events, err = readAll(ctx, js, subjects.StreamEvents, subjects.EventAll, svc.DecodeEvents); err != nil {
 		s.t.Fatal(err)
 	}
-	if r.admitted, err = readAll[schemas.Admitted](ctx, js, subjects.StreamAdmitted, subjects.AdmittedAll); err != nil {
+	if r.admitted, err = readAll(ctx, js, subjects.StreamAdmitted, subjects.AdmittedAll, decodeOne[schemas.Admitted]); err != nil {
 		s.t.Fatal(err)
 	}
 	return r

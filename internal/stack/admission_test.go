@@ -54,8 +54,8 @@ func events(t *testing.T, nc *nats.Conn, kind string) <-chan schemas.Event {
 	t.Helper()
 	ch := make(chan schemas.Event, 1024)
 	sub, err := nc.Subscribe(subjects.Event("admitter", kind), func(m *nats.Msg) {
-		var ev schemas.Event
-		if svc.Decode(m.Header, m.Data, &ev) == nil {
+		evs, _ := svc.DecodeEvents(m.Header, m.Data)
+		for _, ev := range evs {
 			select {
 			case ch <- ev:
 			default:

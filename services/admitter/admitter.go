@@ -136,6 +136,8 @@ func New(sh *svc.Shell, cfg Config) *Admitter {
 
 // Run consumes submissions until ctx ends.
 func (a *Admitter) Run(ctx context.Context) error {
+	// Events held for a batch go out before the connection closes.
+	defer a.sh.FlushEvents()
 	var err error
 	if !a.cfg.NoCache {
 		if a.store, err = cache.Open(ctx, a.sh.JS, a.cfg.Cache); err != nil {
@@ -214,7 +216,7 @@ func (a *Admitter) Run(ctx context.Context) error {
 			}()
 		}
 		cc, err := cons.Consume(func(m jetstream.Msg) { q <- m },
-			jetstream.PullMaxMessages(64),
+			jetstream.PullMaxMessages(64), svc.PullExpiry,
 			jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 				if !errors.Is(err, jetstream.ErrNoHeartbeat) {
 					a.sh.Log.Debug("consume", "err", err)

@@ -94,7 +94,7 @@ func (a *Admitter) followResults(ctx context.Context) (jetstream.ConsumeContext,
 		return nil, fmt.Errorf("admitter results consumer: %w", err)
 	}
 	cc, err := cons.Consume(func(m jetstream.Msg) { a.onResult(ctx, m) },
-		jetstream.PullMaxMessages(128),
+		jetstream.PullMaxMessages(128), svc.PullExpiry,
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			if !errors.Is(err, jetstream.ErrNoHeartbeat) {
 				a.sh.Log.Debug("results consume", "err", err)

@@ -129,6 +129,8 @@ func New(sh *svc.Shell, cfg Config) *Router {
 
 // Run serves until ctx ends.
 func (r *Router) Run(ctx context.Context) error {
+	// Events held for a batch go out before the connection closes.
+	defer r.sh.FlushEvents()
 	subs := []struct {
 		subject string
 		handle  func(*nats.Msg)
@@ -307,7 +309,7 @@ func (r *Router) consume(ctx context.Context) error {
 				return
 			}
 			r.post(ctx, func() { r.apply(ctx, routing.Input{Kind: routing.InAdmitted, Admitted: &adm}, m) })
-		}, jetstream.PullMaxMessages(min(64, r.cfg.Window)))
+		}, jetstream.PullMaxMessages(min(64, r.cfg.Window)), svc.PullExpiry)
 		if err != nil {
 			return fmt.Errorf("router consume %s: %w", class, err)
 		}

@@ -19,6 +19,15 @@ import (
 	"github.com/switchyard-ai/switchyard/subjects"
 )
 
+// PullExpiry is the life of each pull request a service's consumer makes.
+// With nats.go's default (30 s, heartbeat 15 s) a consumer whose client
+// believes a pull is outstanding while the server holds none sits idle
+// for 30 s until the missing heartbeats reset it; `bench bus` caught the
+// router that way (256 messages pending, no pull waiting, nothing acked
+// pending). At 2 s (heartbeat 1 s) such a stall lasts about 2 s, for one
+// extra pull request per consumer every 2 s.
+var PullExpiry = jetstream.PullExpiry(2 * time.Second)
+
 // Shell is one service instance's connection to the bus.
 type Shell struct {
 	Service  string // "admitter", "router", "worker", ...
@@ -32,6 +41,7 @@ type Shell struct {
 	// Ledger, when set, makes every final result exactly-once per request
 	// id across services and restarts (UseLedger).
 	Ledger *ledger.Ledger
+	events eventBatcher
 }
 
 // UseLedger routes final results through the exactly-once result ledger.
@@ -149,8 +159,10 @@ func ErrorResult(id, tenant, priority string, e *schemas.Error, now time.Time) s
 	}
 }
 
-// Emit publishes a decision event asynchronously: events are recorded for
-// replay and dashboards, but a slow EVENTS stream must not stall decisions.
+// Emit publishes a decision event asynchronously, batched with its
+// neighbours of the same kind while an earlier batch awaits its ack
+// (events.go): events are recorded for replay and dashboards, but a slow
+// EVENTS stream must not stall decisions, nor cost a stored message each.
 func (s *Shell) Emit(ev schemas.Event) {
 	ev.V = schemas.Version
 	if ev.At.IsZero() {
@@ -161,14 +173,12 @@ func (s *Shell) Emit(ev schemas.Event) {
 		ev.Fields = map[string]any{}
 	}
 	ev.Fields["instance"] = s.Instance
-	m, err := Encode(subjects.Event(s.Service, ev.Kind), schemas.Msgpack, ev, "")
+	data, err := schemas.Marshal(schemas.Msgpack, ev)
 	if err != nil {
 		s.Log.Error("encode event", "kind", ev.Kind, "err", err)
 		return
 	}
-	if _, err := s.JS.PublishMsgAsync(m); err != nil {
-		s.Log.Warn("publish event", "kind", ev.Kind, "err", err)
-	}
+	s.addEvent(subjects.Event(s.Service, ev.Kind), data)
 	s.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_events_total{service=%q,kind=%q}`, s.Service, ev.Kind)).Inc()
 }
 

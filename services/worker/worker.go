@@ -166,6 +166,8 @@ func ConsumerName(id string) string { return "worker-" + id }
 // Run serves until ctx ends, then drains: it stops taking dispatches and
 // finishes what it holds before returning.
 func (w *Worker) Run(ctx context.Context) error {
+	// Events held for a batch go out before the connection closes.
+	defer w.sh.FlushEvents()
 	if w.remote != nil {
 		w.sh.Log.Info("worker starting", "gpu", w.replica.GPU.Name, "model", w.cfg.Model, "simulated", false,
 			"backend", "openai", "server", w.cfg.OpenAIURL, "nvml", w.remote.haveGPU, "gpu_name", w.remote.gpu.Name)
@@ -213,7 +215,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	go func() { defer close(hbDone); w.heartbeats(runCtx) }()
 	w.heartbeat()
 
-	cc, err := cons.Consume(func(m jetstream.Msg) { w.onDispatch(ctx, m) }, jetstream.PullMaxMessages(maxAck))
+	cc, err := cons.Consume(func(m jetstream.Msg) { w.onDispatch(ctx, m) }, jetstream.PullMaxMessages(maxAck), svc.PullExpiry)
 	if err != nil {
 		stopLoop()
 		return fmt.Errorf("worker consume: %w", err)

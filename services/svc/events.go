@@ -1,0 +1,148 @@
+package svc
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/switchyard-ai/switchyard/schemas"
+)
+
+// HeaderEvents counts the events in one message on sy.event.>. A message
+// may carry several events of the same service and kind, msgpack values
+// back to back; DecodeEvents reads them all. Without the header (one
+// event, or a JSON event) the message is a single event as before.
+const HeaderEvents = "Sy-Events"
+
+// Event batches close at maxBatchEvents events or maxBatchBytes bytes.
+const (
+	maxBatchEvents = 256
+	maxBatchBytes  = 128 << 10
+	// eventAckWait bounds how long a batch's missing ack may hold the
+	// next one back (a lost ack must not stall events for good).
+	eventAckWait = 2 * time.Second
+)
+
+// eventBatcher groups decision events into fewer stored messages, Nagle's
+// way: with no batch awaiting its stored ack an event goes out at once
+// (a quiet system sees every event immediately); while one is in flight
+// the next events wait for its ack and then leave together. Under load
+// the batches grow with the round trip, and each stored message — a
+// file-store write on the server whatever its size — carries many
+// events. Only consecutive events of the same kind share a message, so
+// every subject still names exactly what it holds and the stream keeps
+// each service's events in the order they were emitted.
+type eventBatcher struct {
+	mu       sync.Mutex
+	subject  string
+	buf      bytes.Buffer
+	n        int
+	inflight int
+}
+
+// addEvent queues one encoded event for subject and sends what is due.
+func (s *Shell) addEvent(subject string, data []byte) {
+	b := &s.events
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.n > 0 && b.subject != subject {
+		s.sendEventsLocked()
+	}
+	b.subject = subject
+	b.buf.Write(data)
+	b.n++
+	if b.inflight == 0 || b.n >= maxBatchEvents || b.buf.Len() >= maxBatchBytes {
+		s.sendEventsLocked()
+	}
+}
+
+// FlushEvents sends the events held for a batch now, without waiting for
+// the one in flight: a service calls it as it stops.
+func (s *Shell) FlushEvents() {
+	s.events.mu.Lock()
+	defer s.events.mu.Unlock()
+	s.sendEventsLocked()
+}
+
+func (s *Shell) sendEventsLocked() {
+	b := &s.events
+	if b.n == 0 {
+		return
+	}
+	m := nats.NewMsg(b.subject)
+	m.Data = bytes.Clone(b.buf.Bytes())
+	m.Header.Set(schemas.HeaderContentType, schemas.ContentMsgpack)
+	if b.n > 1 {
+		m.Header.Set(HeaderEvents, strconv.Itoa(b.n))
+	}
+	n := b.n
+	b.buf.Reset()
+	b.n = 0
+	fut, err := s.JS.PublishMsgAsync(m)
+	if err != nil {
+		s.Log.Warn("publish events", "subject", m.Subject, "events", n, "err", err)
+		return
+	}
+	s.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_event_messages_total{service=%q}`, s.Service)).Inc()
+	b.inflight++
+	go s.awaitEvents(fut)
+}
+
+// awaitEvents waits for a batch's stored ack, then sends whatever
+// gathered meanwhile.
+func (s *Shell) awaitEvents(fut jetstream.PubAckFuture) {
+	select {
+	case <-fut.Ok():
+	case err := <-fut.Err():
+		s.Log.Warn("events not stored", "err", err)
+	case <-time.After(eventAckWait):
+	}
+	b := &s.events
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.inflight--
+	if b.inflight == 0 {
+		s.sendEventsLocked()
+	}
+}
+
+// DecodeEvents reads every event in one message from sy.event.>: one, or
+// a batch (HeaderEvents).
+func DecodeEvents(h nats.Header, data []byte) ([]schemas.Event, error) {
+	f, err := schemas.FormatFromContentType(h.Get(schemas.HeaderContentType))
+	if err != nil {
+		return nil, err
+	}
+	if f != schemas.Msgpack {
+		var ev schemas.Event
+		if err := schemas.Unmarshal(f, data, &ev); err != nil {
+			return nil, err
+		}
+		return []schemas.Event{ev}, nil
+	}
+	dec := msgpack.NewDecoder(bytes.NewReader(data))
+	dec.SetCustomStructTag("json")
+	var out []schemas.Event
+	for {
+		var ev schemas.Event
+		err := dec.Decode(&ev)
+		if errors.Is(err, io.EOF) {
+			if len(out) == 0 {
+				return nil, errors.New("event message is empty")
+			}
+			return out, nil
+		}
+		if err != nil {
+			return out, fmt.Errorf("event %d: %w", len(out), err)
+		}
+		out = append(out, ev)
+	}
+}
