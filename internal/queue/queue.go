@@ -8,7 +8,16 @@
 // class backlogged, every window of 15 pops serves 8/4/2/1 requests, so the
 // lowest class always gets its share and is never starved, while an idle
 // class's share goes to the others. Inside a class the earliest deadline
-// goes first (no deadline sorts last), ties in arrival order.
+// goes first (no deadline sorts last), ties in arrival order — until the
+// class falls behind: when the request EDF would serve next has already
+// waited longer than LIFOAfter, the class serves its newest request first
+// (adaptive LIFO, as in Facebook's "Fail at Scale" queues) until it catches
+// up. Under sustained overload EDF serves exactly the requests that have
+// waited longest, whose first-token targets are already lost, and every
+// newer request then ages past its own behind them; newest-first serves
+// requests that can still start in time and leaves the stale ones to
+// expire. When the backlog clears, EDF's head is fresh again and EDF
+// resumes.
 //
 // A request expires when now + its predicted minimum service time is past
 // its deadline: computing it would waste GPU time on an answer nobody can
@@ -29,6 +38,14 @@ import (
 
 	"github.com/switchyard-ai/switchyard/schemas"
 )
+
+// DefaultLIFOAfter is how long the EDF head of a class may have waited
+// before the class switches to newest-first: a second, the critical
+// class's first-token budget (traces.DefaultSLOs), so a request older than
+// that has missed the tightest target any class sets. The simulator found
+// the threshold matters little between 0.25 s and 4 s (docs/benchmarks.md,
+// "Priority under overload").
+const DefaultLIFOAfter = time.Second
 
 // DefaultWeights are the per-class shares, highest class first.
 var DefaultWeights = map[string]int{
@@ -62,7 +79,9 @@ type entry[T any] struct {
 	seq       uint64
 	dl        int64 // deadline in unix ns, MaxInt64 for none
 	lastStart int64 // dl - MinService
+	enq       int64 // Enqueued in unix ns, 0 when unknown
 	ci, ei    int   // positions in the class heap and the expiry heap
+	li        int   // position in the class's newest-first heap
 }
 
 type classHeap[T any] []*entry[T]
@@ -77,6 +96,27 @@ func (h classHeap[T]) Less(i, j int) bool {
 func (h classHeap[T]) Swap(i, j int) { h[i], h[j] = h[j], h[i]; h[i].ci = i; h[j].ci = j }
 func (h *classHeap[T]) Push(x any)   { e := x.(*entry[T]); e.ci = len(*h); *h = append(*h, e) }
 func (h *classHeap[T]) Pop() any {
+	o := *h
+	e := o[len(o)-1]
+	o[len(o)-1] = nil
+	*h = o[:len(o)-1]
+	return e
+}
+
+// newestHeap orders a class newest first: latest Enqueued, then latest
+// pushed.
+type newestHeap[T any] []*entry[T]
+
+func (h newestHeap[T]) Len() int { return len(h) }
+func (h newestHeap[T]) Less(i, j int) bool {
+	if h[i].enq != h[j].enq {
+		return h[i].enq > h[j].enq
+	}
+	return h[i].seq > h[j].seq
+}
+func (h newestHeap[T]) Swap(i, j int) { h[i], h[j] = h[j], h[i]; h[i].li = i; h[j].li = j }
+func (h *newestHeap[T]) Push(x any)   { e := x.(*entry[T]); e.li = len(*h); *h = append(*h, e) }
+func (h *newestHeap[T]) Pop() any {
 	o := *h
 	e := o[len(o)-1]
 	o[len(o)-1] = nil
@@ -104,10 +144,14 @@ type Queue[T any] struct {
 	weights []int
 	current []int // smooth WRR state
 	classes []classHeap[T]
+	newest  []newestHeap[T]
 	expiry  expiryHeap[T]
 	byID    map[string]*entry[T]
 	seq     uint64
-	blocked []Item[T] // Pass scratch
+	// lifoAfter is the EDF head's wait past which its class serves newest
+	// first; <= 0 keeps EDF always.
+	lifoAfter int64
+	blocked   []*entry[T] // Pass scratch
 }
 
 // New returns an empty queue with one class per schemas.Priorities entry,
@@ -120,13 +164,19 @@ func New[T any](weights map[string]int) *Queue[T] {
 	n := len(schemas.Priorities)
 	q := &Queue[T]{
 		names: schemas.Priorities, weights: make([]int, n), current: make([]int, n),
-		classes: make([]classHeap[T], n), byID: make(map[string]*entry[T]),
+		classes: make([]classHeap[T], n), newest: make([]newestHeap[T], n), byID: make(map[string]*entry[T]),
+		lifoAfter: int64(DefaultLIFOAfter),
 	}
 	for i, p := range schemas.Priorities {
 		q.weights[i] = max(weights[p], 1)
 	}
 	return q
 }
+
+// SetLIFOAfter sets how long a class's EDF head may have waited before the
+// class serves newest first (DefaultLIFOAfter unless set); d <= 0 keeps
+// every class in EDF order always.
+func (q *Queue[T]) SetLIFOAfter(d time.Duration) { q.lifoAfter = int64(d) }
 
 // Push enqueues it.
 func (q *Queue[T]) Push(it Item[T]) error {
@@ -143,10 +193,18 @@ func (q *Queue[T]) Push(it Item[T]) error {
 		e.dl = it.Deadline.UnixNano()
 		e.lastStart = e.dl - int64(it.MinService)
 	}
-	heap.Push(&q.classes[c], e)
-	heap.Push(&q.expiry, e)
-	q.byID[it.ID] = e
+	if !it.Enqueued.IsZero() {
+		e.enq = it.Enqueued.UnixNano()
+	}
+	q.insert(e)
 	return nil
+}
+
+func (q *Queue[T]) insert(e *entry[T]) {
+	heap.Push(&q.classes[e.class], e)
+	heap.Push(&q.newest[e.class], e)
+	heap.Push(&q.expiry, e)
+	q.byID[e.item.ID] = e
 }
 
 // PopReady returns the next request to place at now, or ok=false when the
@@ -158,9 +216,20 @@ func (q *Queue[T]) PopReady(now time.Time, expired []Item[T]) (it Item[T], ok bo
 	if c < 0 {
 		return it, false, expired
 	}
-	e := q.classes[c][0]
+	e := q.head(c, now.UnixNano())
 	q.remove(e)
 	return e.item, true, expired
+}
+
+// head is class c's next request at now (unix ns): the earliest deadline,
+// or the newest request once the earliest deadline's has waited longer
+// than lifoAfter. A head of unknown enqueue time never switches the class.
+func (q *Queue[T]) head(c int, now int64) *entry[T] {
+	e := q.classes[c][0]
+	if q.lifoAfter > 0 && e.enq != 0 && now-e.enq > q.lifoAfter {
+		return q.newest[c][0]
+	}
+	return e
 }
 
 // Expire removes and appends to dst every request that can no longer meet
@@ -209,6 +278,7 @@ func (q *Queue[T]) Remove(id string) (Item[T], bool) {
 
 func (q *Queue[T]) remove(e *entry[T]) {
 	heap.Remove(&q.classes[e.class], e.ci)
+	heap.Remove(&q.newest[e.class], e.li)
 	heap.Remove(&q.expiry, e.ei)
 	delete(q.byID, e.item.ID)
 	if len(q.classes[e.class]) == 0 {
@@ -248,32 +318,62 @@ const (
 // blocked ones back. The live router and the simulator both place through
 // Pass, so they walk the queue identically.
 //
-// A pass does not stop offering lower classes when a higher one blocks.
-// Gating them was measured in the simulator (Mooncake, 8× load) and made
-// things far worse — interactive attainment 0.88 → 0.26 — because the
-// requests that block longest are huge prompts that no worker can take yet,
-// and they held every lower class back with them.
-// Giving each class its own share of the blocked budget (so one class's
-// unplaceable heads cannot end a pass early) was measured too and was worse
-// still at 8× (SLO 0.92 → 0.52, interactive 0.88 → 0.12): offering more
-// lower-class requests per pass places more of them, and their work then
-// sits ahead of interactive requests on the GPUs.
+// Measured in the simulator (Mooncake conversation trace, first 10 min,
+// h100:16; SLO attainment overall / critical / interactive / standard /
+// batch; each row against EDF in the same build):
+//
+//   - Adaptive LIFO inside each class (kept, see head): 8× 0.923 → 0.953
+//     (interactive 0.880 → 0.935); 12× 0.476 → 0.829, by class
+//     0.940/0.116/0.673/0.988 → 0.924/0.867/0.882/0.542; 16× 0.325 → 0.727;
+//     24× 0.290 → 0.551. Under EDF the
+//     interactive heads were the requests that had waited longest (p50
+//     18 s in the queue at 12×), infeasible on every worker for lack of
+//     slack, and each pass spent its blocked budget on them while the WRR
+//     turns of standard and batch kept placing. Threshold 0.25 s … 4 s:
+//     12× 0.83 … 0.84, 8× 0.944 … 0.955. Azure code trace on h100:4: the
+//     same at 1×, 2× and 4×, 0.957 → 0.953 at 8×. Cost: critical loses a
+//     little at 12× and more at 24× (0.901 → 0.816), its large prompts
+//     finding no worker with the KV free once interactive work runs. Not a
+//     win everywhere: on the trace's first 1,000 requests at 12× on h100:8,
+//     three times over capacity, 0.555 → 0.499 (interactive 0.561 → 0.597,
+//     critical 0.914 → 0.886).
+//   - Pure LIFO (newest first always): 8× 0.945, 12× 0.831 — EDF is the
+//     better order while a class keeps up.
+//   - Critical kept in EDF, LIFO below it: 12× 0.813, critical 0.862.
+//   - maxBlocked 64 instead of 16: 12× 0.696 (interactive 0.839, standard
+//     0.336); with adaptive LIFO 12× 0.856 but critical 0.898: more blocked
+//     offers per pass place more work of every class, and critical's large
+//     prompts then wait for KV longer.
+//   - Eight more offers of the same class when a critical or interactive
+//     head blocks (look-ahead that does not count against maxBlocked): 12×
+//     0.700 (standard 0.171); with adaptive LIFO no better than without.
+//   - Earlier sessions: gating lower classes behind a blocked higher one
+//     (interactive 0.88 → 0.26 at 8×) — the requests that block longest are
+//     huge prompts no worker can take yet, and they held every lower class
+//     back with them; a blocked budget per class (8× 0.92 → 0.52) — more
+//     lower-class offers per pass place more lower-class work, which then
+//     sits ahead of interactive requests on the GPUs.
 func (q *Queue[T]) Pass(now time.Time, maxBlocked int, expired []Item[T], place func(Item[T]) Outcome) []Item[T] {
 	expired = q.Expire(now, expired)
 	q.blocked = q.blocked[:0]
+	t := now.UnixNano()
 	for len(q.blocked) < maxBlocked {
 		c := q.pick()
 		if c < 0 {
 			break
 		}
-		e := q.classes[c][0]
+		e := q.head(c, t)
 		q.remove(e)
 		if place(e.item) == Blocked {
-			q.blocked = append(q.blocked, e.item)
+			q.blocked = append(q.blocked, e)
 		}
 	}
-	for _, it := range q.blocked {
-		_ = q.Push(it)
+	// Blocked requests go back as they were, keeping their arrival order
+	// for ties and for newest-first.
+	for _, e := range q.blocked {
+		if _, dup := q.byID[e.item.ID]; !dup { // re-pushed by place: that one stands
+			q.insert(e)
+		}
 	}
 	clear(q.blocked)
 	return expired

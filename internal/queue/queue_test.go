@@ -164,3 +164,84 @@ func BenchmarkPushPop(b *testing.B) {
 		_ = q.Push(it) // back in, so the queue stays at 10,000
 	}
 }
+
+// TestAdaptiveLIFO: a class serves earliest deadline first while the
+// request EDF would pick has waited at most LIFOAfter, newest first once
+// it has waited longer, and EDF again when the stale requests are gone.
+func TestAdaptiveLIFO(t *testing.T) {
+	at := func(id string, enq, deadline time.Duration) Item[int] {
+		return Item[int]{ID: id, Priority: schemas.PriorityInteractive, Enqueued: t0.Add(enq), Deadline: t0.Add(deadline)}
+	}
+	// old has the earliest deadline; a, b, c arrived 3 s later.
+	items := []Item[int]{at("old", 0, 20*time.Second), at("a", 3*time.Second, 21*time.Second),
+		at("b", 3*time.Second, 23*time.Second), at("c", 3*time.Second, 22*time.Second)}
+	doomed := at("doomed", 0, 4*time.Second)
+	doomed.MinService = time.Second // expires after t0+3s
+	for _, tc := range []struct {
+		name      string
+		lifoAfter time.Duration // 0: the default
+		items     []Item[int]
+		now       time.Duration
+		want      []string
+	}{
+		{"head waited under the threshold: EDF", 0, items, 800 * time.Millisecond, []string{"old", "a", "c", "b"}},
+		{"head stale: newest first", 0, items, 3500 * time.Millisecond, []string{"c", "b", "a", "old"}},
+		{"longer threshold: still EDF", 5 * time.Second, items, 3500 * time.Millisecond, []string{"old", "a", "c", "b"}},
+		{"stale head expired: EDF again", 0, append(items[1:4:4], doomed), 3500 * time.Millisecond, []string{"a", "c", "b"}},
+		{"switched off", -1, items, time.Minute / 6, []string{"old", "a", "c", "b"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := New[int](nil)
+			if tc.lifoAfter != 0 {
+				q.SetLIFOAfter(tc.lifoAfter)
+			}
+			for _, it := range tc.items {
+				_ = q.Push(it)
+			}
+			var got []string
+			for q.Len() > 0 {
+				it, ok, _ := q.PopReady(t0.Add(tc.now), nil)
+				if ok {
+					got = append(got, it.ID)
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("order %v, want %v", got, tc.want)
+			}
+		})
+	}
+	// Without an enqueue time the wait is unknown: never newest first.
+	q := New[int](nil)
+	_ = q.Push(Item[int]{ID: "a", Priority: schemas.PriorityStandard})
+	_ = q.Push(Item[int]{ID: "b", Priority: schemas.PriorityStandard, Enqueued: t0})
+	if it, _, _ := q.PopReady(t0.Add(time.Hour), nil); it.ID != "a" {
+		t.Fatalf("popped %s, want a (EDF)", it.ID)
+	}
+}
+
+// TestPassKeepsBlockedOrder: requests a pass could not place go back in
+// their arrival order, so a stale class offers its newest request first
+// pass after pass rather than whichever was re-queued last.
+func TestPassKeepsBlockedOrder(t *testing.T) {
+	q := New[int](nil)
+	for i := 0; i < 5; i++ {
+		_ = q.Push(Item[int]{ID: fmt.Sprint(i), Priority: schemas.PriorityInteractive, Enqueued: t0, Deadline: t0.Add(time.Minute)})
+	}
+	now := t0.Add(10 * time.Second) // stale: newest first; equal enqueue times fall back to push order
+	for pass := 0; pass < 3; pass++ {
+		var offered []string
+		q.Pass(now, 5, nil, func(it Item[int]) Outcome { offered = append(offered, it.ID); return Blocked })
+		if fmt.Sprint(offered) != "[4 3 2 1 0]" {
+			t.Fatalf("pass %d offered %v, want newest first", pass, offered)
+		}
+	}
+	// A request place re-queued itself is not overwritten by its blocked copy.
+	q.Pass(now, 1, nil, func(it Item[int]) Outcome {
+		it.Payload = 7
+		_ = q.Push(it)
+		return Blocked
+	})
+	if e := q.byID["4"]; e == nil || e.item.Payload != 7 || q.Len() != 5 {
+		t.Fatalf("re-queued request lost: %+v, len %d", e, q.Len())
+	}
+}

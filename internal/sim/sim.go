@@ -109,6 +109,10 @@ type Config struct {
 	// OnResolve, when set, sees every request's outcome as it resolves: a
 	// diagnostics hook for finding where a class loses its SLO.
 	OnResolve func(Outcome)
+	// QueueLIFOAfter overrides queue.DefaultLIFOAfter, the wait after which
+	// a backlogged class serves newest first; negative keeps every class in
+	// EDF order always, for comparisons.
+	QueueLIFOAfter time.Duration
 }
 
 // Outcome is one request's fate, for Config.OnResolve.
@@ -253,6 +257,9 @@ func Run(cfg Config, tr *traces.Trace, pol Policy) (*Result, error) {
 	}
 	if pol.ClassQueue {
 		r.cq = queue.New[int32](nil)
+		if cfg.QueueLIFOAfter != 0 {
+			r.cq.SetLIFOAfter(cfg.QueueLIFOAfter)
+		}
 	}
 	if err := r.buildFleet(); err != nil {
 		return nil, err

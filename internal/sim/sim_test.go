@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"sort"
 	"testing"
 	"time"
 
@@ -177,5 +178,40 @@ func TestOnResolveSeesEveryRequest(t *testing.T) {
 	if len(seen) != res.Requests || count["ok"] != res.Finished || count["shed"] != res.Shed || count["failed"] != res.Failed {
 		t.Errorf("hook saw %d requests %v; result has %d: %d finished, %d shed, %d failed",
 			len(seen), count, res.Requests, res.Finished, res.Shed, res.Failed)
+	}
+}
+
+// TestPriorityUnderOverload: past capacity, the class queue's adaptive
+// LIFO (queue.DefaultLIFOAfter) must keep serving interactive requests
+// while they can still start in time. Under plain EDF the interactive
+// class's oldest requests, whose slack no worker could meet any more,
+// were offered first in every pass, so interactive requests waited in
+// the queue past their first-token targets while batch work was placed.
+func TestPriorityUnderOverload(t *testing.T) {
+	tr := mooncakeSlice(t, 1000).Scale(12)
+	wait := func(lifoAfter time.Duration) (*Result, float64) {
+		var waits []float64
+		cfg := small
+		cfg.QueueLIFOAfter = lifoAfter
+		cfg.OnResolve = func(o Outcome) {
+			if o.Request.Priority == schemas.PriorityInteractive && !o.Placed.IsZero() {
+				waits = append(waits, o.Placed.Sub(o.Submitted).Seconds())
+			}
+		}
+		res := run(t, cfg, tr, "switchyard")
+		sort.Float64s(waits)
+		return res, Quantile(waits, 0.9)
+	}
+	edf, edfWait := wait(-1)
+	lifo, lifoWait := wait(0)
+	class := func(r *Result, p string) float64 { return r.ByPriority[p].SLOAttainment }
+	t.Logf("EDF: interactive %.3f critical %.3f, queue wait p90 %.1f s; adaptive LIFO: interactive %.3f critical %.3f, p90 %.1f s",
+		class(edf, schemas.PriorityInteractive), class(edf, schemas.PriorityCritical), edfWait,
+		class(lifo, schemas.PriorityInteractive), class(lifo, schemas.PriorityCritical), lifoWait)
+	if got, base := class(lifo, schemas.PriorityInteractive), class(edf, schemas.PriorityInteractive); got < base+0.05 {
+		t.Errorf("interactive attainment %.3f with adaptive LIFO, %.3f with EDF: want at least +0.05", got, base)
+	}
+	if edfWait < 3*lifoWait {
+		t.Errorf("interactive queue wait p90 %.1f s with adaptive LIFO, %.1f s with EDF: want under a third of EDF's", lifoWait, edfWait)
 	}
 }
