@@ -88,7 +88,8 @@ func TestSingleSequenceLifecycle(t *testing.T) {
 		t.Errorf("stored %d blocks, want %d", stored, 1000/16)
 	}
 	ttft := fin[0].FirstTokenAt.Sub(t0)
-	want := replica(t).PrefillSeconds(1000, 0)
+	rep := replica(t)
+	want := rep.PrefillSeconds(1000, 0)
 	if d := ttft.Seconds() - want; d < -1e-6 || d > 1e-6 {
 		t.Errorf("TTFT %v, want %v", ttft, want)
 	}

@@ -108,9 +108,14 @@ func (r Replica) WithEngine(engine string) (Replica, error) {
 	return r, nil
 }
 
-func (r Replica) overhead() engineOverhead {
-	if o, ok := engines[r.Engine]; ok {
-		return o
+func (r *Replica) overhead() engineOverhead {
+	// A switch, not a map lookup: StepSeconds runs thousands of times per
+	// placement pass and per simulated second.
+	switch r.Engine {
+	case EngineTRTLLM:
+		return engines[EngineTRTLLM]
+	case EngineSGLang:
+		return engines[EngineSGLang]
 	}
 	return engines[EngineVLLM]
 }
@@ -243,7 +248,7 @@ func (r Replica) KVBlocks(blockSize int, memUtil float64) int {
 func (r Replica) PricePerHour() float64 { return r.GPU.PricePerHour * float64(r.TP) }
 
 // StepSeconds is the duration of one engine iteration running b.
-func (r Replica) StepSeconds(b Batch) float64 {
+func (r *Replica) StepSeconds(b Batch) float64 {
 	m := r.Model
 	tp := float64(r.TP)
 	k := max(b.SpecTokens, 0)
@@ -260,7 +265,9 @@ func (r Replica) StepSeconds(b Batch) float64 {
 	B := r.bandwidth()
 	w := r.weightBytesPerParam()
 	nqhd := float64(m.Heads * m.HeadDim)
-	kvTokLayer := 2 * float64(m.KVHeads*m.HeadDim) * r.kvBytesPerElem() / r.kvShards()
+	// kvBytesPerElem is the weights' element size (see its comment): one
+	// dtype lookup serves both.
+	kvTokLayer := 2 * float64(m.KVHeads*m.HeadDim) * w / r.kvShards()
 
 	pl := m.LinearParamsPerLayer() / tp
 	// Attention FLOPs per layer: causal prefill over new tokens n with c
@@ -274,7 +281,7 @@ func (r Replica) StepSeconds(b Batch) float64 {
 	kvRead := float64(b.PrefillContext+b.DecodeContextTokens) * kvTokLayer
 	kvWrite := n * kvTokLayer
 	tm := pl*w/(B*r.GPU.EtaB) + kvRead/(B*etaKV) + kvWrite/(B*r.GPU.EtaB)
-	layer := math.Hypot(tc, tm) + perLayerSeconds
+	layer := hypot(tc, tm) + perLayerSeconds
 	if r.TP > 1 {
 		// Two all-reduces of the activations (N·d·2 bytes) per layer.
 		layer += 2 * (r.GPU.AllReduceLatencyUs*1e-6 + n*float64(m.Hidden)*2/(r.GPU.AllReduceGBps*1e9))
@@ -282,7 +289,7 @@ func (r Replica) StepSeconds(b Batch) float64 {
 	// LM head: V·d weights read once, 2·V·d FLOPs per sequence sampled.
 	vd := float64(m.Vocab * m.Hidden)
 	logitRows := float64(nseq + b.DecodeSeqs*k)
-	head := math.Hypot(vd*w/(tp*B*r.GPU.EtaB), 2*vd*logitRows/(tp*F))
+	head := hypot(vd*w/(tp*B*r.GPU.EtaB), 2*vd*logitRows/(tp*F))
 	o := r.overhead()
 	t := float64(m.Layers)*layer + head + perStepSeconds + o.perSeq*float64(b.DecodeSeqs)
 	if k > 0 && b.DraftLayers > 0 && b.DecodeSeqs > 0 {
@@ -290,14 +297,19 @@ func (r Replica) StepSeconds(b Batch) float64 {
 		dn := float64(b.DecodeSeqs)
 		dtc := 2 * pl * dn / F
 		dtm := pl * w / (B * r.GPU.EtaB)
-		t += float64(k) * b.DraftLayers * (math.Hypot(dtc, dtm) + perLayerSeconds)
+		t += float64(k) * b.DraftLayers * (hypot(dtc, dtm) + perLayerSeconds)
 	}
 	return max(t, o.minStep)
 }
 
+// hypot is sqrt(a²+b²) without math.Hypot's overflow and NaN guards: the
+// terms here are seconds, far from float64's range, and the guards cost a
+// third of a step prediction.
+func hypot(a, b float64) float64 { return math.Sqrt(a*a + b*b) }
+
 // PrefillSeconds is the time to prefill newTokens on top of cachedTokens
 // already in KV, alone on the replica, in one step (no chunking).
-func (r Replica) PrefillSeconds(newTokens, cachedTokens int) float64 {
+func (r *Replica) PrefillSeconds(newTokens, cachedTokens int) float64 {
 	if newTokens <= 0 {
 		return 0
 	}
@@ -306,7 +318,7 @@ func (r Replica) PrefillSeconds(newTokens, cachedTokens int) float64 {
 
 // DecodeStepSeconds is one decode iteration of batch sequences with mean
 // context meanContext.
-func (r Replica) DecodeStepSeconds(batch, meanContext int) float64 {
+func (r *Replica) DecodeStepSeconds(batch, meanContext int) float64 {
 	if batch <= 0 {
 		return 0
 	}

@@ -16,7 +16,7 @@ import (
 type Predictor struct {
 	cat *catalog.Catalog
 	mu  sync.RWMutex
-	rep map[replicaKey]replicaEntry
+	rep map[replicaKey]*replicaEntry
 }
 
 type replicaKey struct {
@@ -34,33 +34,39 @@ func NewPredictor(c *catalog.Catalog) *Predictor {
 	if c == nil {
 		c = catalog.Default()
 	}
-	return &Predictor{cat: c, rep: make(map[replicaKey]replicaEntry)}
+	return &Predictor{cat: c, rep: make(map[replicaKey]*replicaEntry)}
 }
 
-func (p *Predictor) replica(gpu, model, dtype string, tp int) (Replica, bool) {
+// replica returns the cached entry for the key, building it on first use.
+// Entries are never replaced, so the pointer stays valid and a lookup
+// copies nothing.
+func (p *Predictor) replica(gpu, model, dtype string, tp int) *replicaEntry {
 	k := replicaKey{gpu, model, dtype, tp}
 	p.mu.RLock()
-	e, hit := p.rep[k]
+	e := p.rep[k]
 	p.mu.RUnlock()
-	if hit {
-		return e.r, e.ok
+	if e != nil {
+		return e
 	}
 	r, err := NewReplica(p.cat, gpu, model, dtype, tp)
-	e = replicaEntry{r: r, ok: err == nil}
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e := p.rep[k]; e != nil {
+		return e
+	}
+	e = &replicaEntry{r: r, ok: err == nil}
 	p.rep[k] = e
-	p.mu.Unlock()
-	return e.r, e.ok
+	return e
 }
 
 // PrefillSeconds is the time to prefill newTokens over cachedTokens alone on
 // the replica; +Inf when the replica is unknown or invalid.
 func (p *Predictor) PrefillSeconds(gpu, model, dtype string, tp, newTokens, cachedTokens int) float64 {
-	r, ok := p.replica(gpu, model, dtype, tp)
-	if !ok {
+	e := p.replica(gpu, model, dtype, tp)
+	if !e.ok {
 		return math.Inf(1)
 	}
-	return r.PrefillSeconds(newTokens, cachedTokens)
+	return e.r.PrefillSeconds(newTokens, cachedTokens)
 }
 
 // DecodeSeconds is the time to produce outputTokens for one sequence while
@@ -68,24 +74,24 @@ func (p *Predictor) PrefillSeconds(gpu, model, dtype string, tp, newTokens, cach
 // the replica is unknown or invalid. The context grows by outputTokens/2 on
 // average over the generation.
 func (p *Predictor) DecodeSeconds(gpu, model, dtype string, tp, outputTokens, batch, ctx int) float64 {
-	r, ok := p.replica(gpu, model, dtype, tp)
-	if !ok {
+	e := p.replica(gpu, model, dtype, tp)
+	if !e.ok {
 		return math.Inf(1)
 	}
 	if outputTokens <= 0 {
 		return 0
 	}
-	return float64(outputTokens) * r.DecodeStepSeconds(max(batch, 1), ctx+outputTokens/2)
+	return float64(outputTokens) * e.r.DecodeStepSeconds(max(batch, 1), ctx+outputTokens/2)
 }
 
 // LoadSeconds is the time to make the model servable from a weight state
 // (0 for hot); +Inf when the replica is unknown or invalid.
 func (p *Predictor) LoadSeconds(gpu, model, dtype string, tp int, fromState string) float64 {
-	r, ok := p.replica(gpu, model, dtype, tp)
-	if !ok {
+	e := p.replica(gpu, model, dtype, tp)
+	if !e.ok {
 		return math.Inf(1)
 	}
-	return r.LoadSeconds(fromState)
+	return e.r.LoadSeconds(fromState)
 }
 
 // PricePerHour is the on-demand price of tp GPUs of this type; +Inf for an
