@@ -70,6 +70,7 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 	autoscale := fs.Bool("autoscale", false, "run the controller and a local scaler: workers are started and drained as the controller decides")
 	asMin := fs.Int("autoscale-min", 1, "autoscale: fewest workers per pool")
 	asMax := fs.Int("autoscale-max", 0, "autoscale: most workers per pool (0 = twice the starting fleet, at least 4)")
+	targetUtil := fs.Float64("target-utilization", 0, "autoscale: share of a replica's modelled capacity the controller plans to use (0 = the controller's default)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -86,6 +87,7 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 	cfg := stack.Config{Listen: *listen, StoreDir: *store, Fleet: fleet, MetricsAddr: *metricsAddr, SpeedUp: *speed, Logger: logger}
 	if *autoscale {
 		cfg.Control = &stack.ControlConfig{Min: *asMin, Max: *asMax}
+		cfg.Control.Control.TargetUtilization = *targetUtil
 	}
 	st, err := stack.Start(ctx, cfg)
 	if err != nil {
