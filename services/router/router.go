@@ -76,7 +76,18 @@ type Router struct {
 	// the record of the input that caused it.
 	jbatch        *routing.Journal
 	effects, done []effect
+	// journalBusy is set while a journal batch awaits its stored ack. The
+	// next batch, and its actions, wait for that ack (Nagle's way): a quiet
+	// router journals and acts at once, a busy one journals many inputs
+	// per stored message — the inbox alone rarely holds more than two or
+	// three, since the loop outpaces their arrival — for at most one
+	// JOURNAL round trip of delay.
+	journalBusy bool
 }
+
+// journalAckWait bounds how long a journal batch's missing ack may hold
+// the next batch and its actions back.
+const journalAckWait = 2 * time.Second
 
 // effect is one action of an applied input, waiting for the input's
 // journal batch to be published.
@@ -236,10 +247,14 @@ func (r *Router) loop(ctx context.Context) {
 // flush publishes the journal batch, then carries out its actions in the
 // order they were decided. An action may apply another input (a dispatch
 // that could not be published is handed back to the core), which starts
-// the next batch; flush runs until none is left.
+// the next batch; flush runs until none is left or the batch must wait
+// for the previous one's ack.
 func (r *Router) flush(ctx context.Context) {
-	for len(r.effects) > 0 || r.jbatch.Len() > 0 {
-		r.publishJournal()
+	for !r.journalBusy && (len(r.effects) > 0 || r.jbatch.Len() > 0) {
+		if fut := r.publishJournal(); fut != nil {
+			r.journalBusy = true
+			go r.awaitJournal(ctx, fut)
+		}
 		todo := r.effects
 		r.effects = r.done[:0]
 		for i := range todo {
@@ -254,21 +269,41 @@ func (r *Router) flush(ctx context.Context) {
 	}
 }
 
+// awaitJournal waits for a journal batch's stored ack, then lets the
+// decision loop publish the next batch and carry out its actions.
+func (r *Router) awaitJournal(ctx context.Context, fut jetstream.PubAckFuture) {
+	select {
+	case <-fut.Ok():
+	case err := <-fut.Err():
+		r.sh.Log.Warn("journal batch not stored", "err", err)
+		r.sh.Metrics.GetOrCreateCounter(`switchyard_router_journal_errors_total`).Inc()
+	case <-time.After(journalAckWait):
+	case <-ctx.Done():
+		return
+	}
+	r.post(ctx, func() { r.journalBusy = false })
+}
+
 // publishJournal sends the journal batch, asynchronously: the decision
-// loop never waits on the JOURNAL stream.
-func (r *Router) publishJournal() {
+// loop never waits on the JOURNAL stream itself. It returns the publish's
+// future, nil when nothing was sent.
+func (r *Router) publishJournal() jetstream.PubAckFuture {
 	n := r.jbatch.Len()
 	if n == 0 {
-		return
+		return nil
 	}
 	m := nats.NewMsg(r.journal)
 	m.Data = r.jbatch.Take()
 	m.Header.Set(schemas.HeaderContentType, schemas.ContentMsgpack)
 	m.Header.Set(routing.HeaderJournalInputs, strconv.Itoa(n))
-	if _, err := r.sh.JS.PublishMsgAsync(m); err != nil {
+	fut, err := r.sh.JS.PublishMsgAsync(m)
+	if err != nil {
 		r.sh.Log.Warn("journal batch not published", "inputs", n, "err", err)
 		r.sh.Metrics.GetOrCreateCounter(`switchyard_router_journal_errors_total`).Inc()
+		return nil
 	}
+	r.sh.Metrics.GetOrCreateCounter(`switchyard_router_journal_messages_total`).Inc()
+	return fut
 }
 
 // consume pulls admitted work while ctx (leadership) lasts. When it ends,

@@ -1,6 +1,7 @@
 package svc
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"testing"
@@ -9,6 +10,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchyard-ai/switchyard/internal/bus/bustest"
+	"github.com/switchyard-ai/switchyard/internal/placement"
+	"github.com/switchyard-ai/switchyard/internal/routing"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/subjects"
 )
@@ -143,4 +146,98 @@ func TestDecodeEventsRejectsGarbage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// placementEvent is a router placement event as the router emits it: the
+// pick's breakdown and its three best candidates'.
+func placementEvent() schemas.Event {
+	t := placement.Terms{QueueSeconds: 0.1, PrefillSeconds: 0.02, DecodeSeconds: 0.01, CompletionSeconds: 0.13, SlackSeconds: 4.2,
+		ValueOfTime: 0.001, DelayValue: 0.001, WorkflowFactor: 1, PMiss: 0.01, TimeUSD: 0.0001, GPUUSD: 0.00002, TotalUSD: 0.00013, Blocks: 1}
+	cands := []routing.Candidate{{Worker: "w1-h100", GPU: "h100", Terms: t}, {Worker: "w2-h100", GPU: "h100", Terms: t}, {Worker: "w3-a100", GPU: "a100", Terms: t}}
+	return schemas.Event{V: schemas.Version, At: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC), Service: "router", Kind: "placed",
+		RequestID: "r1", Tenant: "acme", WorkerID: "w1-h100", Reason: "switchyard",
+		Fields: map[string]any{"terms": t, "candidates": cands, "rejected": 0, "considered": 4, "class": "interactive", "queue_ms": int64(3)}}
+}
+
+// An event reads back the same whichever encoder wrote it.
+func TestMarshalEventDecodesLikeSchemasMarshal(t *testing.T) {
+	ev := placementEvent()
+	var buf bytes.Buffer
+	if err := newEventEncoder(&buf).Encode(&ev); err != nil {
+		t.Fatal(err)
+	}
+	fast := buf.Bytes()
+	slow, err := schemas.Marshal(schemas.Msgpack, ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := map[string][]string{schemas.HeaderContentType: {schemas.ContentMsgpack}}
+	a, errA := DecodeEvents(h, fast)
+	b, errB := DecodeEvents(h, slow)
+	if errA != nil || errB != nil || len(a) != 1 || len(b) != 1 {
+		t.Fatalf("decode: %v %v", errA, errB)
+	}
+	if !a[0].At.Equal(b[0].At) {
+		t.Fatalf("at %v vs %v", a[0].At, b[0].At)
+	}
+	a[0].At, b[0].At = ev.At, ev.At
+	// Zero fields are written now, so a decoded breakdown may hold them
+	// where the omit-empty encoding left them out; every value the
+	// omit-empty encoding kept must read back the same.
+	if !containsAll(a[0].Fields, b[0].Fields) || a[0].RequestID != b[0].RequestID || a[0].Kind != b[0].Kind {
+		t.Fatalf("decoded differently:\n fast %+v\n slow %+v", a[0], b[0])
+	}
+}
+
+// containsAll reports whether got holds every value of want, recursively,
+// where absent from want means zero.
+func containsAll(got, want any) bool {
+	switch w := want.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok {
+			return false
+		}
+		for k, v := range w {
+			if !containsAll(g[k], v) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		g, ok := got.([]any)
+		if !ok || len(g) != len(w) {
+			return false
+		}
+		for i := range w {
+			if !containsAll(g[i], w[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return fmt.Sprint(got) == fmt.Sprint(want)
+}
+
+func BenchmarkMarshalEvent(b *testing.B) {
+	ev := placementEvent()
+	b.Run("schemas.Marshal", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := schemas.Marshal(schemas.Msgpack, ev); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("batch encoder", func(b *testing.B) {
+		b.ReportAllocs()
+		var buf bytes.Buffer
+		enc := newEventEncoder(&buf)
+		for b.Loop() {
+			buf.Reset()
+			if err := enc.Encode(&ev); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

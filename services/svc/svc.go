@@ -74,10 +74,19 @@ func New(service, instance string, nc *nats.Conn, log *slog.Logger) (*Shell, err
 	}, nil
 }
 
-// Encode marshals v as msgpack into a message for subject with the
-// Content-Type header set; msgID, when set, becomes Nats-Msg-Id.
+// Encode marshals v in format f into a message for subject with the
+// Content-Type header set; msgID, when set, becomes Nats-Msg-Id. msgpack
+// leaves out only the fields tagged omitempty, as JSON does, rather than
+// every empty field: that mode costs a reflective walk and allocations
+// per struct written, about half of encoding a dispatch.
 func Encode(subject string, f schemas.Format, v any, msgID string) (*nats.Msg, error) {
-	data, err := schemas.Marshal(f, v)
+	var data []byte
+	var err error
+	if f == schemas.Msgpack {
+		data, err = marshalTagged(v)
+	} else {
+		data, err = schemas.Marshal(f, v)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -173,12 +182,10 @@ func (s *Shell) Emit(ev schemas.Event) {
 		ev.Fields = map[string]any{}
 	}
 	ev.Fields["instance"] = s.Instance
-	data, err := schemas.Marshal(schemas.Msgpack, ev)
-	if err != nil {
+	if err := s.addEvent(subjects.Event(s.Service, ev.Kind), &ev); err != nil {
 		s.Log.Error("encode event", "kind", ev.Kind, "err", err)
 		return
 	}
-	s.addEvent(subjects.Event(s.Service, ev.Kind), data)
 	s.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_events_total{service=%q,kind=%q}`, s.Service, ev.Kind)).Inc()
 }
 
