@@ -340,6 +340,14 @@ const (
 //   - Pure LIFO (newest first always): 8× 0.945, 12× 0.831 — EDF is the
 //     better order while a class keeps up.
 //   - Critical kept in EDF, LIFO below it: 12× 0.813, critical 0.862.
+//     LIFO only in critical and interactive: the inversion moves down a
+//     class (10× 0.773: standard 0.256, batch 0.986); LIFO in all but batch:
+//     10× 0.859, 12× 0.783 — every class in EDF order had the same domino.
+//   - Reserving, for the oldest critical request blocked for KV, the
+//     would-preempt worker with the most free KV (lower classes excluded
+//     from it until that request leaves the queue; simulator only, with
+//     adaptive LIFO): critical 10× 0.915 → 0.940, 12× 0.924 → 0.931, but
+//     overall 8× 0.953 → 0.926, 10× 0.896 → 0.862.
 //   - maxBlocked 64 instead of 16: 12× 0.696 (interactive 0.839, standard
 //     0.336); with adaptive LIFO 12× 0.856 but critical 0.898: more blocked
 //     offers per pass place more work of every class, and critical's large
