@@ -339,6 +339,8 @@ const (
 //     critical 0.914 → 0.886).
 //   - Pure LIFO (newest first always): 8× 0.945, 12× 0.831 — EDF is the
 //     better order while a class keeps up.
+//   - A threshold per class at its first-token base (1/2/5/30 s): 10×
+//     0.893, 12× 0.831, critical 0.916 / 0.901 — no better than one second.
 //   - Critical kept in EDF, LIFO below it: 12× 0.813, critical 0.862.
 //     LIFO only in critical and interactive: the inversion moves down a
 //     class (10× 0.773: standard 0.256, batch 0.986); LIFO in all but batch:
