@@ -224,6 +224,15 @@ type Heartbeat struct {
 	// counts only a request's own class and higher as work ahead of it; a
 	// heartbeat without it is read as all of QueuedTokens ahead of everyone.
 	QueuedTokensByClass map[string]int `json:"queued_tokens_by_class,omitempty"`
+	// KVBlocksByClass splits the KV blocks in use (KVBlocksTotal −
+	// KVBlocksFree) by the class of the running sequences holding them; a
+	// block several sequences share counts once, under the highest class
+	// among them, since only preempting all of them frees it. The engine
+	// preempts strictly lower classes for a waiting sequence, so the router
+	// counts lower classes' blocks as reclaimable by a higher one; a
+	// heartbeat without it is read as every used block held by the highest
+	// class (nothing reclaimable).
+	KVBlocksByClass map[string]int `json:"kv_blocks_by_class,omitempty"`
 }
 
 // KV event kinds.

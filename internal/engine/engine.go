@@ -154,9 +154,16 @@ type State struct {
 	// Prefill is served in class order, so a placement predicting a
 	// request's queue counts only its own class and higher.
 	QueuedTokensByPriority [NumPriorities]int
-	MaxBatch               int
-	TokenBudget            int
-	SpecDecode             bool
+	// KVBlocksByPriority splits the blocks in use (KVBlocksTotal −
+	// KVBlocksFree) by the Sequence.Priority of the running sequences
+	// holding them; a shared prefix block counts once, under the highest
+	// class (lowest rank) holding it, because it is freed only when every
+	// holder is preempted. A waiting sequence preempts strictly lower
+	// classes, so blocks of ranks above its own are what it can reclaim.
+	KVBlocksByPriority [NumPriorities]int
+	MaxBatch           int
+	TokenBudget        int
+	SpecDecode         bool
 	// TokensPerSec and Utilization are exponentially decayed over ~10 s of
 	// engine time (output tokens per second; busy fraction).
 	TokensPerSec float64
@@ -395,8 +402,19 @@ func priorityIndex(p int) int { return min(max(p, 0), NumPriorities-1) }
 // and allocating it only when nil and needed, so a caller heartbeating
 // often can reuse one map.
 func (st *State) ClassMap(m map[string]int) map[string]int {
+	return classMap(m, &st.QueuedTokensByPriority)
+}
+
+// KVClassMap writes the State's nonzero KVBlocksByPriority into m keyed by
+// class name (schemas.Heartbeat.KVBlocksByClass), reusing m as ClassMap
+// does.
+func (st *State) KVClassMap(m map[string]int) map[string]int {
+	return classMap(m, &st.KVBlocksByPriority)
+}
+
+func classMap(m map[string]int, byRank *[NumPriorities]int) map[string]int {
 	clear(m)
-	for rank, n := range st.QueuedTokensByPriority {
+	for rank, n := range byRank {
 		if n == 0 {
 			continue
 		}
@@ -431,6 +449,7 @@ func (e *Engine) State() State {
 		st.QueuedTokens += s.total()
 		st.QueuedTokensByPriority[priorityIndex(s.Priority)] += s.total()
 	}
+	e.countBlocksByPriority(&st.KVBlocksByPriority)
 	if e.emaTime > 0 {
 		st.TokensPerSec = e.emaTokens / e.emaTime
 		st.Utilization = e.emaBusy / e.emaTime
@@ -439,6 +458,38 @@ func (e *Engine) State() State {
 		st.ReadyAt = e.loadUntil
 	}
 	return st
+}
+
+// countBlocksByPriority attributes every block the running sequences hold
+// to the highest class holding it: classes are visited from the highest
+// down, and a shared block already counted by an earlier class is marked
+// seen. Only running sequences hold blocks (a preempted or not yet admitted
+// one holds none), so the counts sum to the blocks in use. It is
+// O(running + blocks held) and does not allocate.
+func (e *Engine) countBlocksByPriority(byRank *[NumPriorities]int) {
+	e.kv.census++
+	if e.kv.census == 0 { // wrapped: clear stale marks that could now match
+		for i := range e.kv.nodes {
+			e.kv.nodes[i].seen = 0
+		}
+		e.kv.census = 1
+	}
+	for rank := range NumPriorities {
+		n := 0
+		for _, s := range e.running {
+			if priorityIndex(s.Priority) != rank {
+				continue
+			}
+			n += s.private
+			for _, i := range s.hashed {
+				if node := &e.kv.nodes[i]; node.seen != e.kv.census {
+					node.seen = e.kv.census
+					n++
+				}
+			}
+		}
+		byRank[rank] = n
+	}
 }
 
 // ensure grows s's blocks to hold n tokens. Leading full prompt blocks are

@@ -507,3 +507,97 @@ func TestClassMap(t *testing.T) {
 		t.Errorf("nothing queued allocated %v", m3)
 	}
 }
+
+// TestStateSplitsKVBlocksByPriority: blocks in use are split by the class
+// of the running sequences holding them, a prefix block shared by two
+// classes counting once, under the higher, since preempting only the lower
+// holder would not free it.
+func TestStateSplitsKVBlocksByPriority(t *testing.T) {
+	e := newEngine(t, Config{})
+	for _, s := range []struct {
+		id     string
+		seed   uint64
+		prio   int
+		prompt int
+	}{
+		{"crit", 3, 0, 160},  // 10 blocks of its own
+		{"std", 1, 2, 400},   // 25 blocks...
+		{"batch", 1, 3, 400}, // ...the same 25: its prompt is std's
+	} {
+		q := seqOf(s.id, s.seed, s.prompt, 50)
+		q.Priority = s.prio
+		if err := e.Add(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := e.State().KVBlocksByPriority; got != [NumPriorities]int{} {
+		t.Fatalf("nothing admitted yet, got %v", got)
+	}
+	now := t0
+	for step, want := range [][NumPriorities]int{
+		// Whole prompts in one step: batch finds std's blocks cached.
+		{10, 0, 25, 0},
+		// The first decode of each needs one private block past its prompt.
+		{11, 0, 26, 1},
+	} {
+		now = now.Add(e.Step(now).Duration)
+		st := e.State()
+		if st.KVBlocksByPriority != want {
+			t.Errorf("after step %d: %v, want %v", step+1, st.KVBlocksByPriority, want)
+		}
+		sum := 0
+		for _, n := range st.KVBlocksByPriority {
+			sum += n
+		}
+		if used := st.KVBlocksTotal - st.KVBlocksFree; sum != used {
+			t.Errorf("after step %d: per-class blocks sum to %d, %d in use", step+1, sum, used)
+		}
+	}
+	// Counting twice gives the same answer: marks from the last count do
+	// not leak into the next.
+	if a, b := e.State().KVBlocksByPriority, e.State().KVBlocksByPriority; a != b {
+		t.Errorf("repeated counts differ: %v then %v", a, b)
+	}
+	e.Cancel("std")
+	if got, want := e.State().KVBlocksByPriority, [NumPriorities]int{11, 0, 0, 26}; got != want {
+		t.Errorf("after std left, the shared prefix is batch's alone: %v, want %v", got, want)
+	}
+}
+
+// TestKVBlocksCensusWraps: the census counter wrapping to zero must not
+// make blocks look counted already — a new node's mark is zero.
+func TestKVBlocksCensusWraps(t *testing.T) {
+	e := newEngine(t, Config{})
+	if err := e.Add(seqOf("a", 1, 320, 50)); err != nil {
+		t.Fatal(err)
+	}
+	e.Step(t0)
+	want := e.State().KVBlocksByPriority
+	if want[0] == 0 {
+		t.Fatal("nothing held to count")
+	}
+	for i := range e.kv.nodes {
+		e.kv.nodes[i].seen = 0 // as if allocated since the last count
+	}
+	e.kv.census = ^uint32(0)
+	for range 3 {
+		if got := e.State().KVBlocksByPriority; got != want {
+			t.Fatalf("census %d: %v, want %v", e.kv.census, got, want)
+		}
+	}
+}
+
+func TestKVClassMap(t *testing.T) {
+	st := State{KVBlocksByPriority: [NumPriorities]int{0, 4, 0, 9}, QueuedTokensByPriority: [NumPriorities]int{1, 0, 0, 0}}
+	m := st.KVClassMap(nil)
+	if want := map[string]int{schemas.PriorityInteractive: 4, schemas.PriorityBatch: 9}; !reflect.DeepEqual(m, want) {
+		t.Errorf("got %v, want %v", m, want)
+	}
+	st.KVBlocksByPriority = [NumPriorities]int{2, 0, 0, 0}
+	if m2 := st.KVClassMap(m); !reflect.DeepEqual(m2, map[string]int{schemas.PriorityCritical: 2}) {
+		t.Errorf("reused map: got %v", m2)
+	}
+	if m3 := (&State{}).KVClassMap(nil); m3 != nil {
+		t.Errorf("nothing held allocated %v", m3)
+	}
+}

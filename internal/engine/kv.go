@@ -19,12 +19,18 @@ type kvPool struct {
 	lruLen    int
 
 	stored, evicted []uint64 // events since the last drain
+
+	census uint32 // bumped by each count of blocks by class (kvNode.seen)
 }
 
 type kvNode struct {
 	hash       uint64
 	ref        int32
 	prev, next int32
+	// seen is the pool's census number when State last counted the block,
+	// so a block several sequences share is counted once (it fits the
+	// struct's padding: the node stays 24 bytes).
+	seen uint32
 }
 
 const nilNode int32 = -1

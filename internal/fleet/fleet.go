@@ -103,9 +103,14 @@ type Worker struct {
 	// from the heartbeat's QueuedTokensByClass; tokens a heartbeat does not
 	// attribute to a known class count as critical.
 	QueuedByClass [NumClasses]int
-	Draining      bool
-	PricePerHour  float64
-	Simulated     bool
+	// KVByClass splits the KV blocks in use (KVBlocksTotal − KVBlocksFree)
+	// by the class rank of the running sequences holding them, from the
+	// heartbeat's KVBlocksByClass; blocks it does not attribute to a known
+	// class count as critical, which no request can reclaim.
+	KVByClass    [NumClasses]int
+	Draining     bool
+	PricePerHour float64
+	Simulated    bool
 
 	// LastSeen is the router's receive time of the last heartbeat; zero
 	// until the first one, so a worker known only from KV events is never
@@ -133,6 +138,19 @@ func (w *Worker) Fresh(now time.Time, staleness time.Duration) bool {
 
 // FreeBlocks is the worker's free KV blocks net of bookings.
 func (w *Worker) FreeBlocks() int { return w.KVBlocksFree - w.BookedBlocks }
+
+// LowerClassBlocks is the KV blocks held by classes of rank above rank
+// (strictly lower priority): what the engine would preempt for a waiting
+// sequence of that rank. Bookings are not in it: FreeBlocks already
+// charges them, so FreeBlocks()+LowerClassBlocks(rank) is what a request
+// of that rank can have, net of bookings.
+func (w *Worker) LowerClassBlocks(rank int) int {
+	n := 0
+	for k := max(rank+1, 0); k < NumClasses; k++ {
+		n += w.KVByClass[k]
+	}
+	return n
+}
 
 // Model returns the residency of model on w (dtype "" matches any), or
 // ok=false when the worker does not list it.
@@ -321,6 +339,17 @@ func (f *Fleet) ApplyHeartbeat(hb *schemas.Heartbeat, now time.Time) (needSnapsh
 		// An older worker (no split) or an inconsistent one: whatever is
 		// not attributed is ahead of everyone, as it was before the split.
 		w.QueuedByClass[0] += rest
+	}
+	w.KVByClass = [NumClasses]int{}
+	held := 0
+	for class, n := range hb.KVBlocksByClass {
+		w.KVByClass[classRank(class)] += n
+		held += n
+	}
+	if rest := hb.KVBlocksTotal - hb.KVBlocksFree - held; rest > 0 {
+		// An older worker (no split) or an inconsistent one: blocks not
+		// attributed are held by the highest class, which nobody preempts.
+		w.KVByClass[0] += rest
 	}
 	w.Draining = hb.Draining
 	w.PricePerHour = hb.PricePerHour

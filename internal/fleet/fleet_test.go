@@ -181,6 +181,42 @@ func TestQueuedTokensByClass(t *testing.T) {
 	}
 }
 
+func TestKVBlocksByClass(t *testing.T) {
+	// hb's worker has 400 of its 1000 blocks in use.
+	for _, tc := range []struct {
+		name    string
+		byClass map[string]int
+		want    [NumClasses]int
+		// lower is LowerClassBlocks by the requesting class's rank.
+		lower [NumClasses]int
+	}{
+		{"split", map[string]int{schemas.PriorityCritical: 50, schemas.PriorityStandard: 150, schemas.PriorityBatch: 200},
+			[NumClasses]int{50, 0, 150, 200}, [NumClasses]int{350, 350, 200, 0}},
+		// A worker that does not split its blocks: nothing is reclaimable.
+		{"no split", nil, [NumClasses]int{400, 0, 0, 0}, [NumClasses]int{}},
+		{"unknown class", map[string]int{"gold": 100, schemas.PriorityBatch: 300}, [NumClasses]int{100, 0, 0, 300}, [NumClasses]int{300, 300, 300, 0}},
+		{"unattributed rest", map[string]int{schemas.PriorityInteractive: 100}, [NumClasses]int{300, 100, 0, 0}, [NumClasses]int{100, 0, 0, 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := New(Options{})
+			h := hb("a")
+			h.KVBlocksByClass = map[string]int{schemas.PriorityBatch: 400}
+			f.ApplyHeartbeat(h, t0) // the next heartbeat must replace, not add to, this split
+			h.KVBlocksByClass = tc.byClass
+			f.ApplyHeartbeat(h, t0.Add(time.Second))
+			w := f.Get("a")
+			if w.KVByClass != tc.want {
+				t.Errorf("KVByClass %v, want %v", w.KVByClass, tc.want)
+			}
+			for rank, want := range tc.lower {
+				if got := w.LowerClassBlocks(rank); got != want {
+					t.Errorf("LowerClassBlocks(%d) = %d, want %d", rank, got, want)
+				}
+			}
+		})
+	}
+}
+
 func TestRemoveDropsPrefixAndBookings(t *testing.T) {
 	f := New(Options{})
 	f.ApplyHeartbeat(hb("a"), t0)

@@ -196,6 +196,7 @@ type simWorker struct {
 	busyGPU  float64
 	hb       schemas.Heartbeat
 	byClass  map[string]int // hb.QueuedTokensByClass, reused
+	kvClass  map[string]int // hb.KVBlocksByClass, reused
 	models   [1]schemas.ModelState
 	kv       schemas.KVEvent
 }
@@ -608,13 +609,14 @@ func (r *runner) heartbeat(w *simWorker) {
 	w.models[0] = schemas.ModelState{Name: w.rep.Model.Name, Dtype: w.rep.Dtype, State: s.Weights, LoadSeconds: w.rep.LoadSeconds(schemas.WeightCold)}
 	// One map per worker, refilled each heartbeat: the fleet copies it.
 	w.byClass = s.ClassMap(w.byClass)
+	w.kvClass = s.KVClassMap(w.kvClass)
 	w.hb = schemas.Heartbeat{
 		WorkerID: w.id, Pool: w.pool, GPU: g.Name, Arch: g.Arch, Simulated: true, Backend: "sim", TP: w.rep.TP,
 		HBMTotalBytes: total, HBMFreeBytes: total - min(total, used),
 		KVBlocksTotal: s.KVBlocksTotal, KVBlocksFree: s.KVBlocksFree, BlockSize: tokens.BlockSize,
 		Utilization: s.Utilization, Models: w.models[:],
 		Running: s.Running, Waiting: s.Waiting, QueuedTokens: s.QueuedTokens, MaxBatch: s.MaxBatch, QueuedTokensByClass: w.byClass,
-		TokensPerSec: s.TokensPerSec, SpecDecode: s.SpecDecode,
+		KVBlocksByClass: w.kvClass, TokensPerSec: s.TokensPerSec, SpecDecode: s.SpecDecode,
 		KVSeq: w.kvSeq, Seq: w.hbSeq, SentAt: at(r.now), PricePerHour: w.rep.PricePerHour(),
 		CompletedTotal: w.done,
 		Draining:       r.as != nil && r.as.draining(w.idx),

@@ -581,7 +581,7 @@ func (w *Worker) Heartbeat() schemas.Heartbeat {
 		KVBlocksTotal: st.KVBlocksTotal, KVBlocksFree: st.KVBlocksFree, BlockSize: 16,
 		Utilization: st.Utilization,
 		Models:      []schemas.ModelState{{Name: w.replica.Model.Name, Dtype: w.cfg.Dtype, State: st.Weights, LoadSeconds: w.replica.LoadSeconds(schemas.WeightCold)}},
-		Running:     st.Running, Waiting: st.Waiting, QueuedTokens: st.QueuedTokens, MaxBatch: st.MaxBatch, QueuedTokensByClass: st.ClassMap(nil),
+		Running:     st.Running, Waiting: st.Waiting, QueuedTokens: st.QueuedTokens, MaxBatch: st.MaxBatch, QueuedTokensByClass: st.ClassMap(nil), KVBlocksByClass: st.KVClassMap(nil),
 		TokensPerSec: st.TokensPerSec, SpecDecode: st.SpecDecode, Draining: w.draining,
 		KVSeq: w.kvSeq, Seq: w.hbSeq, SentAt: w.sh.Now(), PricePerHour: w.replica.PricePerHour(),
 		CompletedTotal: w.done, ErrorsTotal: w.errs,
