@@ -51,6 +51,7 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	asWarmth := fs.Bool("autoscale-warmth", false, "autoscale: also apply the controller's sleep/wake/unload decisions")
 	asDownWindow := fs.Duration("scale-down-window", 0, "autoscale: scale-down stabilization window (0: the controller's default, 4 lead times)")
 	asHeadroom := fs.Float64("headroom-z", 0, "autoscale: arrival-noise headroom in Poisson standard deviations (0: the controller's default; negative: none)")
+	asHeadroomAll := fs.Bool("headroom-all", false, "autoscale: buy burst and noise headroom for every class, not only the high classes' share of the traffic")
 	asDamping := fs.Float64("trend-damping", 0, "autoscale: forecast trend damping per interval (0: the controller's default; 1: undamped)")
 	fs.SetOutput(stdout)
 	if err := fs.Parse(args); err != nil {
@@ -133,6 +134,7 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 					c.Autoscale.Control.TargetUtilization = *asUtil
 					c.Autoscale.Control.DownWindow = *asDownWindow
 					c.Autoscale.Control.HeadroomZ = *asHeadroom
+					c.Autoscale.Control.HeadroomForAll = *asHeadroomAll
 					c.Autoscale.Control.TrendDamping = *asDamping
 				}
 				if err == nil {

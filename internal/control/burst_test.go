@@ -191,3 +191,47 @@ func TestMissesCalibrateCapacityAndItRecovers(t *testing.T) {
 		t.Errorf("capacity after an hour of met SLOs %.2f, want near the model's %.2f", back, model0)
 	}
 }
+
+// TestHeadroomOnlyForTheHighClasses: the same bursts, once with the high
+// classes a third of the traffic and once with HeadroomForAll. Burst
+// headroom is bought for the high classes' share only, so the first fleet
+// peaks lower — but never below what the mean forecast needs.
+func TestHeadroomOnlyForTheHighClasses(t *testing.T) {
+	slo := map[string]Attainment{
+		schemas.PriorityCritical: {Met: 10, Total: 10}, schemas.PriorityInteractive: {Met: 20, Total: 20},
+		schemas.PriorityStandard: {Met: 40, Total: 40}, schemas.PriorityBatch: {Met: 20, Total: 30},
+	}
+	peak := func(all bool) (peak, floor int) {
+		c := newCtl(t, Pool{GPU: "h100", Model: model, Min: 1, Max: 32}, func(cfg *Config) { cfg.HeadroomForAll = all })
+		capa := Capacity(c.pools[0].rep, Mix{PromptTokens: 2048, OutputTokens: 28}, c.cfg.ITLTarget)
+		f := &fleet{n: 1}
+		now := t0
+		floor = 1 << 30
+		// 10 s at 6 replicas' capacity every 2 minutes, a quarter of a
+		// replica between: the mean is about 0.7 replicas.
+		for i := 0; i < 20*30; i++ {
+			rate := 0.25 * capa
+			if (i*2)%120 >= 110 {
+				rate = 6 * capa
+			}
+			now = now.Add(c.cfg.Interval)
+			f.serve(rate, c.cfg.Interval)
+			d := c.Decide(Inputs{Now: now, Workers: f.heartbeats(0, 0), Mix: Mix{PromptTokens: 2048, OutputTokens: 28}, SLO: slo})
+			f.resize(d.Replicas[0].Desired)
+			peak = max(peak, f.n)
+			if i > 5*30 {
+				floor = min(floor, f.n)
+			}
+		}
+		return peak, floor
+	}
+	highPeak, highFloor := peak(false)
+	allPeak, _ := peak(true)
+	if highPeak >= allPeak {
+		t.Errorf("peak fleet %d with headroom for a third of the traffic, %d for all of it: want fewer", highPeak, allPeak)
+	}
+	if highFloor < 1 {
+		t.Errorf("fleet fell to %d between bursts", highFloor)
+	}
+	t.Logf("peak replicas: %d (headroom for the high classes' 33%%), %d (for all)", highPeak, allPeak)
+}

@@ -93,6 +93,10 @@ type Config struct {
 	// HighClasses are the classes held to SLOTarget (default critical and
 	// interactive).
 	HighClasses []string
+	// HeadroomForAll buys burst and noise headroom for every class's
+	// arrivals rather than only the HighClasses' share of them (the
+	// default), trading GPU-hours for lower classes' attainment in bursts.
+	HeadroomForAll bool
 
 	// Damping. UpCooldown is the least time between two scale-ups (default
 	// 10 s); DownCooldown the least time after any change before a

@@ -126,9 +126,16 @@ func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, q
 	}
 	capU := Capacity(ps.rep, in.Mix, c.cfg.ITLTarget) * c.cfg.TargetUtilization * ps.calib
 	backlog := queued + float64(waiting)
-	raw := ceilDiv(max(planQ, burst)+backlog/c.cfg.DrainTarget.Seconds(), capU)
-	why := fmt.Sprintf("arrivals %.2f/s (forecast %.2f/s at +%.0fs, the cold-load time %.1fs plus one interval; %.2f/s with Poisson headroom over %s; bursts of the last lead time need %.2f/s to queue at most %s), backlog %.0f, capacity %.2f req/s per replica at %.0f%% of modelled (%.2f of it after SLO misses)",
-		rate, plan, lead, loadS, planQ, c.cfg.BurstWindow, burst, c.cfg.QueueBudget, backlog, capU, c.cfg.TargetUtilization*100, ps.calib)
+	// Headroom — the Poisson quantile and the burst rate — is bought only
+	// for the share of traffic held to the SLO: the lower classes' latency
+	// budgets (seconds to minutes) absorb a burst in the router's class
+	// queue, which serves the high classes first, so for them the mean
+	// forecast is enough.
+	share := c.highShare(in.SLO)
+	need := share*max(planQ, burst) + (1-share)*plan
+	raw := ceilDiv(need+backlog/c.cfg.DrainTarget.Seconds(), capU)
+	why := fmt.Sprintf("arrivals %.2f/s (forecast %.2f/s at +%.0fs, the cold-load time %.1fs plus one interval; %.2f/s with Poisson headroom over %s; bursts of the last lead time need %.2f/s to queue at most %s; headroom for the %.0f%% of traffic in %v), backlog %.0f, capacity %.2f req/s per replica at %.0f%% of modelled (%.2f of it after SLO misses)",
+		rate, plan, lead, loadS, planQ, c.cfg.BurstWindow, burst, c.cfg.QueueBudget, share*100, c.cfg.HighClasses, backlog, capU, c.cfg.TargetUtilization*100, ps.calib)
 	if load > 0 && raw < 1 {
 		raw = 1
 	}
@@ -255,6 +262,23 @@ func (c *Controller) stabilized(ps *poolState, now time.Time) (int, time.Duratio
 		return 1, c.cfg.ZeroWindow
 	}
 	return 0, c.cfg.ZeroWindow
+}
+
+// highShare is the high classes' share of the results judged in the SLO
+// window; 1 (plan headroom for everything) until MinSLOSamples results
+// have been seen, or with HeadroomForAll set.
+func (c *Controller) highShare(slo map[string]Attainment) float64 {
+	if c.cfg.HeadroomForAll {
+		return 1
+	}
+	all := 0
+	for _, a := range slo {
+		all += a.Total
+	}
+	if all < c.cfg.MinSLOSamples || all == 0 {
+		return 1
+	}
+	return float64(c.highAttainment(slo).Total) / float64(all)
 }
 
 // minCalibration bounds how far SLO misses may cut the planned capacity of
