@@ -52,9 +52,14 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	asDownWindow := fs.Duration("scale-down-window", 0, "autoscale: scale-down stabilization window (0: the controller's default, 4 lead times)")
 	asHeadroom := fs.Float64("headroom-z", 0, "autoscale: arrival-noise headroom in Poisson standard deviations (0: the controller's default; negative: none)")
 	asHeadroomAll := fs.Bool("headroom-all", false, "autoscale: buy burst and noise headroom for every class, not only the high classes' share of the traffic")
+	asPlanFor := fs.String("autoscale-for", "all", "autoscale: size the fleet to serve all classes, or only the high classes (critical, interactive) with the rest on spare capacity: all|high")
 	asDamping := fs.Float64("trend-damping", 0, "autoscale: forecast trend damping per interval (0: the controller's default; 1: undamped)")
 	fs.SetOutput(stdout)
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	highOnly, err := planHighOnly(*asPlanFor)
+	if err != nil {
 		return err
 	}
 	specs, err := sim.ParseGPUs(*gpus)
@@ -135,6 +140,7 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 					c.Autoscale.Control.DownWindow = *asDownWindow
 					c.Autoscale.Control.HeadroomZ = *asHeadroom
 					c.Autoscale.Control.HeadroomForAll = *asHeadroomAll
+					c.Autoscale.Control.PlanHighOnly = highOnly
 					c.Autoscale.Control.TrendDamping = *asDamping
 				}
 				if err == nil {
@@ -284,4 +290,16 @@ func printTable(w io.Writer, rs []*sim.Result) {
 			r.TTFTP50ms, r.TTFTP90ms, r.TTFTP99ms, r.ITLP50ms, r.ITLP99ms, r.PrefixHitRate, r.Shed, r.Failed, r.WastedGPUSeconds, r.WallSeconds)
 	}
 	tw.Flush()
+}
+
+// planHighOnly reads --autoscale-for: which classes the autoscaler sizes
+// the fleet to serve.
+func planHighOnly(v string) (bool, error) {
+	switch v {
+	case "", "all":
+		return false, nil
+	case "high":
+		return true, nil
+	}
+	return false, fmt.Errorf("--autoscale-for %q: want all or high", v)
 }

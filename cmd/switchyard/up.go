@@ -71,6 +71,7 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 	asMin := fs.Int("autoscale-min", 1, "autoscale: fewest workers per pool")
 	asMax := fs.Int("autoscale-max", 0, "autoscale: most workers per pool (0 = twice the starting fleet, at least 4)")
 	targetUtil := fs.Float64("target-utilization", 0, "autoscale: share of a replica's modelled capacity the controller plans to use (0 = the controller's default)")
+	planFor := fs.String("autoscale-for", "all", "autoscale: size the fleet to serve all classes, or only the high classes (critical, interactive) with the rest on spare capacity: all|high")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -88,6 +89,11 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 	if *autoscale {
 		cfg.Control = &stack.ControlConfig{Min: *asMin, Max: *asMax}
 		cfg.Control.Control.TargetUtilization = *targetUtil
+		highOnly, err := planHighOnly(*planFor)
+		if err != nil {
+			return err
+		}
+		cfg.Control.Control.PlanHighOnly = highOnly
 	}
 	st, err := stack.Start(ctx, cfg)
 	if err != nil {

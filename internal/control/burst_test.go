@@ -201,8 +201,8 @@ func TestHeadroomOnlyForTheHighClasses(t *testing.T) {
 		schemas.PriorityCritical: {Met: 10, Total: 10}, schemas.PriorityInteractive: {Met: 20, Total: 20},
 		schemas.PriorityStandard: {Met: 40, Total: 40}, schemas.PriorityBatch: {Met: 20, Total: 30},
 	}
-	peak := func(all bool) (peak, floor int) {
-		c := newCtl(t, Pool{GPU: "h100", Model: model, Min: 1, Max: 32}, func(cfg *Config) { cfg.HeadroomForAll = all })
+	peak := func(all, highOnly bool) (peak, floor int) {
+		c := newCtl(t, Pool{GPU: "h100", Model: model, Min: 1, Max: 32}, func(cfg *Config) { cfg.HeadroomForAll, cfg.PlanHighOnly = all, highOnly })
 		capa := Capacity(c.pools[0].rep, Mix{PromptTokens: 2048, OutputTokens: 28}, c.cfg.ITLTarget)
 		f := &fleet{n: 1}
 		now := t0
@@ -225,13 +225,18 @@ func TestHeadroomOnlyForTheHighClasses(t *testing.T) {
 		}
 		return peak, floor
 	}
-	highPeak, highFloor := peak(false)
-	allPeak, _ := peak(true)
+	highPeak, highFloor := peak(false, false)
+	allPeak, _ := peak(true, false)
+	onlyPeak, onlyFloor := peak(false, true)
 	if highPeak >= allPeak {
 		t.Errorf("peak fleet %d with headroom for a third of the traffic, %d for all of it: want fewer", highPeak, allPeak)
 	}
-	if highFloor < 1 {
-		t.Errorf("fleet fell to %d between bursts", highFloor)
+	// Sized for the high third alone, the fleet is smaller still.
+	if onlyPeak >= highPeak {
+		t.Errorf("peak fleet %d planned for the high classes only, %d planned for all with their headroom: want fewer", onlyPeak, highPeak)
 	}
-	t.Logf("peak replicas: %d (headroom for the high classes' 33%%), %d (for all)", highPeak, allPeak)
+	if highFloor < 1 || onlyFloor < 1 {
+		t.Errorf("fleet fell to %d / %d between bursts", highFloor, onlyFloor)
+	}
+	t.Logf("peak replicas: %d (headroom for the high classes' 33%%), %d (for all), %d (planned for the high classes only)", highPeak, allPeak, onlyPeak)
 }

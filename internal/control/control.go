@@ -97,6 +97,12 @@ type Config struct {
 	// arrivals rather than only the HighClasses' share of them (the
 	// default), trading GPU-hours for lower classes' attainment in bursts.
 	HeadroomForAll bool
+	// PlanHighOnly sizes pools for the HighClasses' share of the traffic
+	// alone: the lower classes run on whatever capacity that leaves and are
+	// shed by admission when there is none — the cheapest fleet that holds
+	// the SLO, as a fixed fleet sized for the high classes does. Off by
+	// default: the fleet is sized to serve every class.
+	PlanHighOnly bool
 
 	// Damping. UpCooldown is the least time between two scale-ups (default
 	// 10 s); DownCooldown the least time after any change before a

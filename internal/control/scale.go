@@ -133,6 +133,11 @@ func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, q
 	// forecast is enough.
 	share := c.highShare(in.SLO)
 	need := share*max(planQ, burst) + (1-share)*plan
+	if c.cfg.PlanHighOnly {
+		// The lower classes' arrivals and backlog are not planned for:
+		// only the high classes' share of them.
+		need, backlog = share*max(planQ, burst), share*backlog
+	}
 	raw := ceilDiv(need+backlog/c.cfg.DrainTarget.Seconds(), capU)
 	why := fmt.Sprintf("arrivals %.2f/s (forecast %.2f/s at +%.0fs, the cold-load time %.1fs plus one interval; %.2f/s with Poisson headroom over %s; bursts of the last lead time need %.2f/s to queue at most %s; headroom for the %.0f%% of traffic in %v), backlog %.0f, capacity %.2f req/s per replica at %.0f%% of modelled (%.2f of it after SLO misses)",
 		rate, plan, lead, loadS, planQ, c.cfg.BurstWindow, burst, c.cfg.QueueBudget, share*100, c.cfg.HighClasses, backlog, capU, c.cfg.TargetUtilization*100, ps.calib)
@@ -268,7 +273,7 @@ func (c *Controller) stabilized(ps *poolState, now time.Time) (int, time.Duratio
 // window; 1 (plan headroom for everything) until MinSLOSamples results
 // have been seen, or with HeadroomForAll set.
 func (c *Controller) highShare(slo map[string]Attainment) float64 {
-	if c.cfg.HeadroomForAll {
+	if c.cfg.HeadroomForAll && !c.cfg.PlanHighOnly {
 		return 1
 	}
 	all := 0
