@@ -94,6 +94,9 @@ func (c *Controller) Desired() map[string]int {
 
 // Run decides every interval until ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
+	// Events are gathered into batches while one awaits its ack: send the
+	// last batch before the controller's connection goes.
+	defer c.sh.FlushEvents()
 	hbSub, err := c.sh.NC.Subscribe(subjects.HeartbeatAll, c.onHeartbeat)
 	if err != nil {
 		return fmt.Errorf("controller heartbeats: %w", err)
