@@ -2,6 +2,9 @@ package stack
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,7 +35,7 @@ func startStack(t *testing.T, cfg Config) *Stack {
 // each gets its final result; malformed and invalid ones get specific
 // error results on the result subject, and the services keep running.
 func TestWalkingSkeleton(t *testing.T) {
-	st := startStack(t, Config{Workers: 2})
+	st := startStack(t, Config{Workers: 2, MetricsAddr: "127.0.0.1:0"})
 	nc, err := st.Connect("test-client")
 	if err != nil {
 		t.Fatal(err)
@@ -107,5 +110,20 @@ func TestWalkingSkeleton(t *testing.T) {
 	}
 	if err := st.Err(); err != nil {
 		t.Fatalf("a service stopped: %v", err)
+	}
+	// The dashboard's p99 panels need Prometheus `le` buckets.
+	resp, err := http.Get("http://" + st.MetricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`switchyard_placement_seconds_bucket{le="`, `switchyard_router_queue_seconds_bucket{le="`} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("/metrics has no %s…}", want)
+		}
 	}
 }

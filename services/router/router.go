@@ -445,7 +445,7 @@ func (r *Router) apply(ctx context.Context, in routing.Input, handle jetstream.M
 	start := time.Now()
 	acts := r.core.Apply(in, h)
 	if in.Kind == routing.InAdmitted || in.Kind == routing.InTick {
-		r.sh.Metrics.GetOrCreateHistogram(`switchyard_placement_seconds`).Update(time.Since(start).Seconds())
+		r.sh.Metrics.GetOrCreatePrometheusHistogramExt(`switchyard_placement_seconds`, placementBuckets).Update(time.Since(start).Seconds())
 	}
 	for _, a := range acts {
 		r.effects = append(r.effects, effect{in: in, act: a})
@@ -504,7 +504,7 @@ func (r *Router) dispatch(ctx context.Context, in routing.Input, a routing.Actio
 	case r.acks <- pendingAck{fut: fut, msg: msg, adm: h.Adm}:
 	case <-ctx.Done():
 	}
-	r.sh.Metrics.GetOrCreateHistogram(`switchyard_router_queue_seconds`).Update(in.At.Sub(h.Adm.SubmittedAt).Seconds())
+	r.sh.Metrics.GetOrCreatePrometheusHistogramExt(`switchyard_router_queue_seconds`, queueWaitBuckets).Update(in.At.Sub(h.Adm.SubmittedAt).Seconds())
 	r.sh.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_dispatched_total{class=%q,gpu=%q}`, h.Adm.Priority, a.GPU)).Inc()
 	r.sh.Emit(schemas.Event{Kind: "placed", At: in.At, RequestID: a.ID, Tenant: h.Adm.Tenant, WorkerID: a.Worker, Reason: a.Policy,
 		Fields: map[string]any{"terms": a.Terms, "candidates": a.Candidates, "rejected": a.Rejected, "considered": a.Considered, "skipped": a.Skipped, "class": h.Adm.Priority,
@@ -589,3 +589,12 @@ func (r *Router) ackDispatches(ctx context.Context) {
 		}
 	}
 }
+
+// Histogram buckets (Prometheus `le` bounds, so histogram_quantile works on
+// any Prometheus): a routing-core step takes microseconds to a few
+// milliseconds; a request waits in the class queue from milliseconds to
+// its deadline.
+var (
+	placementBuckets = []float64{5e-6, 10e-6, 20e-6, 50e-6, 100e-6, 200e-6, 500e-6, 1e-3, 2e-3, 5e-3, 10e-3, 50e-3, 0.25}
+	queueWaitBuckets = []float64{1e-3, 5e-3, 10e-3, 25e-3, 50e-3, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300}
+)
