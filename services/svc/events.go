@@ -49,29 +49,12 @@ type eventBatcher struct {
 	inflight int
 }
 
-// newEventEncoder encodes events in msgpack with the json tags, leaving
-// out only the fields tagged omitempty — the fields JSON leaves out.
-// schemas.Marshal's omit-every-empty-field mode walks the struct and
-// allocates a field list for every value it writes: a placement event
-// with three candidates' breakdowns costs about 3x the time and 10x the
-// allocations that way (BenchmarkMarshalEvent). Readers decode both.
+// newEventEncoder encodes a batch's events one after another in msgpack,
+// as schemas.Marshal encodes one: json tags, only omitempty fields left out.
 func newEventEncoder(w io.Writer) *msgpack.Encoder {
 	enc := msgpack.NewEncoder(w)
 	enc.SetCustomStructTag("json")
 	return enc
-}
-
-// marshalTagged encodes v as newEventEncoder does, into bytes of its own.
-func marshalTagged(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := msgpack.GetEncoder()
-	defer msgpack.PutEncoder(enc)
-	enc.Reset(&buf)
-	enc.SetCustomStructTag("json")
-	if err := enc.Encode(v); err != nil {
-		return nil, fmt.Errorf("msgpack encode %T: %w", v, err)
-	}
-	return buf.Bytes(), nil
 }
 
 // addEvent encodes one event straight into the batch for subject and

@@ -75,18 +75,9 @@ func New(service, instance string, nc *nats.Conn, log *slog.Logger) (*Shell, err
 }
 
 // Encode marshals v in format f into a message for subject with the
-// Content-Type header set; msgID, when set, becomes Nats-Msg-Id. msgpack
-// leaves out only the fields tagged omitempty, as JSON does, rather than
-// every empty field: that mode costs a reflective walk and allocations
-// per struct written, about half of encoding a dispatch.
+// Content-Type header set; msgID, when set, becomes Nats-Msg-Id.
 func Encode(subject string, f schemas.Format, v any, msgID string) (*nats.Msg, error) {
-	var data []byte
-	var err error
-	if f == schemas.Msgpack {
-		data, err = marshalTagged(v)
-	} else {
-		data, err = schemas.Marshal(f, v)
-	}
+	data, err := schemas.Marshal(f, v)
 	if err != nil {
 		return nil, err
 	}
