@@ -289,7 +289,6 @@ func NewSet(cfg Config) *Set {
 	return &Set{cfg: cfg.withDefaults(), breakers: map[string]*breaker{}}
 }
 
-
 func (s *Set) get(worker string, now time.Time) *breaker {
 	b, ok := s.breakers[worker]
 	if !ok {

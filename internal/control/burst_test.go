@@ -240,3 +240,59 @@ func TestHeadroomOnlyForTheHighClasses(t *testing.T) {
 	}
 	t.Logf("peak replicas: %d (headroom for the high classes' 33%%), %d (for all), %d (planned for the high classes only)", highPeak, allPeak, onlyPeak)
 }
+
+// TestTurnedAwayDemandGrowsTheFleet: three replicas' worth of requests
+// arrive at a fleet whose admission sheds what it predicts would miss its
+// deadline — here everything beyond 60 % of the fleet's modelled capacity,
+// as queueing delay grows long before a replica is saturated. Counting only
+// completions the controller reads that served rate as the demand and
+// stays small; with the shed requests in Inputs.Unserved it grows to the
+// load.
+func TestTurnedAwayDemandGrowsTheFleet(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		countUnsrvd bool
+		wantAtLeast int
+	}{
+		{"served rate only", false, 1},
+		{"turned-away requests counted", true, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCtl(t, Pool{GPU: "h100", Model: model, Min: 1, Max: 16}, nil)
+			capa := Capacity(c.pools[0].rep, Mix{PromptTokens: 2048, OutputTokens: 28}, c.cfg.ITLTarget)
+			f := &fleet{n: 1}
+			now := t0
+			var unserved float64
+			for i := 0; i < 5*30; i++ {
+				demand := 3 * capa
+				served := min(demand, 0.6*float64(f.n)*capa)
+				unserved += (demand - served) * c.cfg.Interval.Seconds()
+				now = now.Add(c.cfg.Interval)
+				f.serve(served, c.cfg.Interval)
+				in := Inputs{Now: now, Workers: f.heartbeats(0, 0), Mix: Mix{PromptTokens: 2048, OutputTokens: 28}}
+				if tc.countUnsrvd {
+					in.Unserved = uint64(unserved)
+				}
+				f.resize(c.Decide(in).Replicas[0].Desired)
+			}
+			if f.n < tc.wantAtLeast || (!tc.countUnsrvd && f.n >= 3) {
+				t.Errorf("fleet of %d after 5 minutes of 3 replicas' demand; want at least %d", f.n, tc.wantAtLeast)
+			}
+			t.Logf("%s: %d replicas", tc.name, f.n)
+		})
+	}
+	for _, tc := range []struct {
+		status, code, worker string
+		want                 bool
+	}{
+		{schemas.StatusShed, schemas.CodeShed, "", true},
+		{schemas.StatusFailed, schemas.CodeDeadlineExceeded, "", true},
+		{schemas.StatusFailed, schemas.CodeDeadlineExceeded, "w1", false}, // it reached a worker
+		{schemas.StatusRejected, schemas.CodeQuotaExceeded, "", false},     // not a capacity matter
+		{schemas.StatusOK, "", "w1", false},
+	} {
+		if got := Unserved(tc.status, tc.code, tc.worker); got != tc.want {
+			t.Errorf("Unserved(%s, %s, %q) = %v, want %v", tc.status, tc.code, tc.worker, got, tc.want)
+		}
+	}
+}

@@ -276,6 +276,22 @@ type Inputs struct {
 	// Starting is replicas per pool key that were started but have not
 	// heartbeated yet; they count as provisioned.
 	Starting map[string]int
+	// Unserved counts, cumulatively, the requests answered without
+	// reaching a worker because of load: shed at admission or expired in
+	// the router's queue (see Unserved). They are demand the workers'
+	// completions never show: a fleet too small for its load would
+	// otherwise read its own served rate as the arrival rate and never
+	// grow to meet it.
+	Unserved uint64
+}
+
+// Unserved reports whether a result counts toward Inputs.Unserved: a
+// request shed, or failed on its deadline, without a worker.
+func Unserved(status, code, workerID string) bool {
+	if workerID != "" {
+		return false
+	}
+	return status == schemas.StatusShed || (status == schemas.StatusFailed && code == schemas.CodeDeadlineExceeded)
 }
 
 // Change is one decided change, with its reason.
@@ -421,6 +437,9 @@ type Controller struct {
 	shedAt  time.Time
 	okSince time.Time
 	tight   bool
+	// unserved is Inputs.Unserved at the last decision.
+	unserved     uint64
+	haveUnserved bool
 }
 
 // New builds a Controller.
@@ -492,8 +511,16 @@ func (c *Controller) Decide(in Inputs) Decision {
 		queued += n
 	}
 	shares := c.queueShares(byPool, in, queued)
+	// Requests turned away since the last decision are split over the
+	// pools as the queue is.
+	var unserved float64
+	if c.haveUnserved && in.Unserved >= c.unserved {
+		unserved = float64(in.Unserved - c.unserved)
+	}
+	c.unserved, c.haveUnserved = in.Unserved, true
+	unservedShares := c.queueShares(byPool, in, 1)
 	for _, ps := range c.pools {
-		rd := c.scale(ps, byPool[ps.Key()], in, shares[ps.Key()], highMiss, &d)
+		rd := c.scale(ps, byPool[ps.Key()], in, shares[ps.Key()], unserved*unservedShares[ps.Key()], highMiss, &d)
 		if rd.Desired >= ps.Max && highMiss {
 			atMax = true
 		}

@@ -49,7 +49,7 @@ func (c *Controller) queueShares(byPool map[string][]*schemas.Heartbeat, in Inpu
 }
 
 // scale decides one pool's desired replicas.
-func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, queued float64, highMiss bool, d *Decision) ReplicaDecision {
+func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, queued, unserved float64, highMiss bool, d *Decision) ReplicaDecision {
 	now := in.Now
 	live, inSystem, waiting, done := 0, 0, 0, 0.0
 	for _, hb := range hbs {
@@ -74,11 +74,12 @@ func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, q
 		ps.started, ps.desired, ps.firstAt = true, clamp(current, ps.Min, ps.Max), now
 	}
 
-	// Arrivals = completions + growth of what is in the system.
+	// Arrivals = completions + growth of what is in the system + what was
+	// turned away for lack of capacity.
 	load := float64(inSystem) + queued
 	if ps.haveLast {
 		if dt := now.Sub(ps.lastAt).Seconds(); dt > 0 {
-			arrived := max(0, done+load-ps.lastSeen)
+			arrived := max(0, done+load-ps.lastSeen) + unserved
 			ps.fc.observe(arrived/dt, c.levelGain(ps), c.cfg.TrendGain)
 			ps.arrivals = append(ps.arrivals, arrival{n: arrived, dt: dt})
 		}

@@ -91,7 +91,9 @@ type starting struct {
 }
 
 type autoscaler struct {
-	cfg      Autoscale
+	cfg Autoscale
+	// unserved counts requests turned away without a worker (Inputs.Unserved).
+	unserved uint64
 	ctl      *control.Controller
 	interval int64
 	pools    []*pool
@@ -242,7 +244,7 @@ func (a *autoscaler) track(now int64) {
 
 func (a *autoscaler) decide(r *runner) {
 	now := at(r.now)
-	in := control.Inputs{Now: now, Queued: a.queued, SLO: a.slo, Starting: a.starting}
+	in := control.Inputs{Now: now, Queued: a.queued, SLO: a.slo, Starting: a.starting, Unserved: a.unserved}
 	clear(a.queued)
 	clear(a.slo)
 	clear(a.starting)
@@ -410,6 +412,10 @@ func (a *autoscaler) draining(i int32) bool { return int(i) < len(a.drainAt) && 
 func (a *autoscaler) resolved(r *runner, i int32, status uint8) {
 	q := &r.tr.Requests[i]
 	a.recent.Observe(at(r.now), q.Priority, status == stOK && r.reqs[i].sloMet, status == stOK, q.PromptTokens, q.OutputTokens)
+	// Shed, or expired in the queue, without a worker (control.Unserved).
+	if status != stOK && r.reqs[i].placeAt == 0 {
+		a.unserved++
+	}
 }
 
 // shedMargins is the margins the controller set, or nil (the defaults).

@@ -48,6 +48,9 @@ type Controller struct {
 	hbs     map[string]hbSeen
 	recent  control.Recent
 	desired map[string]int
+	// unserved counts results that never reached a worker for lack of
+	// capacity (control.Unserved), for Inputs.Unserved.
+	unserved uint64
 }
 
 type hbSeen struct {
@@ -141,6 +144,13 @@ func (c *Controller) onResult(m *nats.Msg) {
 	// an answer in time.
 	ok := r.Status == schemas.StatusOK
 	c.recent.Observe(c.sh.Now(), r.Priority, ok && r.SLOMet, ok, r.Usage.PromptTokens, r.Usage.CompletionTokens)
+	code := ""
+	if r.Error != nil {
+		code = r.Error.Code
+	}
+	if control.Unserved(r.Status, code, r.WorkerID) {
+		c.unserved++
+	}
 }
 
 // Step gathers the inputs, decides once and publishes the decision.
@@ -169,6 +179,7 @@ func (c *Controller) inputs(ctx context.Context) control.Inputs {
 	}
 	in.SLO = c.recent.SLO(now, in.SLO)
 	in.Mix = c.recent.Mix()
+	in.Unserved = c.unserved
 	c.mu.Unlock()
 	if c.cfg.Starting != nil {
 		in.Starting = c.cfg.Starting()
