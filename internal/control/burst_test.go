@@ -288,7 +288,7 @@ func TestTurnedAwayDemandGrowsTheFleet(t *testing.T) {
 		{schemas.StatusShed, schemas.CodeShed, "", true},
 		{schemas.StatusFailed, schemas.CodeDeadlineExceeded, "", true},
 		{schemas.StatusFailed, schemas.CodeDeadlineExceeded, "w1", false}, // it reached a worker
-		{schemas.StatusRejected, schemas.CodeQuotaExceeded, "", false},     // not a capacity matter
+		{schemas.StatusRejected, schemas.CodeQuotaExceeded, "", false},    // not a capacity matter
 		{schemas.StatusOK, "", "w1", false},
 	} {
 		if got := Unserved(tc.status, tc.code, tc.worker); got != tc.want {
