@@ -32,11 +32,16 @@ func gpuFilter(p *Placer, c *cand, r *Request, weight uint64) Reason {
 // loading and prefill, and its share of the batch's decode steps.
 func gpuCostTerm(p *Placer, c *cand, _ *Request) {
 	gpuSeconds := c.t.LoadSeconds + c.t.PrefillSeconds + c.t.DecodeSeconds/float64(c.batch)
-	price := c.c.price
+	c.t.GPUUSD = gpuSeconds * pricePerHour(p, c) / 3600
+}
+
+// pricePerHour is the worker's $/hour: its own contract price when it
+// gives one and the GPU axis is on, else its class's catalog price.
+func pricePerHour(p *Placer, c *cand) float64 {
 	if p.on[axGPU] && c.row.price > 0 {
-		price = c.row.price // the worker knows its own contract price
+		return c.row.price
 	}
-	c.t.GPUUSD = gpuSeconds * price / 3600
+	return c.c.price
 }
 
 func isFP8(dtype string) bool { return strings.HasPrefix(strings.ToLower(dtype), "fp8") }

@@ -1,19 +1,37 @@
 package placement
 
+import "github.com/switchyard-ai/switchyard/internal/tokens"
+
 // Axis: memory headroom.
 //
 // Reads the worker's KV blocks total/free and HBM free (heartbeat) net of
-// the router's own bookings (fleet.Reserve). Why: a request that does not
-// fit in free KV blocks makes the engine preempt running sequences, which
-// then recompute their prefill; and a model that is not loaded needs free
-// HBM for its weights. Those are busy-now filters. Among workers that fit,
-// a fuller cache is likelier to preempt under the next burst: the term
+// the router's own bookings (fleet.Reserve), and the blocks each class
+// holds (heartbeat kv_blocks_by_class). Why: a request that does not fit
+// in free KV blocks makes the engine preempt running sequences, which then
+// recompute their prefill; and a model that is not loaded needs free HBM
+// for its weights. Those are busy-now filters. Among workers that fit, a
+// fuller cache is likelier to preempt under the next burst: the term
 // preempt_s is that probability times the seconds a preempted request
 // loses (its prefill plus decode), with the risk rising quadratically from
 // Options.HeadroomKnee to a full cache.
 //
-// Disabled: no KV or HBM filter and no preemption term (the router places
-// as if memory were unlimited; the engine preempts).
+// The engine lets a waiting sequence preempt strictly lower classes
+// (internal/engine), so for the classes in Options.Reclaim (critical by
+// default) blocks those classes hold count too: a request that fits in
+// free plus reclaimable blocks, net of bookings, passes, leaves the cache
+// full (which is the fill KVCeiling and preempt_s then see), and pays
+// reclaim_usd for its victims' recompute: reclaim_s, the reclaimed blocks'
+// tokens at the request's own per-token prefill rate — the engine preempts
+// whole sequences, so at least those tokens are recomputed, and the rate
+// of a prompt long enough to need reclaiming is on the high side per token
+// — priced at the next lower class's value of time (no victim's second is
+// worth more) plus the GPU's price. So such a worker wins only when no
+// cheaper one can take the request; before, a long critical prompt under
+// overload found every worker full of lower classes' KV and could not be
+// placed at all.
+//
+// Disabled: no KV or HBM filter and no preemption or reclaim term (the
+// router places as if memory were unlimited; the engine preempts).
 
 func headroomFilter(p *Placer, c *cand, r *Request, weight uint64) Reason {
 	w := c.row
@@ -23,8 +41,14 @@ func headroomFilter(p *Placer, c *cand, r *Request, weight uint64) Reason {
 	if !p.on[axHeadroom] {
 		return ReasonNone
 	}
-	if w.kvTotal > 0 && c.t.Blocks > w.free {
-		return ReasonWouldPreempt
+	if short := c.t.Blocks - w.free; w.kvTotal > 0 && short > 0 {
+		if !p.rp.reclaim || short > int(w.lower[p.rp.rank]) {
+			return ReasonWouldPreempt
+		}
+		// Bookings may have overdrawn the free blocks already; this
+		// request reclaims only its own.
+		c.reclaim = min(short, c.t.Blocks)
+		c.usedFrac = 1
 	}
 	if weight > 0 && needsHBMForWeights(c) && weight > w.hbmFree {
 		return ReasonHBMBusy
@@ -32,8 +56,14 @@ func headroomFilter(p *Placer, c *cand, r *Request, weight uint64) Reason {
 	return ReasonNone
 }
 
-func headroomTerm(p *Placer, c *cand, _ *Request) {
-	if !p.on[axHeadroom] || c.usedFrac <= p.opts.HeadroomKnee {
+func headroomTerm(p *Placer, c *cand, r *Request) {
+	if !p.on[axHeadroom] {
+		return
+	}
+	if c.reclaim > 0 {
+		reclaimTerm(p, c, r)
+	}
+	if c.usedFrac <= p.opts.HeadroomKnee {
 		return
 	}
 	x := (c.usedFrac - p.opts.HeadroomKnee) / (1 - p.opts.HeadroomKnee)
@@ -41,6 +71,20 @@ func headroomTerm(p *Placer, c *cand, _ *Request) {
 		x = 1
 	}
 	c.t.PreemptSeconds = x * x * (c.t.PrefillSeconds + c.t.DecodeSeconds)
+}
+
+// reclaimTerm prices the preemption a reclaiming request causes (see the
+// axis comment).
+func reclaimTerm(p *Placer, c *cand, r *Request) {
+	t := &c.t
+	bs := c.row.blockSize
+	if bs <= 0 {
+		bs = tokens.BlockSize
+	}
+	perToken := max(c.c.queueRate, c.c.prefillFull/float64(r.PromptTokens))
+	t.ReclaimBlocks = c.reclaim
+	t.ReclaimSeconds = float64(c.reclaim*bs) * perToken
+	t.ReclaimUSD = t.ReclaimSeconds * (p.rp.reclaimValue + pricePerHour(p, c)/3600)
 }
 
 // needsHBMForWeights: sleeping weights sit in host memory and need HBM to

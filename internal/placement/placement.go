@@ -97,6 +97,14 @@ type Terms struct {
 	CachedTokens   int     `json:"cached_tokens"`
 	// Blocks is the KV blocks the request needs beyond its cached prefix.
 	Blocks int `json:"blocks"`
+	// ReclaimBlocks is how many of Blocks the worker has free only by
+	// preempting strictly lower classes (see the headroom axis);
+	// ReclaimSeconds is the prefill those victims will recompute, and
+	// ReclaimUSD what that costs them and the GPU. All zero when the
+	// request fits in free blocks.
+	ReclaimBlocks  int     `json:"reclaim_blocks,omitempty"`
+	ReclaimSeconds float64 `json:"reclaim_s,omitempty"`
+	ReclaimUSD     float64 `json:"reclaim_usd,omitempty"`
 }
 
 // Candidate is a worker that passed every filter, with its breakdown.
@@ -177,6 +185,11 @@ type Options struct {
 	// higher classes overtake it, instead of in the worker's first-come
 	// first-served prefill queue, where they cannot.
 	QueueCeiling map[string]float64
+	// Reclaim lists the classes whose requests may count KV blocks held by
+	// strictly lower classes as theirs to take, as the engine lets them
+	// (see the headroom axis); default critical only. A nil map means the
+	// default; an empty one, no class.
+	Reclaim map[string]bool
 	// HeadroomKnee is the KV fill above which preemption risk starts
 	// (default 0.8).
 	HeadroomKnee float64
@@ -210,6 +223,12 @@ var (
 	DefaultQueueCeiling = map[string]float64{
 		schemas.PriorityInteractive: 0.5, schemas.PriorityStandard: 0.5, schemas.PriorityBatch: 0.5,
 	}
+	// DefaultReclaim lets only critical requests reclaim lower classes'
+	// KV. On the Mooncake slice (h100:16, 10 min) letting interactive
+	// reclaim too cost interactive attainment at 10× (0.901 → 0.863): it
+	// is half the traffic, and its preemptions of standard and batch work
+	// cost more recompute than they saved.
+	DefaultReclaim   = map[string]bool{schemas.PriorityCritical: true}
 	DefaultKVCeiling = map[string]float64{
 		schemas.PriorityCritical: 1, schemas.PriorityInteractive: 1,
 		schemas.PriorityStandard: 0.95, schemas.PriorityBatch: 0.85,
@@ -237,6 +256,9 @@ func (o *Options) fill() {
 	}
 	if o.QueueCeiling == nil {
 		o.QueueCeiling = DefaultQueueCeiling
+	}
+	if o.Reclaim == nil {
+		o.Reclaim = DefaultReclaim
 	}
 	if o.HeadroomKnee <= 0 || o.HeadroomKnee >= 1 {
 		o.HeadroomKnee = 0.8
@@ -326,8 +348,14 @@ type reqParams struct {
 	// rank is the highest class rank whose queued and booked prompt
 	// tokens are ahead of the request: its own (schemas.PriorityRank),
 	// or the lowest class when the priority axis is off.
-	rank           int
-	delayValue     float64 // USD per second of delay_s
+	rank       int
+	delayValue float64 // USD per second of delay_s
+	// reclaim is set when the class may count lower classes' KV blocks
+	// as free (Options.Reclaim); reclaimValue is USD per second of
+	// reclaim_s: the next lower class's value of time, the most any
+	// victim's second is worth.
+	reclaim        bool
+	reclaimValue   float64
 	workflowFactor float64 // as workflowTerm computes it
 	fp8            bool
 	// Deadlines as seconds from now (+Inf for none), so the per-worker
@@ -365,6 +393,10 @@ func (p *Placer) params(prio string) reqParams {
 	if r := schemas.PriorityRank(prio); p.on[axPriority] && r >= 0 && r < fleet.NumClasses {
 		rp.rank = r
 	}
+	if p.on[axPriority] && p.opts.Reclaim[prio] && rp.rank+1 < len(schemas.Priorities) {
+		rp.reclaim = true
+		rp.reclaimValue = p.opts.ValueOfTime[schemas.Priorities[rp.rank+1]]
+	}
 	return rp
 }
 
@@ -378,7 +410,8 @@ type cand struct {
 	t          Terms
 	deadlineIn float64 // effective deadline (workflow-propagated), seconds from now; +Inf for none
 	batch      int
-	usedFrac   float64 // KV fill after placement, 0 when unknown
+	usedFrac   float64 // KV fill after placement, 0 when unknown; 1 when it reclaims
+	reclaim    int     // Terms.ReclaimBlocks
 }
 
 // Place implements Policy.
@@ -681,7 +714,7 @@ func completion(c *cand) {
 func total(c *cand) {
 	t := &c.t
 	t.TimeUSD = t.CompletionSeconds*t.WorkflowFactor*t.ValueOfTime + t.DelaySeconds*t.DelayValue
-	t.TotalUSD = t.TimeUSD + t.GPUUSD + t.MissUSD
+	t.TotalUSD = t.TimeUSD + t.GPUUSD + t.MissUSD + t.ReclaimUSD
 }
 
 // Booking is what the caller should fleet.Reserve on the chosen worker for

@@ -238,7 +238,7 @@ func variedFleet(t *testing.T, seed uint64) (*fleet.Fleet, []Request) {
 			hb.Running, hb.QueuedTokens = 0, 0
 		}
 		seen := now
-		switch rng.IntN(8) {
+		switch rng.IntN(9) {
 		case 0:
 			hb.Draining = true
 		case 1:
@@ -259,6 +259,17 @@ func variedFleet(t *testing.T, seed uint64) (*fleet.Fleet, []Request) {
 			hb.GPU = "tpu"
 		case 7:
 			hb.Arch = "ampere"
+		case 8:
+			// A full cache whose blocks some classes may reclaim from others.
+			hb.KVBlocksFree = rng.IntN(50)
+			used := hb.KVBlocksTotal - hb.KVBlocksFree
+			hb.KVBlocksByClass = map[string]int{}
+			for _, c := range schemas.Priorities[:3] {
+				n := rng.IntN(used/3 + 1)
+				hb.KVBlocksByClass[c] = n
+				used -= n
+			}
+			hb.KVBlocksByClass[schemas.PriorityBatch] = used
 		}
 		f.ApplyHeartbeat(hb, seen)
 	}

@@ -81,6 +81,9 @@ type coldRow struct {
 	blockSize         int
 	batch             int     // running + booked sequences + 1: the batch the request would join
 	price             float64 // the worker's own $/hour, 0 if it gave none
+	// lower[k] is the KV blocks held by classes of rank above k, which
+	// the engine preempts for a request of rank k (see the headroom axis).
+	lower [fleet.NumClasses]int32
 	// gpu, arch and tp are what class and fp8 were derived from, so a
 	// heartbeat that keeps them skips the class lookup.
 	gpu, arch string
@@ -243,6 +246,9 @@ func (p *Placer) copyRow(i int32, w *fleet.Worker) {
 	c.hbmTotal, c.hbmFree = w.HBMTotal, w.HBMFree
 	c.free, c.kvTotal, c.blockSize = w.FreeBlocks(), w.KVBlocksTotal, w.BlockSize
 	c.batch, c.price = batch, w.PricePerHour
+	for k := range c.lower {
+		c.lower[k] = int32(min(w.LowerClassBlocks(k), math.MaxInt32))
+	}
 }
 
 // classOf returns the index of w's cost class (GPU and TP; the reference
