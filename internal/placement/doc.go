@@ -14,6 +14,7 @@
 //	             + delay_s × min(value_of_time, value_of_time[interactive])
 //	             + gpu_usd
 //	             + miss_usd
+//	             + reclaim_s × (value_of_time[next lower class] + gpu $/s)
 //
 //	queue_s     prefill work queued or booked on the worker, net of cached
 //	            prefixes, of the request's class and higher only (rank ≤
@@ -27,6 +28,8 @@
 //	prefill_s   prefill of the prompt tokens not already in that worker's KV cache
 //	decode_s    decode of the expected output at the worker's batch size
 //	preempt_s   memory headroom: expected seconds lost to preemption at the KV fill after placement
+//	reclaim_s   memory headroom: prefill the engine recomputes for the lower-class sequences it
+//	            preempts when the request fits only in their blocks (classes in Options.Reclaim)
 //	value_of_time  tenant priority: what a second of this request's latency is worth
 //	workflow_factor  workflow context: later steps of a workflow carry its sunk spend
 //	gpu_usd     GPU generation: GPU-seconds used × that GPU's $/hour
