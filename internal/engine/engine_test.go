@@ -335,6 +335,28 @@ func BenchmarkStep64(b *testing.B) {
 	}
 }
 
+// BenchmarkState64 is a heartbeat's State over 64 running sequences of
+// 4k-token prompts in four classes (~16k blocks held), most of its time
+// the per-class block count; it runs once a second per worker.
+func BenchmarkState64(b *testing.B) {
+	e := newEngine(b, Config{})
+	for i := range 64 {
+		s := seqOf(fmt.Sprint(i), uint64(i), 4096, 20000)
+		s.Priority = i % NumPriorities
+		if err := e.Add(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+	now := t0
+	for e.State().Running < 64 || e.State().QueuedTokens > 0 {
+		now = now.Add(e.Step(now).Duration)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = e.State()
+	}
+}
+
 // TestPriorityOrdersTheWaitingQueue: with the batch full, an interactive
 // sequence that arrives after a queue of batch work is admitted first, and
 // takes the running batch sequence's slot (which is recomputed later).
