@@ -121,11 +121,13 @@ func Run(ctx context.Context, nc *nats.Conn, arrivals []Arrival, o RunOptions) (
 			case err = <-f.Err():
 			}
 			<-sem
-			// A lost ack is not a lost request: resubmit synchronously
-			// with the same id, which the SUBMIT stream dedupes.
-			for try := 0; err != nil && try < 3 && ctx.Err() == nil; try++ {
-				sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				_, err = cl.Submit(sctx, tenant, &req)
+			// A lost ack is not a lost request: resubmit with the same id,
+			// which the SUBMIT stream dedupes, backing off while an
+			// election runs — for at most 30 s, well inside the stream's
+			// 2-minute duplicate window.
+			if err != nil {
+				sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				_, err = cl.Resubmit(sctx, tenant, &req)
 				cancel()
 			}
 			if err != nil {

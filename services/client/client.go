@@ -63,6 +63,30 @@ func (c *Client) Submit(ctx context.Context, tenant string, req *schemas.Request
 	return req.ID, nil
 }
 
+// Resubmit submits req until JetStream acknowledges it, backing off from
+// 100 ms to 2 s between tries, until ctx ends. It is safe because every
+// try carries the same id, which the SUBMIT stream dedupes — so ctx must
+// end well inside the stream's duplicate window (2 minutes by default).
+// Use it when an ack was lost: during a JetStream leader election a plain
+// retry fails at once, again and again, while the election takes seconds.
+func (c *Client) Resubmit(ctx context.Context, tenant string, req *schemas.Request) (string, error) {
+	backoff := 100 * time.Millisecond
+	for {
+		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		id, err := c.Submit(tctx, tenant, req)
+		cancel()
+		if err == nil {
+			return id, nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("resubmit %s: %w (last: %w)", req.ID, ctx.Err(), err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
 // SubmitAsync publishes without waiting for the ack; the returned future
 // reports it. Use it for bulk submission (batches, load generation).
 func (c *Client) SubmitAsync(tenant string, req *schemas.Request) (jetstream.PubAckFuture, error) {
