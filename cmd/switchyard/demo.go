@@ -30,11 +30,7 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	seed := fs.Uint64("seed", 1, "workload seed")
 	rate := fs.Float64("rate", 0, "request rate per second (default: the workload's; the peak rate for rise-fall)")
 	verbose := fs.Bool("v", false, "debug logging")
-	autoscale := fs.Bool("autoscale", false, "run the controller and a local scaler over the demo fleet (workers join and drain as it decides)")
-	asMin := fs.Int("autoscale-min", 1, "autoscale: fewest workers per pool")
-	asMax := fs.Int("autoscale-max", 0, "autoscale: most workers per pool (0 = twice the starting fleet, at least 4)")
-	targetUtil := fs.Float64("target-utilization", 0, "autoscale: share of a replica's modelled capacity the controller plans to use (0 = the controller's default)")
-	planFor := fs.String("autoscale-for", "all", "autoscale: size the fleet to serve all classes, or only the high classes (critical, interactive) with the rest on spare capacity: all|high")
+	scale := addAutoscaleFlags(fs, "run the controller and a local scaler over the demo fleet (workers join and drain as it decides)")
 	tenants := fs.String("tenants", "", "tenant profiles JSON (default: the demo's acme critical, globex interactive, initech standard, umbrella batch)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -80,15 +76,11 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	cfg := stack.Config{StoreDir: *store, Fleet: fleet, Logger: logger, Tenants: *tenants}
-	if *autoscale {
-		cfg.Control = &stack.ControlConfig{Min: *asMin, Max: *asMax}
-		cfg.Control.Control.TargetUtilization = *targetUtil
-		highOnly, err := planHighOnly(*planFor)
-		if err != nil {
-			return err
-		}
-		cfg.Control.Control.PlanHighOnly = highOnly
+	ctlCfg, err := scale.config()
+	if err != nil {
+		return err
 	}
+	cfg.Control = ctlCfg
 	st, err := stack.Start(ctx, cfg)
 	if err != nil {
 		return err

@@ -67,11 +67,7 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 	metricsAddr := fs.String("metrics", "127.0.0.1:9100", "Prometheus /metrics address (empty = off)")
 	speed := fs.Float64("speedup", 1, "simulated GPU speed-up over real time")
 	verbose := fs.Bool("v", false, "debug logging")
-	autoscale := fs.Bool("autoscale", false, "run the controller and a local scaler: workers are started and drained as the controller decides")
-	asMin := fs.Int("autoscale-min", 1, "autoscale: fewest workers per pool")
-	asMax := fs.Int("autoscale-max", 0, "autoscale: most workers per pool (0 = twice the starting fleet, at least 4)")
-	targetUtil := fs.Float64("target-utilization", 0, "autoscale: share of a replica's modelled capacity the controller plans to use (0 = the controller's default)")
-	planFor := fs.String("autoscale-for", "all", "autoscale: size the fleet to serve all classes, or only the high classes (critical, interactive) with the rest on spare capacity: all|high")
+	scale := addAutoscaleFlags(fs, "run the controller and a local scaler: workers are started and drained as the controller decides")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -86,15 +82,11 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	logger := newLogger(*verbose)
 	cfg := stack.Config{Listen: *listen, StoreDir: *store, Fleet: fleet, MetricsAddr: *metricsAddr, SpeedUp: *speed, Logger: logger}
-	if *autoscale {
-		cfg.Control = &stack.ControlConfig{Min: *asMin, Max: *asMax}
-		cfg.Control.Control.TargetUtilization = *targetUtil
-		highOnly, err := planHighOnly(*planFor)
-		if err != nil {
-			return err
-		}
-		cfg.Control.Control.PlanHighOnly = highOnly
+	ctlCfg, err := scale.config()
+	if err != nil {
+		return err
 	}
+	cfg.Control = ctlCfg
 	st, err := stack.Start(ctx, cfg)
 	if err != nil {
 		return err
