@@ -68,15 +68,7 @@ func TestRouterKill(t *testing.T) {
 	time.Sleep(2500 * time.Millisecond)
 	active.Kill()
 	killed := time.Now()
-	var standby *Proc
-	for _, r := range s.routers {
-		if r != active {
-			standby = r
-		}
-	}
-	if err := standby.WaitFor(ctx, "leader=true"); err != nil {
-		t.Fatal(err)
-	}
+	standby := s.takeover(ctx, active)
 	took := time.Since(killed)
 	t.Logf("standby router %s took over %s after SIGKILL of %s", standby.Name, took.Round(10*time.Millisecond), active.Name)
 	// The bound is 5 s; the assertion leaves room for a loaded CI
@@ -113,24 +105,13 @@ func TestRouterAndWorkerKill(t *testing.T) {
 	open := watchInflight(t, nc, victim)
 	lg := s.loadgen(10, 10*time.Second)
 	start := time.Now()
-	for time.Since(start) < 2*time.Second || (open() < 3 && time.Since(start) < 9*time.Second) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	held := open()
+	held := untilHolding(start, open)
 	active.Kill()
 	s.workers[0].Kill()
 	killed := time.Now()
 	t.Logf("SIGKILL router %s and worker %s at +%s (%s holding %d requests without a result)",
 		active.Name, victim, killed.Sub(start).Round(time.Millisecond), victim, held)
-	var standby *Proc
-	for _, r := range s.routers {
-		if r != active {
-			standby = r
-		}
-	}
-	if err := standby.WaitFor(ctx, "leader=true"); err != nil {
-		t.Fatal(err)
-	}
+	standby := s.takeover(ctx, active)
 	t.Logf("standby %s took over after %s", standby.Name, time.Since(killed).Round(10*time.Millisecond))
 
 	sum := summary(ctx, t, lg)

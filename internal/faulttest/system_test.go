@@ -241,6 +241,35 @@ func (s *system) start(name string, args ...string) *Proc {
 	return p
 }
 
+// takeover waits for a router other than dead to log leadership and
+// returns it.
+func (s *system) takeover(ctx context.Context, dead *Proc) *Proc {
+	s.t.Helper()
+	var standby *Proc
+	for _, r := range s.routers {
+		if r != dead {
+			standby = r
+		}
+	}
+	if standby == nil {
+		s.t.Fatal("no standby router")
+	}
+	if err := standby.WaitFor(ctx, "leader=true"); err != nil {
+		s.t.Fatal(err)
+	}
+	return standby
+}
+
+// untilHolding waits, from start, for the load to settle (2 s) and then
+// for open() to report at least three requests in flight (up to 9 s), so
+// a kill lands mid-batch. It returns how many were open.
+func untilHolding(start time.Time, open func() int) int {
+	for time.Since(start) < 2*time.Second || (open() < 3 && time.Since(start) < 9*time.Second) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return open()
+}
+
 // leader waits for a router that logged leadership and is still running.
 func (s *system) leader(ctx context.Context) *Proc {
 	for ctx.Err() == nil {

@@ -35,10 +35,7 @@ func TestWorkerKillMidBatch(t *testing.T) {
 	lg := s.loadgen(10, 10*time.Second)
 	start := time.Now()
 	// Kill it mid-batch: after the load has settled, once it holds work.
-	for time.Since(start) < 2*time.Second || (open() < 3 && time.Since(start) < 9*time.Second) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	held := open()
+	held := untilHolding(start, open)
 	s.workers[0].Kill()
 	killed := time.Now()
 	t.Logf("SIGKILL %s at +%s holding %d requests without a result", victim, killed.Sub(start).Round(time.Millisecond), held)
