@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/switchyard-ai/switchyard/internal/batch"
-	"github.com/switchyard-ai/switchyard/internal/bus"
+	"github.com/switchyard-ai/switchyard/internal/bus/bustest"
 	"github.com/switchyard-ai/switchyard/internal/catalog"
 	gw "github.com/switchyard-ai/switchyard/internal/gateway"
 	"github.com/switchyard-ai/switchyard/schemas"
@@ -33,23 +33,7 @@ type env struct {
 func start(t *testing.T, icfg InstantConfig, gcfg Config) env {
 	t.Helper()
 	ctx := context.Background()
-	srv, err := bus.StartServer(bus.ServerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := srv.Connect("provision")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := bus.JetStream(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := subjects.Provision(ctx, js, subjects.StreamOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	srv := bustest.StartProvisioned(t, subjects.StreamOptions{}).Server
 	bnc, err := srv.Connect("instant")
 	if err != nil {
 		t.Fatal(err)
