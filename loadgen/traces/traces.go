@@ -39,6 +39,9 @@ type Request struct {
 	Deadline time.Duration
 
 	Workflow *Workflow
+	// Model names the model pool the request is for when a workload mixes
+	// several ("" = the run's one model).
+	Model string
 }
 
 // Workflow places a request in a multi-step agentic task.
