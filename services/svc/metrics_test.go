@@ -50,13 +50,13 @@ func TestRegistryMergesIdenticalSeries(t *testing.T) {
 	got := samples(t, buf.String())
 	for key, want := range map[string]string{
 		`switchyard_results_total{service="worker",status="ok",class="standard"}`: "60",
-		`switchyard_cost_usd_total{class="standard"}`:                              "0.75",
-		`switchyard_worker_simulated{worker="w0"}`:                                 "1",
-		`switchyard_worker_simulated{worker="w2"}`:                                 "1",
-		`switchyard_router_queue_seconds_bucket{le="1"}`:                           "3",
-		`switchyard_router_queue_seconds_bucket{le="0.1"}`:                         "0",
-		`switchyard_router_queue_seconds_count`:                                    "3",
-		`switchyard_router_queue_seconds_sum`:                                      "1.5",
+		`switchyard_cost_usd_total{class="standard"}`:                             "0.75",
+		`switchyard_worker_simulated{worker="w0"}`:                                "1",
+		`switchyard_worker_simulated{worker="w2"}`:                                "1",
+		`switchyard_router_queue_seconds_bucket{le="1"}`:                          "3",
+		`switchyard_router_queue_seconds_bucket{le="0.1"}`:                        "0",
+		`switchyard_router_queue_seconds_count`:                                   "3",
+		`switchyard_router_queue_seconds_sum`:                                     "1.5",
 	} {
 		if got[key] != want {
 			t.Errorf("%s = %q, want %q", key, got[key], want)
