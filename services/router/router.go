@@ -134,6 +134,8 @@ func New(sh *svc.Shell, cfg Config) *Router {
 		pol = placement.New(cfg.Cost, cfg.Placement)
 	}
 	core := routing.New(routing.Config{Policy: pol, Cost: cfg.Cost, Fleet: cfg.Fleet, QueueWeights: cfg.QueueWeights})
+	svc.StartAtZero(sh.Metrics, `switchyard_retries_total{allowed="true"}`, `switchyard_retries_total{allowed="false"}`,
+		`switchyard_breaker_transitions_total{to="open"}`, `switchyard_breaker_transitions_total{to="half_open"}`, `switchyard_breaker_transitions_total{to="closed"}`)
 	return &Router{sh: sh, cfg: cfg, core: core, inbox: make(chan func(), 8192), progress: map[string]time.Time{},
 		journal: subjects.Journal("router", sh.Instance), acks: make(chan pendingAck, 4096), jbatch: routing.NewJournal()}
 }
@@ -517,6 +519,9 @@ func (r *Router) fail(ctx context.Context, in routing.Input, a routing.Action) {
 	h := a.Held
 	delete(r.progress, a.ID)
 	res := svc.ErrorResult(a.ID, h.Adm.Tenant, h.Adm.Priority, a.Err, in.At)
+	// A request that leaves the queue failed (expired, no feasible worker)
+	// waited too: leaving it out would read the longest waits as none.
+	r.sh.Metrics.GetOrCreatePrometheusHistogramExt(`switchyard_router_queue_seconds`, queueWaitBuckets).Update(in.At.Sub(h.Adm.SubmittedAt).Seconds())
 	if err := r.sh.PublishResult(ctx, res, svc.ResultFormat(h.Adm.ResultFormat)); err != nil {
 		if !errors.Is(err, context.Canceled) {
 			r.sh.Log.Warn("publish result", "id", res.ID, "err", err)

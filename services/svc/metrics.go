@@ -231,3 +231,13 @@ func (r *Registry) Serve(ctx context.Context, addr string) (string, error) {
 	}()
 	return ln.Addr().String(), nil
 }
+
+// StartAtZero creates counters that are otherwise created by their first
+// event (a retry, a breaker opening), so that they are exported at 0 from
+// the start: a dashboard's rate() over a series that does not exist yet
+// shows "No data", which reads as broken rather than as "none".
+func StartAtZero(s *metrics.Set, names ...string) {
+	for _, n := range names {
+		s.GetOrCreateCounter(n)
+	}
+}
