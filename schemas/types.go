@@ -172,6 +172,11 @@ type ModelState struct {
 	// State is one of WeightHot, WeightSleeping, WeightLoading, WeightCold.
 	State       string  `json:"state"`
 	LoadSeconds float64 `json:"load_s,omitempty"`
+	// ContextLength is the model's context window in tokens as this worker
+	// serves it (vLLM's max_model_len), 0 when the worker does not know.
+	// The admitter checks prompt + max_tokens against it for models the
+	// catalog does not know, and in preference to the catalog's figure.
+	ContextLength int `json:"context_length,omitempty"`
 }
 
 // Weight residency states.

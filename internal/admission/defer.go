@@ -13,8 +13,12 @@ type DeferPolicy struct {
 	// Classes that may be deferred; nil means batch only.
 	Classes []string
 	// The fleet is busy when utilisation is at least BusyUtilization
-	// (0 means 0.8) or the class's predicted wait is at least BusyWait
-	// (0 means 2 s).
+	// (0 means 0.8) or the predicted wait of the classes above is at least
+	// BusyWait (0 means 2 s). Both count only the work deferral makes room
+	// for — the higher classes' — where the load says whose it is: a batch
+	// that fills an otherwise idle fleet is not a reason to defer the rest
+	// of that batch, which would then sit out a trough that is already
+	// there.
 	BusyUtilization float64
 	BusyWait        time.Duration
 	// MinSlack is the least spare time (deadline minus twice the predicted
@@ -45,7 +49,8 @@ func (p DeferPolicy) Defer(class string, now, deadline time.Time, service, wait 
 	if busyW <= 0 {
 		busyW = 2 * time.Second
 	}
-	if l.Utilization < busyU && wait < busyW {
+	util, others := p.othersLoad(class, wait, l)
+	if util < busyU && others < busyW {
 		return time.Time{}, false, ""
 	}
 	minSlack, maxDefer := p.MinSlack, p.MaxDefer
@@ -64,6 +69,28 @@ func (p DeferPolicy) Defer(class string, now, deadline time.Time, service, wait 
 	if until.Before(now.Add(delay)) {
 		until = until.Add(time.Second)
 	}
-	return until, true, fmt.Sprintf("fleet busy (utilisation %.0f%%, wait %s): deferred %s to %s, %s slack",
-		l.Utilization*100, wait.Round(time.Millisecond), until.Sub(now).Round(time.Second), until.UTC().Format(time.RFC3339), slack.Round(time.Second))
+	return until, true, fmt.Sprintf("fleet busy with higher classes (utilisation %.0f%%, their wait %s): deferred %s to %s, %s slack",
+		util*100, others.Round(time.Millisecond), until.Sub(now).Round(time.Second), until.UTC().Format(time.RFC3339), slack.Round(time.Second))
+}
+
+// othersLoad is the utilisation and the queue wait of the classes above
+// class. The utilisation is their share of the KV blocks in use when the
+// heartbeats split it by class (Load.UtilizationByClass), the fleet's mean
+// utilisation otherwise. The wait is the predicted wait of the next higher
+// class, which counts the pending work of every class above and none of
+// class's own; for the highest class it is class's own wait.
+func (p DeferPolicy) othersLoad(class string, wait time.Duration, l Load) (float64, time.Duration) {
+	rank := schemas.PriorityRank(class)
+	util := l.Utilization
+	if l.UtilizationByClass != nil && rank >= 0 {
+		util = 0
+		for _, c := range schemas.Priorities[:rank] {
+			util += l.UtilizationByClass[c]
+		}
+	}
+	if rank <= 0 {
+		return util, wait
+	}
+	above, _ := Shedder{}.Wait(schemas.Priorities[rank-1], l)
+	return util, above
 }

@@ -28,8 +28,9 @@ type FleetView struct {
 }
 
 type sample struct {
-	at   time.Time
-	done uint64
+	at      time.Time
+	done    uint64
+	running int
 }
 
 type workerObs struct {
@@ -76,7 +77,7 @@ func (f *FleetView) Observe(hb schemas.Heartbeat, now time.Time) {
 			}
 		}
 	}
-	w.samples = append(w.samples, sample{at: at, done: hb.CompletedTotal})
+	w.samples = append(w.samples, sample{at: at, done: hb.CompletedTotal, running: hb.Running})
 	cut := 0
 	for cut < len(w.samples)-2 && at.Sub(w.samples[cut+1].at) >= f.window() {
 		cut++
@@ -97,6 +98,39 @@ func (w *workerObs) rate() float64 {
 	return float64(b.done-a.done) / dt
 }
 
+// capacity is what the worker could complete per second with every batch
+// slot busy, by Little's law: the mean service time is the mean number
+// running over the completion rate, and MaxBatch slots each finish one
+// request per service time. Completions alone only show the arrival rate
+// of a lightly loaded worker — three long prompts complete a few per
+// minute on a worker that could take 60 more at once. Fewer than one
+// running on average (requests shorter than the heartbeat period) counts
+// as one, which keeps the figure a lower bound. Continuous batching slows
+// each stream as the batch fills, so at full batch the figure is high by
+// that slowdown; the measured rate takes over once the worker is full.
+func (w *workerObs) capacity(rate float64) float64 {
+	slots := w.last.MaxBatch
+	if rate <= 0 || slots <= 0 || len(w.samples) < 2 {
+		return rate
+	}
+	running := 0.0
+	for _, s := range w.samples {
+		running += float64(s.running)
+	}
+	running /= float64(len(w.samples))
+	return max(rate, float64(slots)*rate/max(running, 1))
+}
+
+// free is the number of requests the worker can start at once: its idle
+// batch slots, or none while sequences wait on it (the engine queues only
+// what it cannot start, for lack of a slot or of KV blocks).
+func (w *workerObs) free() int {
+	if w.last.Waiting > 0 {
+		return 0
+	}
+	return max(0, w.last.MaxBatch-w.last.Running)
+}
+
 func (f *FleetView) live(now time.Time) []*workerObs {
 	var out []*workerObs
 	for id, w := range f.workers {
@@ -115,20 +149,46 @@ func (f *FleetView) live(now time.Time) []*workerObs {
 }
 
 // Load is the fleet's load at now given the per-class pending counts of
-// the admitted streams. RequestsPerSec is the measured completion rate, but
-// never less than the decayed peak seen recently: at low load completions
-// only show the arrival rate, not what the fleet can do, and a burst must
-// not be judged against the trough before it.
+// the admitted streams.
+//
+// Slots and FreeSlots come from the heartbeats' batch figures, so a request
+// that finds an idle slot is predicted to wait nothing however slow recent
+// completions were. RequestsPerSec is the fleet's capacity: per worker the
+// larger of the measured completion rate and its Little's-law capacity
+// (workerObs.capacity), summed, and never less than the decayed peak seen
+// recently, so a burst is not judged against the trough before it.
+// UtilizationByClass splits the KV blocks in use by the class holding
+// them, from the heartbeats' kv_blocks_by_class.
 func (f *FleetView) Load(pending map[string]int, now time.Time) Load {
 	l := Load{Pending: pending}
 	live := f.live(now)
-	rate, util := 0.0, 0.0
+	capacity, util := 0.0, 0.0
+	kvTotal := 0
+	var kvByClass map[string]int
 	for _, w := range live {
-		rate += w.rate()
+		capacity += w.capacity(w.rate())
 		util += w.last.Utilization
+		l.Slots += w.last.MaxBatch
+		l.FreeSlots += w.free()
+		l.WorkerWaiting += w.last.Waiting
+		if w.last.KVBlocksTotal > 0 && w.last.KVBlocksByClass != nil {
+			kvTotal += w.last.KVBlocksTotal
+			if kvByClass == nil {
+				kvByClass = map[string]int{}
+			}
+			for c, n := range w.last.KVBlocksByClass {
+				kvByClass[c] += n
+			}
+		}
 	}
 	if len(live) > 0 {
 		util /= float64(len(live))
+	}
+	if kvTotal > 0 {
+		l.UtilizationByClass = make(map[string]float64, len(kvByClass))
+		for c, n := range kvByClass {
+			l.UtilizationByClass[c] = float64(n) / float64(kvTotal)
+		}
 	}
 	if f.peak > 0 {
 		hl := orDefault(f.PeakHalfLife, 30*time.Second)
@@ -138,14 +198,31 @@ func (f *FleetView) Load(pending map[string]int, now time.Time) Load {
 		}
 		f.peak, f.peakAt = decayed, now
 	}
-	if rate > f.peak {
-		f.peak, f.peakAt = rate, now
+	if capacity > f.peak {
+		f.peak, f.peakAt = capacity, now
 	}
 	if len(live) > 0 {
 		l.RequestsPerSec = f.peak
 	}
 	l.Utilization = util
 	return l
+}
+
+// ContextWindow is the largest context window, in tokens, that a live
+// worker reports for model in its heartbeat (ModelState.ContextLength), 0
+// when none reports one. The largest, because the router may place the
+// request on that worker; a worker started with a shorter window refuses
+// what does not fit on its own.
+func (f *FleetView) ContextWindow(model string, now time.Time) int {
+	best := 0
+	for _, w := range f.live(now) {
+		for _, m := range w.last.Models {
+			if m.Name == model && m.ContextLength > best {
+				best = m.ContextLength
+			}
+		}
+	}
+	return best
 }
 
 // Pools summarises live workers by pool. speed gives a GPU's throughput

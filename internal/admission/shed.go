@@ -21,6 +21,17 @@ type Load struct {
 	TokensPerSec   float64
 	// Utilization is the fleet's mean GPU utilisation in [0, 1].
 	Utilization float64
+	// Slots is the live fleet's batch slots (heartbeat max_batch, summed)
+	// and FreeSlots those a new request could start in now; 0 Slots means
+	// the caller does not know, and the wait is predicted from throughput
+	// alone.
+	Slots, FreeSlots int
+	// WorkerWaiting is requests already dispatched that wait on a worker
+	// for a slot or KV blocks: they are ahead of anything admitted now.
+	WorkerWaiting int
+	// UtilizationByClass is the share of the fleet's KV blocks held by each
+	// class's running requests, nil when the heartbeats do not say.
+	UtilizationByClass map[string]float64
 }
 
 // Shedder predicts queueing delay per priority class and sheds requests
@@ -47,8 +58,11 @@ var DefaultMargins = map[string]float64{
 // Wait predicts how long a new request of class waits before it starts.
 // The router serves higher classes first, so only pending work of the same
 // or higher classes is ahead of it; lower classes still take their reserved
-// share. known is false when the load has no throughput figure to divide
-// by — the caller then cannot shed on queue depth.
+// share. When the load knows the fleet's batch slots, work ahead that fits
+// the idle slots costs no wait, and only the excess waits for slots to
+// free at the fleet's capacity rate. known is false when the load has no
+// throughput figure to divide by — the caller then cannot shed on queue
+// depth.
 func (s Shedder) Wait(class string, l Load) (wait time.Duration, known bool) {
 	rank := schemas.PriorityRank(class)
 	if rank < 0 {
@@ -65,6 +79,23 @@ func (s Shedder) Wait(class string, l Load) (wait time.Duration, known bool) {
 		}
 	}
 	share = max(share, 0.5)
+	if l.Slots > 0 {
+		// Work ahead that fits the idle slots starts at once, and so does
+		// this request if a slot is left for it: no queue, whatever the
+		// recent completion rate says.
+		ahead := l.WorkerWaiting
+		for _, c := range schemas.Priorities[:rank+1] {
+			ahead += l.Pending[c]
+		}
+		if ahead < l.FreeSlots {
+			return 0, true
+		}
+		if l.RequestsPerSec > 0 && (l.TokensPerSec <= 0 || len(l.PendingTokens) == 0) {
+			// Only the excess over the idle slots waits for a slot to free.
+			excess := ahead - l.FreeSlots + 1
+			return time.Duration(float64(excess) / (l.RequestsPerSec * share) * float64(time.Second)), true
+		}
+	}
 	if l.TokensPerSec > 0 && len(l.PendingTokens) > 0 {
 		ahead := 0.0
 		for _, c := range schemas.Priorities[:rank+1] {

@@ -1,0 +1,156 @@
+package admission
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/switchyard-ai/switchyard/schemas"
+)
+
+// fleetOf feeds a FleetView with ten seconds of once-a-second heartbeats
+// from workers that each run `running` requests of one class out of
+// maxBatch slots and complete `perSec` requests per second, and returns
+// the view and the time of the last heartbeat.
+func fleetOf(t *testing.T, workers, maxBatch, running int, perSec float64, class string, util float64) (*FleetView, time.Time) {
+	t.Helper()
+	f := &FleetView{}
+	var at time.Time
+	for s := 0; s <= 10; s++ {
+		at = t0.Add(time.Duration(s) * time.Second)
+		for w := range workers {
+			f.Observe(schemas.Heartbeat{WorkerID: fmt.Sprintf("w%d", w), Pool: "h100", GPU: "h100",
+				MaxBatch: maxBatch, Running: running, Utilization: util,
+				KVBlocksTotal: 10000, KVBlocksFree: 10000 - 500*running, KVBlocksByClass: map[string]int{class: 500 * running},
+				CompletedTotal: uint64(perSec * float64(s)), SentAt: at, PricePerHour: 3}, at)
+		}
+	}
+	return f, at
+}
+
+func permissiveTenants(t *testing.T) *Tenants {
+	t.Helper()
+	ts, err := NewTenants(Config{UnknownTenants: UnknownDefault,
+		Default: Profile{Priority: schemas.PriorityCritical, DefaultPriority: schemas.PriorityStandard, AllowAuto: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ts
+}
+
+// TestIdleFleetNeitherShedsNorDefers replays the two reports of issue 20:
+// after three 140k-token prompts, 16 concurrent short requests were shed
+// with "predicted wait 50.8s" while the real queue time was about zero;
+// a 500-line batch ran 13 requests and deferred the other 487 for ten
+// minutes on a fleet that then finished them in under a second. In both
+// the fleet had idle batch slots and nothing of a higher class queued.
+func TestIdleFleetNeitherShedsNorDefers(t *testing.T) {
+	ts := permissiveTenants(t)
+	cases := []struct {
+		name     string
+		fleet    func() (*FleetView, time.Time)
+		pending  map[string]int
+		priority string
+		deadline time.Duration
+	}{
+		{"16 concurrent requests after three long prompts",
+			func() (*FleetView, time.Time) {
+				// Three 140k-token prompts run; one finished a while ago.
+				return fleetOf(t, 1, 64, 3, 0.1, schemas.PriorityStandard, 0.9)
+			},
+			map[string]int{schemas.PriorityStandard: 16}, schemas.PriorityStandard, 0},
+		{"the rest of a 500-line batch",
+			func() (*FleetView, time.Time) {
+				return fleetOf(t, 1, 64, 13, 2.6, schemas.PriorityBatch, 0.73)
+			},
+			map[string]int{schemas.PriorityBatch: 487}, schemas.PriorityBatch, 24 * time.Hour},
+		{"a fleet that has done nothing yet",
+			func() (*FleetView, time.Time) { return fleetOf(t, 2, 64, 0, 0, schemas.PriorityBatch, 0) },
+			map[string]int{schemas.PriorityBatch: 20, schemas.PriorityStandard: 20}, schemas.PriorityBatch, 24 * time.Hour},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f, now := c.fleet()
+			load := f.Load(c.pending, now)
+			r := schemas.Request{ID: "r1", Model: "llama-3.1-8b", Prompt: "Summarise the incident in one line.", MaxTokens: 64,
+				Priority: c.priority, DeadlineMs: c.deadline.Milliseconds()}
+			d := Decide(Input{Now: now, Tenant: "t", Request: &r, Tenants: ts, Load: load})
+			if d.Action != ActionAdmit {
+				t.Fatalf("action %s (%v; %v), want admit; load %+v", d.Action, d.Error, d.Reasons, load)
+			}
+		})
+	}
+}
+
+// TestBusyHigherClassesStillDefer: deferral keeps its purpose — batch work
+// waits when the higher classes hold the fleet — and shedding still sheds
+// doomed work when no slot is free.
+func TestBusyHigherClassesStillDefer(t *testing.T) {
+	ts := permissiveTenants(t)
+	f, now := fleetOf(t, 2, 16, 16, 4, schemas.PriorityInteractive, 0.95)
+	load := f.Load(map[string]int{schemas.PriorityInteractive: 40}, now)
+	if load.FreeSlots != 0 || load.Slots != 32 {
+		t.Fatalf("slots %d free %d, want 32 and 0", load.Slots, load.FreeSlots)
+	}
+	batch := schemas.Request{ID: "b1", Model: "llama-3.1-8b", Prompt: "classify", MaxTokens: 16,
+		Priority: schemas.PriorityBatch, DeadlineMs: (24 * time.Hour).Milliseconds()}
+	if d := Decide(Input{Now: now, Tenant: "t", Request: &batch, Tenants: ts, Load: load}); d.Action != ActionDefer {
+		t.Fatalf("batch behind a full interactive fleet: %s (%v), want defer", d.Action, d.Reasons)
+	}
+	std := schemas.Request{ID: "s1", Model: "llama-3.1-8b", Prompt: "hello", MaxTokens: 16, DeadlineMs: 2000}
+	if d := Decide(Input{Now: now, Tenant: "t", Request: &std, Tenants: ts, Load: load}); d.Action != ActionShed {
+		t.Fatalf("standard with 2 s behind 40 queued interactive on a full fleet: %s (%v), want shed", d.Action, d.Reasons)
+	}
+}
+
+// TestFleetCapacityByLittlesLaw: a worker running 4 requests of ~2 s each
+// completes 2 per second but could complete 32 per second with its 64
+// slots full; the Load reports the capacity, and the measured rate once
+// the slots are full.
+func TestFleetCapacityByLittlesLaw(t *testing.T) {
+	cases := []struct {
+		name           string
+		running        int
+		perSec         float64
+		wantLo, wantHi float64
+	}{
+		{"light load: capacity from service time", 4, 2, 31, 33},
+		{"full batch: the measured rate", 64, 10, 9.9, 10.1},
+		{"requests shorter than a heartbeat: a lower bound", 0, 50, 50 * 64 * 0.99, 50 * 64 * 1.01},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f, now := fleetOf(t, 1, 64, c.running, c.perSec, schemas.PriorityStandard, 0.5)
+			l := f.Load(nil, now)
+			if l.RequestsPerSec < c.wantLo || l.RequestsPerSec > c.wantHi {
+				t.Fatalf("capacity %.2f req/s, want %.1f-%.1f", l.RequestsPerSec, c.wantLo, c.wantHi)
+			}
+			if l.FreeSlots != max(0, 64-c.running) {
+				t.Fatalf("free slots %d", l.FreeSlots)
+			}
+		})
+	}
+}
+
+func TestWaitCountsOnlyTheExcessOverIdleSlots(t *testing.T) {
+	var s Shedder
+	cases := []struct {
+		name string
+		load Load
+		want time.Duration
+	}{
+		{"fits the idle slots", Load{Slots: 64, FreeSlots: 60, RequestsPerSec: 1, Pending: map[string]int{"standard": 59}}, 0},
+		{"one over", Load{Slots: 64, FreeSlots: 60, RequestsPerSec: 10, Pending: map[string]int{"standard": 60}}, 100 * time.Millisecond},
+		{"requests waiting on workers are ahead too", Load{Slots: 64, FreeSlots: 10, WorkerWaiting: 9, RequestsPerSec: 10,
+			Pending: map[string]int{"standard": 1}}, 100 * time.Millisecond},
+		{"no slot figures: throughput alone", Load{RequestsPerSec: 10, Pending: map[string]int{"standard": 10}}, time.Second},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w, known := s.Wait(schemas.PriorityStandard, c.load)
+			if !known || w != c.want {
+				t.Fatalf("wait %v known %v, want %v", w, known, c.want)
+			}
+		})
+	}
+}
