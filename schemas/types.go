@@ -177,6 +177,8 @@ type ModelState struct {
 	// The admitter checks prompt + max_tokens against it for models the
 	// catalog does not know, and in preference to the catalog's figure.
 	ContextLength int `json:"context_length,omitempty"`
+	// Spec describes a model the built-in catalog may not know (modelspec.go).
+	Spec *ModelSpec `json:"spec,omitempty"`
 }
 
 // Weight residency states.
