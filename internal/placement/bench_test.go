@@ -130,3 +130,18 @@ func TestPruningKeepsTheWinner(t *testing.T) {
 		t.Fatal("the lower bound never pruned a worker")
 	}
 }
+
+// BenchmarkPlace10k is BenchmarkPlace at ten times the scale: 10,000
+// workers and 1,000,000 indexed blocks (issue 16's target: p99 <= 30 µs).
+func BenchmarkPlace10k(b *testing.B) {
+	f, reqs := Synthetic(SyntheticConfig{Workers: 10000, Blocks: 1000000, Requests: 1024, Seed: 1}, now)
+	p := New(BenchCost(), Options{})
+	for i := range reqs {
+		p.Place(f, &reqs[i], now)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		p.Place(f, &reqs[i%len(reqs)], now)
+	}
+}

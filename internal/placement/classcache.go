@@ -36,8 +36,6 @@ type class struct {
 	price       float64 // $/hour
 	// pricePerSecond is price/3600, for the scan's bound.
 	pricePerSecond float64
-	// bound is the lowest of its groups' bounds for this placement.
-	bound float64
 
 	// decodeAt is the decode time at each bucket's batch size, for the
 	// buckets in the mask (the rest are left from earlier placements).

@@ -294,10 +294,10 @@ type Placer struct {
 	order    []bounded // every worker that passed the scan's first checks, by Idx
 	cheapest []bounded // the cheapestFirst of them by bound, ascending
 	rest     []bounded
-	// touchedIn counts, by class, the live workers holding a cached prefix
-	// (bounded before any class); classOrder is the classes by bound.
+	// touchedIn counts, by group, the live workers holding a cached prefix
+	// (bounded before any group); groupOrder is the groups by bound.
 	touchedIn   []int32
-	classOrder  []int32
+	groupOrder  []int32
 	done        []bool  // by worker Idx: already evaluated this placement
 	bar         float64 // the Explain-th best total so far; +Inf until there are Explain
 	excludedIdx []int32 // the request's Exclude, as Idx
