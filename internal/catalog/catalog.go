@@ -98,6 +98,10 @@ type Model struct {
 	// Dtypes the model may be served in; empty means bf16, fp16 and fp8.
 	Dtypes []string `json:"dtypes,omitempty"`
 	Source string   `json:"source,omitempty"`
+	// FromFleet marks a model learned from a worker's heartbeat (Learn)
+	// rather than configured: only the workers that advertise it can serve
+	// it, since nothing says where else its weights could be loaded from.
+	FromFleet bool `json:"-"`
 }
 
 // LinearParamsPerLayer counts the weights one layer's GEMMs read: Q, K, V
@@ -124,10 +128,14 @@ func (m Model) SupportsDtype(dtype string) bool {
 	return false
 }
 
-// Catalog is an immutable set of GPUs and models, keyed by lower-case name.
+// Catalog is a set of GPUs and models, keyed by lower-case name. The
+// configured part is immutable; a catalog made with Learning also holds the
+// models learned from the fleet (learn.go), safe for concurrent use.
 type Catalog struct {
 	gpus   map[string]GPU
 	models map[string]Model
+	// learned is nil for catalogs that cannot learn (the shared default).
+	learned *learnedModels
 }
 
 type fileFormat struct {
@@ -274,6 +282,9 @@ func (c *Catalog) Model(name string) (Model, bool) {
 	if !ok {
 		m, ok = c.models[strings.ToLower(name)]
 	}
+	if !ok && c.learned != nil {
+		m, ok = c.learned.get(strings.ToLower(name))
+	}
 	return m, ok
 }
 
@@ -292,6 +303,9 @@ func (c *Catalog) Models() []Model {
 	out := make([]Model, 0, len(c.models))
 	for _, m := range c.models {
 		out = append(out, m)
+	}
+	if c.learned != nil {
+		out = append(out, c.learned.all()...)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out

@@ -366,6 +366,11 @@ func (r Replica) LoadSeconds(fromState string) float64 {
 	case schemas.WeightCold, schemas.WeightLoading:
 		return processStartSeconds + w/diskBytesPerSec + compileAndGraphSeconds
 	case schemas.WeightAbsent:
+		if r.Model.FromFleet {
+			// Learned from the workers that serve it: no one else has its
+			// weights, so a worker without it can never load it.
+			return math.Inf(1)
+		}
 		return processStartSeconds + w/diskBytesPerSec + compileAndGraphSeconds + w/downloadBytesPerSec
 	}
 	return math.Inf(1)

@@ -179,3 +179,25 @@ func BenchmarkStepSeconds(b *testing.B) {
 		r.StepSeconds(Batch{PrefillTokens: 512, PrefillContext: 100, DecodeSeqs: 64, DecodeContextTokens: 64 * 900})
 	}
 }
+
+func TestPredictorLearnsFleetModels(t *testing.T) {
+	cat := catalog.Default().Learning()
+	p := NewPredictor(cat)
+	if s := p.PrefillSeconds("h100", "tiny", "bf16", 1, 100, 0); !math.IsInf(s, 1) {
+		t.Fatalf("unknown model prefill = %v, want +Inf", s)
+	}
+	if _, err := cat.Learn("tiny", schemas.ModelSpec{Params: 110_000, Layers: 2, Hidden: 64, Heads: 4, KVHeads: 2, HeadDim: 16,
+		Intermediate: 128, Vocab: 354, MaxContext: 2048}); err != nil {
+		t.Fatal(err)
+	}
+	s := p.PrefillSeconds("h100", "tiny", "bf16", 1, 100, 0)
+	if math.IsInf(s, 0) || s <= 0 {
+		t.Fatalf("learned model prefill = %v, want finite", s)
+	}
+	if l := p.LoadSeconds("h100", "tiny", "bf16", 1, schemas.WeightAbsent); !math.IsInf(l, 1) {
+		t.Fatalf("a fleet-learned model loads from nowhere in %v s", l)
+	}
+	if l := p.LoadSeconds("h100", "tiny", "bf16", 1, schemas.WeightCold); math.IsInf(l, 0) {
+		t.Fatal("a worker holding the weights on disk cannot load them")
+	}
+}

@@ -27,6 +27,9 @@ type replicaKey struct {
 type replicaEntry struct {
 	r  Replica
 	ok bool
+	// gen is the catalog's generation when a failed entry was built: a
+	// model learned since (catalog.Learn) may make the key valid.
+	gen uint64
 }
 
 // NewPredictor returns a Predictor over c (nil = catalog.Default()).
@@ -38,23 +41,24 @@ func NewPredictor(c *catalog.Catalog) *Predictor {
 }
 
 // replica returns the cached entry for the key, building it on first use.
-// Entries are never replaced, so the pointer stays valid and a lookup
-// copies nothing.
+// A valid entry is never replaced, so a lookup copies nothing; a failed one
+// is rebuilt once the catalog has learned a model since (see gen).
 func (p *Predictor) replica(gpu, model, dtype string, tp int) *replicaEntry {
 	k := replicaKey{gpu, model, dtype, tp}
 	p.mu.RLock()
 	e := p.rep[k]
 	p.mu.RUnlock()
-	if e != nil {
+	gen := p.cat.Generation()
+	if e != nil && (e.ok || e.gen == gen) {
 		return e
 	}
 	r, err := NewReplica(p.cat, gpu, model, dtype, tp)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if e := p.rep[k]; e != nil {
+	if e := p.rep[k]; e != nil && (e.ok || e.gen == gen) {
 		return e
 	}
-	e = &replicaEntry{r: r, ok: err == nil}
+	e = &replicaEntry{r: r, ok: err == nil, gen: gen}
 	p.rep[k] = e
 	return e
 }
