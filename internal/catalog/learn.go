@@ -49,6 +49,9 @@ func (c *Catalog) Learning() *Catalog {
 	return n
 }
 
+// CanLearn reports whether Learn can add models to c.
+func (c *Catalog) CanLearn() bool { return c.learned != nil }
+
 // Generation changes whenever the catalog learns a model; it is 0 for a
 // catalog that cannot learn.
 func (c *Catalog) Generation() uint64 {
@@ -107,4 +110,24 @@ func ModelFromSpec(name string, s schemas.ModelSpec) Model {
 func (m Model) Spec() schemas.ModelSpec {
 	return schemas.ModelSpec{Family: m.Family, Params: m.Params, Layers: m.Layers, Hidden: m.Hidden, Heads: m.Heads,
 		KVHeads: m.KVHeads, HeadDim: m.HeadDim, Intermediate: m.Intermediate, Vocab: m.Vocab, MaxContext: m.MaxContext, Source: m.Source}
+}
+
+// LearnFrom learns every model a heartbeat describes (ModelState.Spec),
+// returning the names that were new. Descriptions that do not validate are
+// returned as errors and skipped; the rest of the heartbeat still counts.
+func (c *Catalog) LearnFrom(hb schemas.Heartbeat) (added []string, errs []error) {
+	for _, ms := range hb.Models {
+		if ms.Spec == nil {
+			continue
+		}
+		ok, err := c.Learn(ms.Name, *ms.Spec)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("worker %s: %w", hb.WorkerID, err))
+			continue
+		}
+		if ok {
+			added = append(added, strings.ToLower(ms.Name))
+		}
+	}
+	return added, errs
 }
