@@ -21,7 +21,7 @@ func runGateway(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
 	var f serviceFlags
 	f.register(fs, hostID("gateway"))
-	listen := fs.String("listen", ":8080", "HTTP listen address")
+	listen := fs.String("listen", "127.0.0.1:8080", "HTTP listen address (loopback by default; 0.0.0.0:8080 to serve other hosts)")
 	tenants := fs.String("tenants", "", "tenant config JSON; its api_keys object {key: tenant} authenticates requests (required)")
 	maxTokens := fs.Int("max-tokens", gw.DefaultMaxTokens, "max_tokens for requests that set none")
 	maxWait := fs.Duration("max-wait", 10*time.Minute, "longest wait for a result when a request sets no deadline")
@@ -45,7 +45,7 @@ func runGateway(ctx context.Context, args []string, stdout io.Writer) error {
 	defer sh.NC.Drain()
 	srv, err := gateway.New(ctx, gateway.Config{
 		NC: sh.NC, Keys: keys, Models: cat.Models(), Logger: sh.Log,
-		DefaultMaxTokens: *maxTokens, MaxWait: *maxWait,
+		DefaultMaxTokens: *maxTokens, MaxWait: *maxWait, Metrics: sh.Metrics,
 	})
 	if err != nil {
 		return err

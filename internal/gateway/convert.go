@@ -265,12 +265,13 @@ func ChatChunk(id string, created int64, model, role, text string) ChatCompletio
 	}
 }
 
-// ChatFinalChunk carries the finish reason and the usage of the request.
-func ChatFinalChunk(id string, created int64, model, finish string, u Usage) ChatCompletionChunk {
+// ChatFinalChunk carries the finish reason. Usage is not in it: OpenAI
+// sends usage only in the trailing ChatUsageChunk, and only when asked, so
+// a client summing usage over chunks counts it once.
+func ChatFinalChunk(id string, created int64, model, finish string) ChatCompletionChunk {
 	return ChatCompletionChunk{
 		ID: "chatcmpl-" + id, Object: ObjectChatChunk, Created: created, Model: model,
 		Choices: []ChatChunkChoice{{Delta: ChunkDelta{}, FinishReason: strptr(finish)}},
-		Usage:   &u,
 	}
 }
 
@@ -285,7 +286,13 @@ func TextChunk(id string, created int64, model, text string) Completion {
 	return Completion{ID: "cmpl-" + id, Object: ObjectTextCompletion, Created: created, Model: model, Choices: []CompletionChoice{{Text: text}}}
 }
 
-// TextFinalChunk carries the finish reason and usage of a streamed completion.
-func TextFinalChunk(id string, created int64, model, finish string, u Usage) Completion {
-	return Completion{ID: "cmpl-" + id, Object: ObjectTextCompletion, Created: created, Model: model, Choices: []CompletionChoice{{FinishReason: strptr(finish)}}, Usage: &u}
+// TextFinalChunk carries the finish reason of a streamed completion.
+func TextFinalChunk(id string, created int64, model, finish string) Completion {
+	return Completion{ID: "cmpl-" + id, Object: ObjectTextCompletion, Created: created, Model: model, Choices: []CompletionChoice{{FinishReason: strptr(finish)}}}
+}
+
+// TextUsageChunk is the trailing chunk with empty choices that carries a
+// streamed completion's usage when stream_options.include_usage is set.
+func TextUsageChunk(id string, created int64, model string, u Usage) Completion {
+	return Completion{ID: "cmpl-" + id, Object: ObjectTextCompletion, Created: created, Model: model, Choices: []CompletionChoice{}, Usage: &u}
 }

@@ -263,8 +263,19 @@ func TestModelsAndChunks(t *testing.T) {
 	if string(ev) != want {
 		t.Fatalf("chunk\n%s\nwant\n%s", ev, want)
 	}
-	fin, _ := SSEEvent(ChatFinalChunk("r1", 5, "m", "length", UsageOf(res.Usage)))
-	if !strings.Contains(string(fin), `"finish_reason":"length"`) || !strings.Contains(string(fin), `"total_tokens":5`) {
+	// Usage travels once, in the trailing chunk with empty choices, never
+	// also in the finish chunk (a client summing chunks would count it twice).
+	fin, _ := SSEEvent(ChatFinalChunk("r1", 5, "m", "length"))
+	if !strings.Contains(string(fin), `"finish_reason":"length"`) || strings.Contains(string(fin), `"usage"`) {
 		t.Fatalf("final chunk %s", fin)
+	}
+	uc, _ := SSEEvent(ChatUsageChunk("r1", 5, "m", UsageOf(res.Usage)))
+	if !strings.Contains(string(uc), `"choices":[]`) || !strings.Contains(string(uc), `"total_tokens":5`) {
+		t.Fatalf("usage chunk %s", uc)
+	}
+	tfin, _ := SSEEvent(TextFinalChunk("r1", 5, "m", "stop"))
+	tuc, _ := SSEEvent(TextUsageChunk("r1", 5, "m", UsageOf(res.Usage)))
+	if strings.Contains(string(tfin), `"usage"`) || !strings.Contains(string(tuc), `"total_tokens":5`) || !strings.Contains(string(tuc), `"choices":[]`) {
+		t.Fatalf("text final %s usage %s", tfin, tuc)
 	}
 }

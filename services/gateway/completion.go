@@ -58,8 +58,18 @@ func (s *Server) parse(r *http.Request, data []byte, ep endpoint, id string) (sc
 }
 
 // complete serves one chat or text completion, streamed or not.
-func (s *Server) complete(w http.ResponseWriter, r *http.Request, ep endpoint) {
+func (s *Server) complete(hw http.ResponseWriter, r *http.Request, ep endpoint) {
 	tenant := tenantOf(r)
+	rec := &statusRecorder{ResponseWriter: hw}
+	var w http.ResponseWriter = rec
+	obs := observation{tenant: tenant, start: s.cfg.Now()}
+	defer func() {
+		obs.status = rec.status
+		if r.Context().Err() != nil || obs.status == 0 {
+			obs.status = StatusClientClosed
+		}
+		s.stats.record(obs, s.cfg.Now())
+	}()
 	data, aerr := s.readBody(w, r)
 	if aerr != nil {
 		writeError(w, *aerr)
@@ -67,6 +77,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, ep endpoint) {
 	}
 	id := client.NewID()
 	req, includeUsage, serr := s.parse(r, data, ep, id)
+	obs.model = req.Model
 	now := s.cfg.Now()
 	if serr == nil {
 		// The same checks the admitter makes, so a malformed request costs
@@ -126,7 +137,8 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, ep endpoint) {
 	poll := time.NewTicker(s.cfg.PollInterval)
 	defer poll.Stop()
 
-	out := &responder{w: w, ep: ep, id: id, created: now.Unix(), model: req.Model, stream: req.Stream, includeUsage: includeUsage}
+	out := &responder{w: w, ep: ep, id: id, created: now.Unix(), model: req.Model, stream: req.Stream, includeUsage: includeUsage, now: s.cfg.Now}
+	defer func() { obs.firstToken, obs.lastToken = out.firstToken, out.lastToken }()
 	var state gw.StreamState
 	for {
 		select {
@@ -150,10 +162,12 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, ep endpoint) {
 				s.log.Error("undecodable result", "id", id, "err", err)
 				res = schemas.Result{ID: id, Status: schemas.StatusFailed, Error: schemas.Errf(schemas.CodeInternal, "", "undecodable result: %v", err)}
 			}
+			obs.result = &res
 			out.finish(res, &state)
 			return
 		case <-poll.C:
 			if res, ok := s.lookupResult(r.Context(), resSubj); ok {
+				obs.result = &res
 				out.finish(res, &state)
 				return
 			}
@@ -223,6 +237,10 @@ type responder struct {
 	stream       bool
 	includeUsage bool
 	started      bool
+	now          func() time.Time
+	// firstToken and lastToken date the first and last content relayed,
+	// for the TTFT and inter-token latency metrics.
+	firstToken, lastToken time.Time
 }
 
 func (o *responder) event(v any) error {
@@ -251,14 +269,24 @@ func (o *responder) write(b []byte) error {
 }
 
 func (o *responder) delta(text string) error {
+	var err error
 	if o.ep == chatEndpoint {
 		role := ""
 		if !o.started {
 			role = "assistant"
 		}
-		return o.event(gw.ChatChunk(o.id, o.created, o.model, role, text))
+		err = o.event(gw.ChatChunk(o.id, o.created, o.model, role, text))
+	} else {
+		err = o.event(gw.TextChunk(o.id, o.created, o.model, text))
 	}
-	return o.event(gw.TextChunk(o.id, o.created, o.model, text))
+	if err == nil && text != "" && o.now != nil {
+		t := o.now()
+		if o.firstToken.IsZero() {
+			o.firstToken = t
+		}
+		o.lastToken = t
+	}
+	return err
 }
 
 func (o *responder) fail(e gw.APIError) {
@@ -293,16 +321,22 @@ func (o *responder) finish(res schemas.Result, state *gw.StreamState) {
 			return
 		}
 	}
+	// As OpenAI streams: the finish chunk carries no usage, and with
+	// stream_options.include_usage exactly one more chunk, with empty
+	// choices, carries it.
 	u := gw.UsageOf(res.Usage)
 	finish := gw.FinishReason(res)
 	var err error
 	if o.ep == chatEndpoint {
-		err = o.event(gw.ChatFinalChunk(o.id, o.created, o.model, finish, u))
+		err = o.event(gw.ChatFinalChunk(o.id, o.created, o.model, finish))
 		if err == nil && o.includeUsage {
 			err = o.event(gw.ChatUsageChunk(o.id, o.created, o.model, u))
 		}
 	} else {
-		err = o.event(gw.TextFinalChunk(o.id, o.created, o.model, finish, u))
+		err = o.event(gw.TextFinalChunk(o.id, o.created, o.model, finish))
+		if err == nil && o.includeUsage {
+			err = o.event(gw.TextUsageChunk(o.id, o.created, o.model, u))
+		}
 	}
 	if err == nil {
 		o.write([]byte(gw.SSEDone))

@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -56,6 +57,9 @@ type Config struct {
 	PollInterval time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Metrics receives the gateway's series (metrics.go); nil keeps them
+	// in a set of the server's own, which Metrics() returns.
+	Metrics *metrics.Set
 }
 
 func (c Config) withDefaults() Config {
@@ -86,6 +90,9 @@ func (c Config) withDefaults() Config {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.Metrics == nil {
+		c.Metrics = metrics.NewSet()
+	}
 	return c
 }
 
@@ -99,6 +106,7 @@ type Server struct {
 	models []byte
 	batch  *batchAPI
 	mux    *http.ServeMux
+	stats  *gatewayMetrics
 
 	resultsMu sync.Mutex
 	results   jetstream.Stream // RESULTS, looked up on first use
@@ -125,7 +133,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway models: %w", err)
 	}
-	s := &Server{cfg: cfg, nc: cfg.NC, js: js, client: cl, log: cfg.Logger, models: models}
+	names := make([]string, 0, len(cfg.Models))
+	for _, m := range cfg.Models {
+		names = append(names, m.Name)
+	}
+	s := &Server{cfg: cfg, nc: cfg.NC, js: js, client: cl, log: cfg.Logger, models: models, stats: newGatewayMetrics(cfg.Metrics, names)}
 	if s.batch, err = newBatchAPI(ctx, s); err != nil {
 		return nil, err
 	}
@@ -142,6 +154,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.mux = mux
 	return s, nil
 }
+
+// Metrics is the set the gateway's series are in, for a /metrics endpoint.
+func (s *Server) Metrics() *metrics.Set { return s.cfg.Metrics }
 
 // Handler is the HTTP handler.
 func (s *Server) Handler() http.Handler { return s.mux }

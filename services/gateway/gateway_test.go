@@ -168,7 +168,7 @@ func TestStreamedChat(t *testing.T) {
 		t.Fatalf("events %+v", evs)
 	}
 	var text strings.Builder
-	contentChunks, finishAt, usageSeen := 0, -1, false
+	contentChunks, finishAt, usageSeen, usageChunks := 0, -1, false, 0
 	for i, ev := range evs[:len(evs)-1] {
 		var c gw.ChatCompletionChunk
 		if err := json.Unmarshal([]byte(ev.data), &c); err != nil {
@@ -177,8 +177,11 @@ func TestStreamedChat(t *testing.T) {
 		if c.Object != "chat.completion.chunk" {
 			t.Fatalf("object %q", c.Object)
 		}
+		if c.Usage != nil {
+			usageChunks++
+		}
 		if len(c.Choices) == 0 {
-			usageSeen = c.Usage != nil && c.Usage.CompletionTokens == 5
+			usageSeen = c.Usage != nil && c.Usage.CompletionTokens == 5 && c.Usage.TotalTokens == 9
 			continue
 		}
 		ch := c.Choices[0]
@@ -194,15 +197,15 @@ func TestStreamedChat(t *testing.T) {
 		}
 		if ch.FinishReason != nil {
 			finishAt = i
-			if *ch.FinishReason != "stop" || c.Usage == nil || c.Usage.TotalTokens != 9 {
+			if *ch.FinishReason != "stop" {
 				t.Fatalf("finish chunk %+v usage %+v", ch, c.Usage)
 			}
 		}
 	}
 	// Five tokens ("echo:" plus four words) came as separate chunks before
 	// the final one: relayed as generated, not buffered to the end.
-	if contentChunks != 5 || text.String() != "echo: one two three four" || finishAt < 0 || !usageSeen {
-		t.Fatalf("chunks %d text %q finish at %d usage %v", contentChunks, text.String(), finishAt, usageSeen)
+	if contentChunks != 5 || text.String() != "echo: one two three four" || finishAt < 0 || !usageSeen || usageChunks != 1 {
+		t.Fatalf("chunks %d text %q finish at %d usage %v in %d chunks (want exactly 1)", contentChunks, text.String(), finishAt, usageSeen, usageChunks)
 	}
 	if !evs[0].at.Before(evs[finishAt].at) {
 		t.Fatalf("first chunk arrived with the final one")

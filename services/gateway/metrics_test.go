@@ -1,0 +1,74 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+)
+
+func scrapeSet(set *metrics.Set) map[string]float64 {
+	var b bytes.Buffer
+	set.WritePrometheus(&b)
+	out := map[string]float64{}
+	for _, line := range strings.Split(b.String(), "\n") {
+		i := strings.LastIndexByte(line, ' ')
+		if i <= 0 || strings.HasPrefix(line, "#") {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err == nil {
+			out[line[:i]] = v
+		}
+	}
+	return out
+}
+
+// TestGatewayMetrics: requests by status, TTFT, inter-token and end-to-end
+// histograms and token counters per tenant and model, as vLLM and LiteLLM
+// users look for them.
+func TestGatewayMetrics(t *testing.T) {
+	set := metrics.NewSet()
+	e := start(t, InstantConfig{TokenDelay: 5 * time.Millisecond}, Config{Metrics: set})
+	for _, body := range []string{
+		`{"model":"llama-3.1-8b","messages":[{"role":"user","content":"one two three"}],"max_tokens":8}`,
+		`{"model":"llama-3.1-8b","messages":[{"role":"user","content":"one two three"}],"max_tokens":8,"stream":true}`,
+		`{"model":"llama-3.1-8b","messages":[{"role":"user","content":"hi !quota"}],"max_tokens":8}`,
+		`{"model":"no-such-model-typo","messages":[{"role":"user","content":"hi !shed"}],"max_tokens":8}`,
+		`{"model":"llama-3.1-8b","messages":[]}`,
+	} {
+		resp := post(t, context.Background(), e.url+"/v1/chat/completions", testKey, body, nil)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	got := scrapeSet(set)
+	lbl := `tenant="acme",model="llama-3.1-8b"`
+	for key, want := range map[string]float64{
+		`switchyard_gateway_requests_total{` + lbl + `,status_code="200"}`:                 2,
+		`switchyard_gateway_requests_total{` + lbl + `,status_code="429"}`:                 1,
+		`switchyard_gateway_requests_total{tenant="acme",model="other",status_code="429"}`: 1,
+		`switchyard_gateway_requests_total{tenant="acme",model="other",status_code="400"}`: 1,
+		`switchyard_gateway_e2e_request_latency_seconds_count{` + lbl + `}`:                3,
+		`switchyard_gateway_time_to_first_token_seconds_count{` + lbl + `}`:                1,
+		`switchyard_gateway_inter_token_latency_seconds_count{` + lbl + `}`:                1,
+		// "echo: one two three" is 4 completion tokens per answer, over 2 answers.
+		`switchyard_gateway_generation_tokens_total{` + lbl + `}`: 8,
+	} {
+		if got[key] != want {
+			t.Errorf("%s = %v, want %v", key, got[key], want)
+		}
+	}
+	if got[`switchyard_gateway_prompt_tokens_total{`+lbl+`}`] <= 0 {
+		t.Errorf("no prompt tokens counted")
+	}
+	for key := range got {
+		if strings.Contains(key, "no-such-model-typo") {
+			t.Errorf("a client's model name became a label: %s", key)
+		}
+	}
+}
