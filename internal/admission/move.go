@@ -215,3 +215,171 @@ func ChoosePool(pools []Pool, est Estimate, wait, budget time.Duration) (PoolCho
 }
 
 func poolCost(p Pool, e Estimate) float64 { return p.PricePerHour / 3600 * e.GPUSeconds / p.Speed }
+
+// Offer is what the live fleet can do for one model now.
+type Offer struct {
+	Model string
+	// Hot is how many live workers serve the model now.
+	Hot int
+	// WarmSeconds is the shortest wait before some worker can serve it:
+	// 0 when one is hot; otherwise the quickest live worker's own load
+	// estimate for it (heartbeat load_s — what placement's warmth axis
+	// charges a cold start), or a controller-sized pool's cold start.
+	WarmSeconds float64
+	// Via says where the offer comes from, for reasons.
+	Via string
+}
+
+// ScalablePool is a pool a controller sizes (control.ReplicasMsg on
+// sy.ctl.replicas.<pool>): a worker for its model can be started even
+// when none is live, after ColdStartSeconds.
+type ScalablePool struct {
+	Pool, GPU, Model string
+	ColdStartSeconds float64
+}
+
+// FleetOffers is which models the live fleet can serve and how soon.
+type FleetOffers struct {
+	// Live is how many live, non-draining workers the view holds.
+	Live   int
+	Models map[string]Offer
+}
+
+// Offers summarises the live fleet by model: each model a live worker
+// reports resident (hot, sleeping, loading or cold), and each model of a
+// pool a controller can scale up. A model is offered at the quickest of
+// these.
+func (f *FleetView) Offers(now time.Time, pools []ScalablePool) FleetOffers {
+	o := FleetOffers{Models: map[string]Offer{}}
+	better := func(c Offer) {
+		if cur, ok := o.Models[c.Model]; ok {
+			c.Hot += cur.Hot
+			if cur.WarmSeconds <= c.WarmSeconds {
+				c.WarmSeconds, c.Via = cur.WarmSeconds, cur.Via
+			}
+		}
+		o.Models[c.Model] = c
+	}
+	for _, w := range f.live(now) {
+		o.Live++
+		for _, ms := range w.last.Models {
+			switch ms.State {
+			case schemas.WeightHot:
+				better(Offer{Model: ms.Name, Hot: 1, Via: "hot on a live worker"})
+			case schemas.WeightSleeping, schemas.WeightLoading, schemas.WeightCold:
+				if ms.LoadSeconds > 0 {
+					better(Offer{Model: ms.Name, WarmSeconds: ms.LoadSeconds,
+						Via: fmt.Sprintf("%s on %s, load %.1fs", ms.State, w.last.WorkerID, ms.LoadSeconds)})
+				}
+			}
+		}
+	}
+	for _, p := range pools {
+		if p.Model == "" || p.ColdStartSeconds <= 0 {
+			continue
+		}
+		better(Offer{Model: p.Model, WarmSeconds: p.ColdStartSeconds,
+			Via: fmt.Sprintf("scale-up of pool %s, cold start %.1fs", p.Pool, p.ColdStartSeconds)})
+	}
+	return o
+}
+
+// Informed reports whether the view knows anything about the fleet. An
+// uninformed view (no live worker, no scalable pool: a fresh admitter, or
+// a fleet at zero) constrains nothing — the router holds the work for a
+// worker that may yet start — rather than refuse everything.
+func (o FleetOffers) Informed() bool { return o.Live > 0 || len(o.Models) > 0 }
+
+// Serves reports whether model can be served within budget given its
+// predicted service latency: a hot worker, or a warm-up that leaves room
+// for the latency. A budget ≤ 0 means no bound.
+func (o FleetOffers) Serves(model string, latency, budget time.Duration) (Offer, bool) {
+	of, ok := o.Models[model]
+	if !ok {
+		return Offer{}, false
+	}
+	if of.Hot > 0 || budget <= 0 {
+		return of, true
+	}
+	warm := time.Duration(of.WarmSeconds * float64(time.Second))
+	return of, warm+latency <= budget
+}
+
+// Names lists the offered models, sorted, for reasons.
+func (o FleetOffers) Names() []string {
+	out := make([]string, 0, len(o.Models))
+	for m := range o.Models {
+		out = append(out, m)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// MoveCandidates is the model lookup the move step (ChooseModel, through
+// Input.Known) should see so that "auto" and downgrades pick only models
+// the fleet can serve: requested passes the catalog lookup known unchanged,
+// so validation of the named model sees what it always saw; every other
+// model is a candidate only when known accepts it and the fleet serves it
+// within budget (its predicted latency from est on this request included).
+// An uninformed view returns known as it is.
+func (o FleetOffers) MoveCandidates(known schemas.ModelLookup, requested string, est Estimator, promptTokens, maxTokens int, budget time.Duration) schemas.ModelLookup {
+	if !o.Informed() {
+		return known
+	}
+	return func(m string) bool {
+		if known != nil && !known(m) {
+			return false
+		}
+		if m == requested {
+			return true
+		}
+		lat := time.Duration(0)
+		if est != nil {
+			lat = est(m, promptTokens, maxTokens).Latency
+		}
+		_, ok := o.Serves(m, lat, budget)
+		return ok
+	}
+}
+
+// Unplaceable is the answer for a request no worker can ever take, or nil
+// when some can (or the view cannot tell). A named model must be offered
+// at all (hot, warmable on a live worker, or in a scalable pool); "auto"
+// needs some model of candidates (the tenant's usable ladder) offered. The
+// reason names what the fleet does serve, so the client can ask for it.
+func (o FleetOffers) Unplaceable(model string, candidates []string) *schemas.Error {
+	if !o.Informed() {
+		return nil
+	}
+	serves := strings.Join(o.Names(), ", ")
+	if serves == "" {
+		serves = "none"
+	}
+	if model != "auto" {
+		if _, ok := o.Models[model]; ok {
+			return nil
+		}
+		return schemas.Errf(schemas.CodeUnplaceable, "model",
+			"no live worker serves model %q and no scalable pool can start one (%d live workers serve: %s)", model, o.Live, serves)
+	}
+	for _, m := range candidates {
+		if _, ok := o.Models[m]; ok {
+			return nil
+		}
+	}
+	return schemas.Errf(schemas.CodeUnplaceable, "model",
+		"model \"auto\": no live worker serves any of %s and no scalable pool can start one (%d live workers serve: %s)",
+		strings.Join(candidates, ", "), o.Live, serves)
+}
+
+// UsableLadder is the part of ladder tenant p may be moved to: the models
+// its allowlist permits and known accepts (nil accepts all).
+func UsableLadder(p Profile, ladder []string, known schemas.ModelLookup) []string {
+	var out []string
+	for _, m := range ladder {
+		if p.ModelAllowed(m) && (known == nil || known(m)) {
+			out = append(out, m)
+		}
+	}
+	return out
+}

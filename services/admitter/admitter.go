@@ -42,7 +42,11 @@ const BatchConsumerName = "admitter-batch"
 type Config struct {
 	// ModelKnown validates model names against the catalog.
 	ModelKnown schemas.ModelLookup
-	Limits     schemas.Limits
+	// ContextWindow gives a model's context window in tokens (0 when
+	// unknown); nil means what a live worker reports for it in its
+	// heartbeats, else the Catalog's max_context.
+	ContextWindow func(model string) int
+	Limits        schemas.Limits
 	// Tenants are the tenant profiles; nil means Permissive().
 	Tenants *admission.Tenants
 	// Catalog, when set, gives each GPU pool its speed relative to the
@@ -108,6 +112,7 @@ type Admitter struct {
 
 	inflight *inflight
 	shed     shedControl // the controller's margins (control.go)
+	move     moveState   // scalable pools and requests waiting for a model (move.go)
 }
 
 // New builds an admitter over a shell.
@@ -130,8 +135,31 @@ func New(sh *svc.Shell, cfg Config) *Admitter {
 	if cfg.Estimate == nil {
 		cfg.Estimate = admission.LadderEstimator(cfg.Tenants.Ladder(), nil)
 	}
-	return &Admitter{sh: sh, cfg: cfg, quotas: admission.NewQuotas(),
+	a := &Admitter{sh: sh, cfg: cfg, quotas: admission.NewQuotas(),
 		polled: map[string]int{}, since: map[string]int{}, inflight: newInflight(100000)}
+	if a.cfg.ContextWindow == nil {
+		a.cfg.ContextWindow = a.contextWindow
+	}
+	return a
+}
+
+// contextWindow is the window a live worker reports for model in its
+// heartbeats — the engine's own figure, and the only one for a model the
+// catalog does not know — else the catalog's max_context, 0 when neither
+// knows the model.
+func (a *Admitter) contextWindow(model string) int {
+	a.mu.Lock()
+	w := a.fleet.ContextWindow(model, a.sh.Now())
+	a.mu.Unlock()
+	if w > 0 {
+		return w
+	}
+	if a.cfg.Catalog != nil {
+		if m, ok := a.cfg.Catalog.Model(model); ok {
+			return m.MaxContext
+		}
+	}
+	return 0
 }
 
 // Run consumes submissions until ctx ends.
@@ -157,6 +185,11 @@ func (a *Admitter) Run(ctx context.Context) error {
 		return err
 	}
 	defer unshed()
+	unpools, err := a.move.followPools(a.sh.NC, a.cfg.Catalog, a.sh.Now, a.sh.Log)
+	if err != nil {
+		return err
+	}
+	defer unpools()
 	var bg sync.WaitGroup
 	bgCtx, stopBg := context.WithCancel(ctx)
 	defer func() { stopBg(); bg.Wait() }()
@@ -242,7 +275,7 @@ func (a *Admitter) handle(ctx context.Context, m jetstream.Msg) {
 	}
 	req := &sub.Request
 	in := admission.Input{Now: now, Tenant: sub.Tenant, Request: req, Tenants: a.cfg.Tenants,
-		Known: a.cfg.ModelKnown, Limits: a.cfg.Limits, Quotas: a.quotas, Estimate: a.cfg.Estimate,
+		Known: a.cfg.ModelKnown, ContextWindow: a.cfg.ContextWindow, Limits: a.cfg.Limits, Quotas: a.quotas, Estimate: a.cfg.Estimate,
 		Shedder: a.shed.shedder(a.cfg.Shedder), Defer: a.cfg.Defer}
 	// The lookups below only matter for a request the tenant may send at
 	// all; Decide refuses the others on its own.
@@ -265,18 +298,23 @@ func (a *Admitter) handle(ctx context.Context, m jetstream.Msg) {
 		}
 	}
 	a.mu.Lock()
-	in.Load = a.fleet.Load(a.pendingLocked(), now)
+	in.Load = a.fleet.Load(a.excludeWarming(a.pendingLocked(), now), now)
 	in.Pools = a.fleet.Pools(now, a.speed)
 	in.PricePerGPUHour = a.fleet.MeanPrice(now)
+	offers := a.fleet.Offers(now, a.move.scalable(now))
 	a.mu.Unlock()
 
-	d := admission.Decide(in)
+	d, steered := a.steerMove(&in, offers)
+	if !steered {
+		d = admission.Decide(in)
+	}
 	switch d.Action {
 	case admission.ActionAdmit, admission.ActionDefer:
 		if err := a.admit(ctx, sub, d, now); err != nil {
 			a.retry(m, "publish admitted", sub.ID, err)
 			return
 		}
+		a.holdIfWarming(sub.ID, d, offers)
 	case admission.ActionCacheHit:
 		if err := a.sh.PublishResult(ctx, d.CacheHit.Result, sub.Format); err != nil {
 			a.retry(m, "publish cached result", sub.ID, err)
@@ -330,8 +368,13 @@ func (a *Admitter) admit(ctx context.Context, sub intake.Submission, d admission
 	// Known before the publish: an instant backend can answer before
 	// PublishMsg returns, and the results loop skips the workflow lookup
 	// only for requests it finds here.
+	var deferred time.Duration
+	if d.Action == admission.ActionDefer {
+		deferred = d.DeferUntil.Sub(now)
+	}
 	a.inflight.put(sub.Tenant, sub.ID, pendingReq{model: sub.Request.Model, req: sub.Request, profile: d.Profile,
-		estUSD: d.EstimatedCostUSD, expires: d.Deadline.Add(time.Minute)}, now)
+		estUSD: d.EstimatedCostUSD, expires: d.Deadline.Add(time.Minute),
+		class: d.Priority, predictedWait: d.PredictedWait, deferred: deferred}, now)
 	if _, err := a.sh.JS.PublishMsg(ctx, out); err != nil {
 		a.inflight.take(sub.Tenant, sub.ID)
 		return err

@@ -25,6 +25,11 @@ type pendingReq struct {
 	profile admission.Profile
 	estUSD  float64
 	expires time.Time
+	// class, predictedWait and deferred are what admission predicted, to
+	// check against the queue wait the result measures.
+	class         string
+	predictedWait time.Duration
+	deferred      time.Duration
 }
 
 // inflight is a bounded id → request map with expiry. It is kept in
@@ -133,6 +138,7 @@ func (a *Admitter) onResult(ctx context.Context, m jetstream.Msg) {
 			}
 		}
 	}
+	a.move.done(res.ID)
 	if p, ok := a.inflight.take(res.Tenant, res.ID); ok {
 		if a.store != nil && res.Status == schemas.StatusOK && res.FromCache == "" && p.profile.Cache.Enabled() {
 			if _, err := a.store.Put(ctx, res.Tenant, p.model, &p.req, p.profile.Cache, res, now); err != nil {
@@ -140,6 +146,31 @@ func (a *Admitter) onResult(ctx context.Context, m jetstream.Msg) {
 			}
 		}
 		a.quotas.Reconcile(p.profile, p.estUSD, res.CostUSD, now)
+		if c, ok := admission.CheckWait(p.class, p.predictedWait, p.deferred, res); ok {
+			a.recordWaitCheck(res, c, now)
+		}
 	}
 	m.Ack()
 }
+
+// recordWaitCheck publishes how far the predicted queue wait was from the
+// measured one: a wait_checked event per request and, per class, the
+// absolute error as a histogram and the predicted and measured seconds as
+// counters, whose ratio is the estimator's bias.
+func (a *Admitter) recordWaitCheck(res schemas.Result, c admission.WaitCheck, now time.Time) {
+	a.sh.Emit(schemas.Event{Kind: "wait_checked", At: now, RequestID: res.ID, Tenant: res.Tenant, WorkerID: res.WorkerID,
+		Reason: fmt.Sprintf("predicted wait %s, measured %s", c.Predicted.Round(time.Millisecond), c.Measured.Round(time.Millisecond)),
+		Fields: map[string]any{"class": c.Class, "predicted_wait_s": c.Predicted.Seconds(), "measured_wait_s": c.Measured.Seconds(),
+			"error_s": c.Error().Seconds()}})
+	abs := c.Error()
+	if abs < 0 {
+		abs = -abs
+	}
+	a.sh.Metrics.GetOrCreatePrometheusHistogramExt(fmt.Sprintf(`switchyard_admission_wait_error_seconds{class=%q}`, c.Class), waitErrorBuckets).Update(abs.Seconds())
+	a.sh.Metrics.GetOrCreateFloatCounter(fmt.Sprintf(`switchyard_admission_wait_predicted_seconds_total{class=%q}`, c.Class)).Add(c.Predicted.Seconds())
+	a.sh.Metrics.GetOrCreateFloatCounter(fmt.Sprintf(`switchyard_admission_wait_measured_seconds_total{class=%q}`, c.Class)).Add(c.Measured.Seconds())
+}
+
+// waitErrorBuckets (Prometheus le bounds, seconds): a good prediction is
+// off by milliseconds; the reported failures were off by a minute.
+var waitErrorBuckets = []float64{1e-3, 5e-3, 10e-3, 25e-3, 50e-3, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300}
