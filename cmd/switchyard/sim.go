@@ -9,12 +9,14 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
 
+	"github.com/switchyard-ai/switchyard/internal/control"
 	"github.com/switchyard-ai/switchyard/internal/perf"
 	"github.com/switchyard-ai/switchyard/internal/sim"
 	"github.com/switchyard-ai/switchyard/loadgen/traces"
@@ -24,8 +26,11 @@ import (
 // several placement policies and compare them.
 func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
-	trace := fs.String("trace", "", "trace file (mooncake JSONL or azure CSV)")
-	format := fs.String("format", "mooncake", "mooncake | azure | agentic | shared-prefix (the last two are generated; --trace unused)")
+	trace := fs.String("trace", "", "trace file (mooncake JSONL or azure CSV; servegen: servegen_<model>_client_rates.csv files, comma-separated, with servegen_client_length_stats.csv beside them)")
+	format := fs.String("format", "mooncake", "mooncake | azure | servegen | agentic | shared-prefix (the last two are generated; --trace unused)")
+	sgRate := fs.Float64("servegen-rate", 1, "servegen: multiply every client's published rate (thins the workload, keeps its diurnal shape)")
+	sgStart := fs.Duration("servegen-start", 0, "servegen: offset into the rate data to start at")
+	sgLengths := fs.String("servegen-lengths", "", "servegen: length statistics file (default: servegen_client_length_stats.csv beside the first rates file)")
 	gpus := fs.String("gpus", "h100:16", "replicas per GPU type: gpu:count[:tp],...")
 	model := fs.String("model", "llama-3.1-8b", "catalog model")
 	policies := fs.String("policies", "round-robin,least-loaded,llm-d,dynamo,sglang,switchyard", "comma-separated policies, or 'all'")
@@ -54,6 +59,7 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	asHeadroomAll := fs.Bool("headroom-all", false, "autoscale: buy burst and noise headroom for every class, not only the high classes' share of the traffic")
 	asPlanFor := fs.String("autoscale-for", "all", "autoscale: size the fleet to serve all classes, or only the high classes (critical, interactive) with the rest on spare capacity: all|high")
 	asDamping := fs.Float64("trend-damping", 0, "autoscale: forecast trend damping per interval (0: the controller's default; 1: undamped)")
+	planners := fs.String("planner", control.PlannerSwitchyard, "autoscale: comma-separated planners sizing the fleet, each run on the same fleet: "+strings.Join(sim.PlannerNames(), "|"))
 	fs.SetOutput(stdout)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -76,7 +82,20 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 	}
-	tr, err := loadTrace(*format, *trace, traces.ReadOptions{Limit: *limit, Seed: *seed}, *seed, *workflowRate, *genDur, *stage)
+	var plannerList []string
+	for _, p := range strings.Split(*planners, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			if !slices.Contains(sim.PlannerNames(), p) {
+				return fmt.Errorf("--planner %q: want one of %v", p, sim.PlannerNames())
+			}
+			plannerList = append(plannerList, p)
+		}
+	}
+	if len(plannerList) == 0 {
+		plannerList = []string{control.PlannerSwitchyard}
+	}
+	sg := traces.ServeGenConfig{Seed: *seed, Start: *sgStart, Duration: *duration, RateScale: *sgRate}
+	tr, err := loadTrace(*format, *trace, traces.ReadOptions{Limit: *limit, Seed: *seed}, *seed, *workflowRate, *genDur, *stage, sg, *sgLengths)
 	if err != nil {
 		return err
 	}
@@ -100,14 +119,17 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	// Each policy runs on the fixed fleet and, with --autoscale, again
 	// with the controller sizing it, so both compare in one table.
 	type variant struct {
-		policy string
-		auto   bool
+		policy  string
+		auto    bool
+		planner string
 	}
 	var variants []variant
 	for _, n := range names {
-		variants = append(variants, variant{strings.TrimSpace(n), false})
+		variants = append(variants, variant{strings.TrimSpace(n), false, ""})
 		if *autoscale {
-			variants = append(variants, variant{strings.TrimSpace(n), true})
+			for _, p := range plannerList {
+				variants = append(variants, variant{strings.TrimSpace(n), true, p})
+			}
 		}
 	}
 	type job struct{ si, pi int }
@@ -134,7 +156,10 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 				c := cfg
 				if v.auto {
 					pol.Name += "+autoscale"
-					c.Autoscale = &sim.Autoscale{Min: *asMin, Max: *asMax, Warmth: *asWarmth}
+					if v.planner != control.PlannerSwitchyard {
+						pol.Name += ":" + v.planner
+					}
+					c.Autoscale = &sim.Autoscale{Min: *asMin, Max: *asMax, Warmth: *asWarmth, Planner: v.planner}
 					c.Autoscale.Control.Interval = *ctlInterval
 					c.Autoscale.Control.TargetUtilization = *asUtil
 					c.Autoscale.Control.DownWindow = *asDownWindow
@@ -224,8 +249,26 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-func loadTrace(format, path string, o traces.ReadOptions, seed int64, wfRate float64, genDur, stage time.Duration) (*traces.Trace, error) {
+func loadTrace(format, path string, o traces.ReadOptions, seed int64, wfRate float64, genDur, stage time.Duration, sg traces.ServeGenConfig, sgLengths string) (*traces.Trace, error) {
 	switch format {
+	case "servegen":
+		if path == "" {
+			return nil, errors.New("--trace is required for --format servegen: one or more servegen_<model>_client_rates.csv, comma-separated")
+		}
+		tr, err := traces.ReadServeGenFiles(path, sgLengths, sg)
+		if err != nil {
+			return nil, err
+		}
+		// The simulator serves one model per run: a workload of several
+		// pools is run one pool at a time (their fleets are separate).
+		models := map[string]bool{}
+		for i := range tr.Requests {
+			models[tr.Requests[i].Model] = true
+		}
+		if len(models) > 1 {
+			return nil, fmt.Errorf("--format servegen: %s mixes %d model pools; the simulator serves one model per run, so pass one rates file per run", path, len(models))
+		}
+		return tr, nil
 	case "mooncake", "azure":
 		if path == "" {
 			return nil, fmt.Errorf("--trace is required for --format %s", format)
@@ -239,7 +282,7 @@ func loadTrace(format, path string, o traces.ReadOptions, seed int64, wfRate flo
 	case "shared-prefix", "llm-d":
 		return traces.SharedPrefix(traces.SharedPrefixConfig{Seed: seed, StageDuration: stage}), nil
 	}
-	return nil, fmt.Errorf("unknown --format %q (want mooncake, azure, agentic or shared-prefix)", format)
+	return nil, fmt.Errorf("unknown --format %q (want mooncake, azure, servegen, agentic or shared-prefix)", format)
 }
 
 // printAutoscale sets each autoscaled run beside the fixed fleet: GPU-hours

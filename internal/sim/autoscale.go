@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/switchyard-ai/switchyard/internal/baselines"
 	"github.com/switchyard-ai/switchyard/internal/control"
 	"github.com/switchyard-ai/switchyard/internal/engine"
 	"github.com/switchyard-ai/switchyard/internal/perf"
@@ -38,6 +39,13 @@ type Autoscale struct {
 	// replicas only in a pool held at its floor, so on the Azure code trace
 	// turning this on changes nothing (docs/benchmarks.md "Control loop").
 	Warmth bool
+	// Planner names the planner that sizes the pools: "" or "switchyard"
+	// for internal/control's Controller, or a baseline of
+	// baselines.PlannerNames (Dynamo's planner in throughput or load mode,
+	// llm-d's Workload Variant Autoscaler, the HPA on KEDA's JetStream lag).
+	// Every planner runs on the same fleet, started and drained the same
+	// way, with the same cold-start costs.
+	Planner string
 }
 
 // AutoscaleStats is what the control loop did in one run.
@@ -94,7 +102,7 @@ type autoscaler struct {
 	cfg Autoscale
 	// unserved counts requests turned away without a worker (Inputs.Unserved).
 	unserved uint64
-	ctl      *control.Controller
+	ctl      control.Planner
 	interval int64
 	pools    []*pool
 	byKey    map[string]*pool
@@ -159,6 +167,13 @@ func (r *runner) newAutoscaler() error {
 		slo: map[string]control.Attainment{}, starting: map[string]int{}, margins: map[string]float64{},
 		stats: AutoscaleStats{Changes: map[string]int{}}, recent: control.Recent{Window: as.SLOWindow}}
 	a.cfg.Control = ctl.Config()
+	if as.Planner != "" && as.Planner != control.PlannerSwitchyard {
+		p, err := baselines.NewPlanner(as.Planner, a.cfg.Control)
+		if err != nil {
+			return fmt.Errorf("sim: autoscale: %w", err)
+		}
+		a.ctl = p
+	}
 	a.interval = int64(a.cfg.Control.Interval)
 	for k, v := range a.cfg.Control.ShedMargins {
 		a.margins[k] = v

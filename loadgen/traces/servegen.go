@@ -425,7 +425,7 @@ func ServeGen(pools []ServeGenPool, l *ServeGenLengths, cfg ServeGenConfig) (*Tr
 	t.Name = "servegen-" + strings.Join(names, "+")
 	t.Rules = append(t.Rules,
 		fmt.Sprintf("servegen: arrivals generated (seed %d) from ServeGen's per-client 10-min windows %v–%v at %g× the published rates: each window's fitted Gamma/Weibull inter-arrival times, rescaled to its rate (as ServeGen's construct.py does), from a uniform phase of the first gap", cfg.Seed, cfg.Start, end, cfg.RateScale),
-		"servegen: input and output tokens drawn from the client's 6-hour length statistics (piecewise-linear inverse CDF through p50/p90/p99/max, the floor set to match the mean); multimodal input = text + image + audio + video tokens; clients with no released lengths borrow another client's of the same model, by seeded hash",
+		"servegen: input and output tokens drawn from the client's 6-hour length statistics (inverse CDF through p50/p90/p99/max, its floor and segment curvature set to match the mean); multimodal input = text + image + audio + video tokens; clients with no released lengths borrow another client's of the same model, by seeded hash",
 		"servegen: no prefix data, so every prompt has unique block hashes; the tenant is the ServeGen client, and its class comes from the tenant rules keyed by the client")
 	// Classes by client: every request of a client shares one class, as a
 	// tenant's traffic does.
