@@ -29,8 +29,12 @@ type Input struct {
 	Request *schemas.Request
 	Tenants *Tenants
 	// Known reports catalog models; nil accepts every name.
-	Known  schemas.ModelLookup
-	Limits schemas.Limits
+	Known schemas.ModelLookup
+	// ContextWindow is a model's context window in tokens (the catalog's
+	// max_context, or what a worker serving it reports), 0 when unknown;
+	// nil skips the check.
+	ContextWindow func(model string) int
+	Limits        schemas.Limits
 	// Quotas is the mutable quota state; nil disables quotas and budgets.
 	// Decide charges it only for admitted, deferred and cache-hit requests.
 	Quotas *Quotas
@@ -102,7 +106,7 @@ type Decision struct {
 //
 //  1. validate the request (schemas.Request.Validate)
 //  2. tenant: unknown/invalid tenant, model allowlist, "auto" permission,
-//     priority class
+//     priority class; then the context window of the model that will run
 //  3. quota: requests/min, tokens/min, spend budget
 //  4. workflow: refuse steps of a doomed workflow
 //  5. cache: serve a hit
@@ -164,6 +168,9 @@ func Decide(in Input) Decision {
 		return reject(mv.Error)
 	}
 	d.Model, d.Moved = mv.Model, mv.Moved
+	if e := checkContext(in.ContextWindow, d.Model, d.PromptTokens, r); e != nil {
+		return reject(e)
+	}
 	est := in.Estimate
 	if est == nil {
 		est = LadderEstimator(ladder, nil)
@@ -257,6 +264,30 @@ func Decide(in Input) Decision {
 		in.Quotas.Charge(p, need, d.EstimatedCostUSD, in.Now)
 	}
 	return d
+}
+
+// checkContext refuses a request whose prompt plus max_tokens does not fit
+// the model's context window, as vLLM does (it answers 400
+// context_length_exceeded): the engine could not hold the sequence, and
+// would truncate or fail it after the request had queued and prefilled.
+func checkContext(window func(string) int, model string, promptTokens int, r *schemas.Request) *schemas.Error {
+	if window == nil {
+		return nil
+	}
+	w := window(model)
+	if w <= 0 || promptTokens+r.MaxTokens <= w {
+		return nil
+	}
+	field := "messages"
+	if r.Prompt != "" {
+		field = "prompt"
+	}
+	if promptTokens < w {
+		field = "max_tokens"
+	}
+	return schemas.Errf(schemas.CodeContextTooLong, field,
+		"model %q has a context window of %d tokens, but the request needs %d (%d in the prompt, %d in max_tokens); shorten the prompt or lower max_tokens",
+		model, w, promptTokens+r.MaxTokens, promptTokens, r.MaxTokens)
 }
 
 // Result builds the final Result of a refused (reject/shed) decision.

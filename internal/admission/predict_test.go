@@ -2,6 +2,7 @@ package admission
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,6 +151,57 @@ func TestWaitCountsOnlyTheExcessOverIdleSlots(t *testing.T) {
 			w, known := s.Wait(schemas.PriorityStandard, c.load)
 			if !known || w != c.want {
 				t.Fatalf("wait %v known %v, want %v", w, known, c.want)
+			}
+		})
+	}
+}
+
+func TestContextWindow(t *testing.T) {
+	ts := permissiveTenants(t)
+	window := func(m string) int {
+		if m == "llama-3.1-8b" {
+			return 131072
+		}
+		return 0
+	}
+	long := strings.Repeat("context ", 70000) // ~140k tokens: the tokenizer counts the spaces
+	fits := strings.Repeat("context ", 1000)
+	cases := []struct {
+		name      string
+		req       schemas.Request
+		code      string
+		field     string
+		mentioned []string
+	}{
+		{"a 140k-token prompt over a 131,072-token window", schemas.Request{ID: "r", Model: "llama-3.1-8b", Prompt: long, MaxTokens: 64},
+			schemas.CodeContextTooLong, "prompt", []string{"131072", "64 in max_tokens"}},
+		{"the prompt fits, prompt + max_tokens does not", schemas.Request{ID: "r", Model: "llama-3.1-8b",
+			Messages: []schemas.Message{{Role: "user", Content: strings.Repeat("context ", 60000)}}, MaxTokens: 16000},
+			schemas.CodeContextTooLong, "max_tokens", []string{"131072", "16000 in max_tokens"}},
+		{"a prompt that fits", schemas.Request{ID: "r", Model: "llama-3.1-8b", Prompt: fits, MaxTokens: 64}, "", "", nil},
+		{"a model with no known window is not checked", schemas.Request{ID: "r", Model: "tiny", Prompt: long, MaxTokens: 64}, "", "", nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := c.req
+			d := Decide(Input{Now: t0, Tenant: "t", Request: &r, Tenants: ts, ContextWindow: window, Load: Load{Slots: 64, FreeSlots: 64}})
+			if c.code == "" {
+				if d.Error != nil {
+					t.Fatalf("refused: %v", d.Error)
+				}
+				return
+			}
+			if d.Action != ActionReject || d.Error == nil || d.Error.Code != c.code || d.Error.Field != c.field {
+				t.Fatalf("decision %s %v, want reject %s on %s", d.Action, d.Error, c.code, c.field)
+			}
+			msg := d.Error.Message
+			if !strings.Contains(msg, fmt.Sprint(tokensOf(&r)+r.MaxTokens)) {
+				t.Errorf("message %q does not name the requested total %d", msg, tokensOf(&r)+r.MaxTokens)
+			}
+			for _, m := range c.mentioned {
+				if !strings.Contains(msg, m) {
+					t.Errorf("message %q does not name %q", msg, m)
+				}
 			}
 		})
 	}

@@ -153,3 +153,29 @@ func (s Shedder) Check(class string, now, deadline time.Time, service time.Durat
 	}
 	return v
 }
+
+// WaitCheck compares a request's predicted queue wait with the wait it
+// measured, so that the predictions shedding and deferral rest on are
+// checked against what happened.
+type WaitCheck struct {
+	Class     string
+	Predicted time.Duration
+	Measured  time.Duration
+}
+
+// Error is predicted minus measured: positive when admission expected a
+// longer queue than the request met (it would shed or defer too early).
+func (c WaitCheck) Error() time.Duration { return c.Predicted - c.Measured }
+
+// CheckWait measures the queue wait a final result reports — from
+// admission to placement (Timing.QueueMs), less the time the request sat
+// deferred on purpose — against the predicted wait. ok is false for a
+// result that never reached a worker (refused, cancelled or expired in the
+// queue before placement), which measured no placement wait.
+func CheckWait(class string, predicted, deferred time.Duration, res schemas.Result) (WaitCheck, bool) {
+	if res.WorkerID == "" || res.FromCache != "" {
+		return WaitCheck{}, false
+	}
+	measured := time.Duration(res.Timing.QueueMs*float64(time.Millisecond)) - deferred
+	return WaitCheck{Class: class, Predicted: predicted, Measured: max(measured, 0)}, true
+}
