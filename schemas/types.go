@@ -100,6 +100,15 @@ type Admitted struct {
 	// ExcludeWorkers lists workers a retry must avoid.
 	ExcludeWorkers []string `json:"exclude_workers,omitempty"`
 	ResultFormat   string   `json:"result_format,omitempty"`
+	// WorkflowStartedAt is when the request's workflow began (its first
+	// step's submission), zero for a lone request: placement splits the
+	// workflow's remaining budget over its remaining steps from it.
+	WorkflowStartedAt time.Time `json:"workflow_started_at,omitempty"`
+	// TTFTTargetMs and TPOTTargetMs are the request's latency objective
+	// beyond its deadline (time to first token, mean time per output token
+	// after it); zero means only the deadline is promised (internal/slo).
+	TTFTTargetMs float64 `json:"ttft_target_ms,omitempty"`
+	TPOTTargetMs float64 `json:"tpot_target_ms,omitempty"`
 }
 
 // Dispatch is what the router publishes on sy.dispatch.<worker>.

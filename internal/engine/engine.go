@@ -119,6 +119,10 @@ type Finished struct {
 	PromptTokens, CachedTokens, OutputTokens int
 	Arrival, FirstTokenAt, FinishedAt        time.Time
 	Preemptions                              int
+	// GPUSeconds is this sequence's share of the GPU time of every step it
+	// took part in, prefill-only steps and recomputation after preemption
+	// included (see attribute).
+	GPUSeconds float64
 }
 
 // Step is one iteration's outcome. Its slices are reused by the next call
@@ -183,7 +187,8 @@ type seq struct {
 	decoding    bool
 	firstToken  time.Time
 	preemptions int
-	inRun       bool // in the running list
+	gpuSec      float64 // attributed GPU-seconds so far
+	inRun       bool    // in the running list
 	planAt      int  // index in the current step's plan, -1 if not planned
 }
 
@@ -833,6 +838,7 @@ func (e *Engine) step(now time.Time) Step {
 	dur := time.Duration(math.Round(sec * float64(time.Second)))
 	end := now.Add(dur)
 	out.Batch, out.Duration, out.GPUSeconds = b, dur, sec*float64(e.rep.TP)
+	e.attribute(out.GPUSeconds)
 
 	emitted := 0
 	for _, p := range e.plan {
@@ -862,6 +868,7 @@ func (e *Engine) step(now time.Time) Step {
 			out.Finished = append(out.Finished, Finished{
 				ID: s.ID, PromptTokens: s.PromptTokens, CachedTokens: s.cached, OutputTokens: s.generated,
 				Arrival: s.Arrival, FirstTokenAt: s.firstToken, FinishedAt: end, Preemptions: s.preemptions,
+				GPUSeconds: s.gpuSec,
 			})
 			e.releaseBlocks(s)
 			delete(e.byID, s.ID)
@@ -883,6 +890,37 @@ func (e *Engine) step(now time.Time) Step {
 	}
 	e.account(now, dur, emitted, true)
 	return *out
+}
+
+// attribute splits a step's GPU-seconds over the sequences planned in it,
+// in proportion to the tokens each computed (a decode's 1+k, a prefill
+// chunk's length). Every step's time lands on someone: a prefill-only step
+// is charged to the prompts it prefilled, not carried to whoever emits
+// next, and work redone after a preemption is charged to its sequence.
+// Tokens are the unit because the step's cost model is per token; a
+// decode token in a long context costs more than its count says, which
+// this rule does not try to model.
+func (e *Engine) attribute(gpuSec float64) {
+	n := 0
+	for _, p := range e.plan {
+		n += max(p.n, 1)
+	}
+	if n == 0 || gpuSec <= 0 {
+		return
+	}
+	per := gpuSec / float64(n)
+	for _, p := range e.plan {
+		p.s.gpuSec += per * float64(max(p.n, 1))
+	}
+}
+
+// GPUSeconds is the GPU time attributed so far to a queued or running
+// sequence (0 when unknown): what a cancel wasted.
+func (e *Engine) GPUSeconds(id string) float64 {
+	if s, ok := e.byID[id]; ok {
+		return s.gpuSec
+	}
+	return 0
 }
 
 // account folds a step into the decayed rate counters, counting idle time

@@ -75,9 +75,10 @@ var (
 
 type entry[T any] struct {
 	item      Item[T]
-	class     int
+	class     int // the band it waits in
+	rank      int // its own priority class
 	seq       uint64
-	dl        int64 // deadline in unix ns, MaxInt64 for none
+	dl        int64 // order key in its class: the deadline in unix ns, MaxInt64 for none or in arrival order
 	lastStart int64 // dl - MinService
 	enq       int64 // Enqueued in unix ns, 0 when unknown
 	ci, ei    int   // positions in the class heap and the expiry heap
@@ -151,13 +152,46 @@ type Queue[T any] struct {
 	// lifoAfter is the EDF head's wait past which its class serves newest
 	// first; <= 0 keeps EDF always.
 	lifoAfter int64
+	disc      Discipline
+	byRank    []int       // queued per priority class, whatever the band
 	blocked   []*entry[T] // Pass scratch
+}
+
+// Discipline is how a queue orders and expires what it holds. The zero
+// value is Switchyard's: weighted classes (DefaultWeights), earliest
+// deadline first inside a class with the adaptive LIFO switch, and expiry
+// of requests that can no longer meet their deadline. The other settings
+// let a baseline's router keep the queue its own documentation describes
+// (internal/baselines), through the same code.
+type Discipline struct {
+	// Weights are the per-class shares (DefaultWeights when nil).
+	Weights map[string]int
+	// Strict serves the highest non-empty class always (priority bands)
+	// instead of weighted round-robin.
+	Strict bool
+	// OneBand puts every class in one band: a gateway that forwards in
+	// arrival order whatever the class.
+	OneBand bool
+	// ArrivalOrder serves each class first come, first served instead of
+	// earliest deadline first (and never switches to newest first).
+	ArrivalOrder bool
+	// NoExpiry keeps a request whose deadline can no longer be met instead
+	// of handing it back as expired.
+	NoExpiry bool
+	// LIFOAfter overrides DefaultLIFOAfter; negative keeps EDF always.
+	LIFOAfter time.Duration
 }
 
 // New returns an empty queue with one class per schemas.Priorities entry,
 // weighted by weights (DefaultWeights when nil; a class missing from it, or
 // with weight < 1, gets 1 so it can never starve).
 func New[T any](weights map[string]int) *Queue[T] {
+	return NewWith[T](Discipline{Weights: weights})
+}
+
+// NewWith returns an empty queue kept by discipline d.
+func NewWith[T any](d Discipline) *Queue[T] {
+	weights := d.Weights
 	if weights == nil {
 		weights = DefaultWeights
 	}
@@ -165,13 +199,22 @@ func New[T any](weights map[string]int) *Queue[T] {
 	q := &Queue[T]{
 		names: schemas.Priorities, weights: make([]int, n), current: make([]int, n),
 		classes: make([]classHeap[T], n), newest: make([]newestHeap[T], n), byID: make(map[string]*entry[T]),
-		lifoAfter: int64(DefaultLIFOAfter),
+		lifoAfter: int64(DefaultLIFOAfter), disc: d, byRank: make([]int, n),
 	}
 	for i, p := range schemas.Priorities {
 		q.weights[i] = max(weights[p], 1)
 	}
+	switch {
+	case d.ArrivalOrder || d.LIFOAfter < 0:
+		q.lifoAfter = 0
+	case d.LIFOAfter > 0:
+		q.lifoAfter = int64(d.LIFOAfter)
+	}
 	return q
 }
+
+// Discipline is how q orders and expires.
+func (q *Queue[T]) Discipline() Discipline { return q.disc }
 
 // SetLIFOAfter sets how long a class's EDF head may have waited before the
 // class serves newest first (DefaultLIFOAfter unless set); d <= 0 keeps
@@ -187,11 +230,20 @@ func (q *Queue[T]) Push(it Item[T]) error {
 	if _, dup := q.byID[it.ID]; dup {
 		return fmt.Errorf("%w: %q", ErrDuplicate, it.ID)
 	}
+	rank := c
+	if q.disc.OneBand {
+		c = 0
+	}
 	q.seq++
-	e := &entry[T]{item: it, class: c, seq: q.seq, dl: math.MaxInt64, lastStart: math.MaxInt64}
+	e := &entry[T]{item: it, class: c, rank: rank, seq: q.seq, dl: math.MaxInt64, lastStart: math.MaxInt64}
 	if !it.Deadline.IsZero() {
-		e.dl = it.Deadline.UnixNano()
-		e.lastStart = e.dl - int64(it.MinService)
+		dl := it.Deadline.UnixNano()
+		if !q.disc.ArrivalOrder {
+			e.dl = dl
+		}
+		if !q.disc.NoExpiry {
+			e.lastStart = dl - int64(it.MinService)
+		}
 	}
 	if !it.Enqueued.IsZero() {
 		e.enq = it.Enqueued.UnixNano()
@@ -205,6 +257,7 @@ func (q *Queue[T]) insert(e *entry[T]) {
 	heap.Push(&q.newest[e.class], e)
 	heap.Push(&q.expiry, e)
 	q.byID[e.item.ID] = e
+	q.byRank[e.rank]++
 }
 
 // PopReady returns the next request to place at now, or ok=false when the
@@ -247,6 +300,14 @@ func (q *Queue[T]) Expire(now time.Time, dst []Item[T]) []Item[T] {
 // pick chooses the class to serve by smooth weighted round-robin over the
 // non-empty classes, or -1 when all are empty.
 func (q *Queue[T]) pick() int {
+	if q.disc.Strict {
+		for i := range q.classes {
+			if len(q.classes[i]) > 0 {
+				return i
+			}
+		}
+		return -1
+	}
 	best, total := -1, 0
 	for i := range q.classes {
 		if len(q.classes[i]) == 0 {
@@ -281,6 +342,7 @@ func (q *Queue[T]) remove(e *entry[T]) {
 	heap.Remove(&q.newest[e.class], e.li)
 	heap.Remove(&q.expiry, e.ei)
 	delete(q.byID, e.item.ID)
+	q.byRank[e.rank]--
 	if len(q.classes[e.class]) == 0 {
 		// An emptied class restarts from zero credit, so a burst after an
 		// idle spell cannot cash in credit it banked while others waited.
@@ -291,10 +353,11 @@ func (q *Queue[T]) remove(e *entry[T]) {
 // Len is the number of queued requests.
 func (q *Queue[T]) Len() int { return len(q.byID) }
 
-// LenClass is the number queued in priority class p.
+// LenClass is the number queued of priority class p, whatever band they
+// wait in.
 func (q *Queue[T]) LenClass(p string) int {
 	if c := schemas.PriorityRank(p); c >= 0 {
-		return len(q.classes[c])
+		return q.byRank[c]
 	}
 	return 0
 }

@@ -3,6 +3,7 @@ package queue
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -243,5 +244,45 @@ func TestPassKeepsBlockedOrder(t *testing.T) {
 	})
 	if e := q.byID["4"]; e == nil || e.item.Payload != 7 || q.Len() != 5 {
 		t.Fatalf("re-queued request lost: %+v, len %d", e, q.Len())
+	}
+}
+
+// TestDisciplines: the baselines' queues through the same code — strict
+// bands, one arrival-order band, and no expiry — and per-class counts that
+// stay true in one band.
+func TestDisciplines(t *testing.T) {
+	items := []Item[int]{
+		{ID: "b1", Priority: schemas.PriorityBatch, Deadline: t0.Add(time.Second), Enqueued: t0},
+		{ID: "i1", Priority: schemas.PriorityInteractive, Deadline: t0.Add(9 * time.Second), Enqueued: t0.Add(1)},
+		{ID: "c1", Priority: schemas.PriorityCritical, Deadline: t0.Add(8 * time.Second), Enqueued: t0.Add(2)},
+		{ID: "c2", Priority: schemas.PriorityCritical, Deadline: t0.Add(7 * time.Second), Enqueued: t0.Add(3)},
+	}
+	for _, tc := range []struct {
+		name string
+		d    Discipline
+		now  time.Time
+		want []string
+		exp  int
+	}{
+		{"switchyard: weighted, EDF", Discipline{}, t0, []string{"c2", "i1", "c1", "b1"}, 0},
+		{"strict bands, arrival order", Discipline{Strict: true, ArrivalOrder: true}, t0, []string{"c1", "c2", "i1", "b1"}, 0},
+		{"one band, arrival order", Discipline{OneBand: true, ArrivalOrder: true}, t0, []string{"b1", "i1", "c1", "c2"}, 0},
+		{"switchyard expires the late", Discipline{}, t0.Add(2 * time.Second), []string{"c2", "i1", "c1"}, 1},
+		{"no expiry keeps the late", Discipline{OneBand: true, ArrivalOrder: true, NoExpiry: true}, t0.Add(2 * time.Second), []string{"b1", "i1", "c1", "c2"}, 0},
+	} {
+		q := NewWith[int](tc.d)
+		for _, it := range items {
+			if err := q.Push(it); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := q.LenClass(schemas.PriorityCritical); got != 2 {
+			t.Errorf("%s: LenClass(critical) = %d, want 2", tc.name, got)
+		}
+		var got []string
+		exp := q.Pass(tc.now, 16, nil, func(it Item[int]) Outcome { got = append(got, it.ID); return Placed })
+		if !slices.Equal(got, tc.want) || len(exp) != tc.exp {
+			t.Errorf("%s: order %v expired %d, want %v expired %d", tc.name, got, len(exp), tc.want, tc.exp)
+		}
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/catalog"
 	"github.com/switchyard-ai/switchyard/internal/engine"
 	"github.com/switchyard-ai/switchyard/internal/perf"
+	"github.com/switchyard-ai/switchyard/internal/slo"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/svc"
 	"github.com/switchyard-ai/switchyard/subjects"
@@ -92,7 +93,6 @@ type job struct {
 	d       schemas.Dispatch
 	msg     jetstream.Msg
 	emitted uint64
-	gpuSec  float64
 	stream  bool
 }
 
@@ -367,16 +367,8 @@ func (w *Worker) afterStep(ctx context.Context, st engine.Step) {
 	if len(st.Stored) > 0 || len(st.Evicted) > 0 {
 		w.publishKV(st.Stored, st.Evicted)
 	}
-	active := len(st.Emitted)
 	for _, e := range st.Emitted {
-		j := w.inflight[e.ID]
-		if j == nil {
-			continue
-		}
-		if active > 0 {
-			j.gpuSec += st.GPUSeconds / float64(active)
-		}
-		if j.stream {
+		if j := w.inflight[e.ID]; j != nil && j.stream {
 			w.publishTokens(j, e.Tokens, false)
 		}
 	}
@@ -426,13 +418,13 @@ func (w *Worker) complete(ctx context.Context, j *job, f engine.Finished) {
 		Simulated:  true,
 		Priority:   a.Priority,
 		Attempt:    a.Attempt,
-		GPUSeconds: j.gpuSec,
-		CostUSD:    j.gpuSec / 3600 * w.replica.PricePerHour() / float64(max(1, w.cfg.TP)),
+		GPUSeconds: f.GPUSeconds,
+		CostUSD:    w.eng.CostUSD(f.GPUSeconds),
 		FinishedAt: finished,
 	}
 	dl := a.Deadline
 	res.Deadline = &dl
-	res.SLOMet = !a.Deadline.IsZero() && !finished.After(a.Deadline)
+	res.SLOMet = slo.Met(slo.Observed{OK: true, TTFT: queue + ttft, ITL: time.Duration(itl * float64(time.Millisecond)), Finished: finished}, slo.TargetOf(&a))
 	if j.stream {
 		w.publishTokens(j, 0, true)
 	}
@@ -481,14 +473,16 @@ func (w *Worker) onCancel(msg *nats.Msg) {
 		w.mu.Unlock()
 		return
 	}
+	spent := w.eng.GPUSeconds(c.RequestID)
 	w.eng.Cancel(c.RequestID)
 	delete(w.inflight, c.RequestID)
 	w.mu.Unlock()
 	w.sh.Emit(schemas.Event{Kind: "cancelled", RequestID: c.RequestID, Tenant: c.Tenant, WorkerID: w.cfg.ID, Reason: c.Reason,
-		Fields: map[string]any{"gpu_seconds_spent": j.gpuSec}})
+		Fields: map[string]any{"gpu_seconds_spent": spent}})
 	e := schemas.Errf(schemas.CodeCancelled, "", "cancelled: %s", c.Reason)
 	res := svc.ErrorResult(c.RequestID, c.Tenant, j.d.Admitted.Priority, e, w.sh.Now())
-	res.WorkerID, res.Simulated, res.GPUSeconds = w.cfg.ID, true, j.gpuSec
+	res.WorkerID, res.Simulated, res.GPUSeconds = w.cfg.ID, true, spent
+	res.CostUSD = w.eng.CostUSD(spent)
 	if j.stream {
 		w.publishTokens(j, 0, true)
 	}
@@ -566,26 +560,12 @@ func (w *Worker) Heartbeat() schemas.Heartbeat {
 	if w.remote != nil {
 		return w.remoteHeartbeat()
 	}
-	st := w.eng.State()
-	g := w.replica.GPU
-	total := uint64(g.HBMGiB*float64(1<<30)) * uint64(w.cfg.TP)
-	// HBM in use: weights plus the KV pool's occupied share of what the
-	// engine reserves for KV (about 90 % of HBM, vLLM's gpu_memory_utilization).
-	weights := float64(w.replica.Model.Params) * catalog.DtypeBytes(w.cfg.Dtype)
-	kvPool := max(0, float64(total)*0.9-weights)
-	used := uint64(weights + kvPool*(1-float64(st.KVBlocksFree)/float64(max(1, st.KVBlocksTotal))))
-	return schemas.Heartbeat{
-		V: schemas.Version, WorkerID: w.cfg.ID, Pool: w.cfg.Pool, GPU: g.Name, Arch: g.Arch,
-		Simulated: true, Backend: "sim", TP: w.cfg.TP,
-		HBMTotalBytes: total, HBMFreeBytes: total - min(total, used),
-		KVBlocksTotal: st.KVBlocksTotal, KVBlocksFree: st.KVBlocksFree, BlockSize: 16,
-		Utilization: st.Utilization,
-		Models:      []schemas.ModelState{{Name: w.replica.Model.Name, Dtype: w.cfg.Dtype, State: st.Weights, LoadSeconds: w.replica.LoadSeconds(schemas.WeightCold)}},
-		Running:     st.Running, Waiting: st.Waiting, QueuedTokens: st.QueuedTokens, MaxBatch: st.MaxBatch, QueuedTokensByClass: st.ClassMap(nil), KVBlocksByClass: st.KVClassMap(nil),
-		TokensPerSec: st.TokensPerSec, SpecDecode: st.SpecDecode, Draining: w.draining,
-		KVSeq: w.kvSeq, Seq: w.hbSeq, SentAt: w.sh.Now(), PricePerHour: w.replica.PricePerHour(),
-		CompletedTotal: w.done, ErrorsTotal: w.errs,
+	hb := schemas.Heartbeat{
+		V: schemas.Version, WorkerID: w.cfg.ID, Pool: w.cfg.Pool, Backend: "sim", Draining: w.draining,
+		KVSeq: w.kvSeq, Seq: w.hbSeq, SentAt: w.sh.Now(), CompletedTotal: w.done, ErrorsTotal: w.errs,
 	}
+	w.eng.FillHeartbeat(&hb)
+	return hb
 }
 
 func (w *Worker) heartbeat() {
