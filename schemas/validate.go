@@ -65,7 +65,7 @@ func (r *Request) Validate(now time.Time, known ModelLookup, lim Limits) *Error 
 		return Errf(CodeMissingModel, "model", "model is required (a catalog name or \"auto\")")
 	}
 	if r.Model != "auto" && known != nil && !known(r.Model) {
-		return Errf(CodeUnknownModel, "model", "unknown model %q", truncate(r.Model, 64))
+		return Errf(CodeUnknownModel, "model", "unknown model %q: not in the catalog, and no live worker serves it", truncate(r.Model, 64))
 	}
 	switch {
 	case r.Prompt == "" && len(r.Messages) == 0:

@@ -1,8 +1,6 @@
 package fleetlearn
 
 import (
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -13,28 +11,25 @@ import (
 	"github.com/switchyard-ai/switchyard/subjects"
 )
 
+var tinySpec = &schemas.ModelSpec{Params: 110_000, Layers: 2, Hidden: 64, Heads: 4, KVHeads: 2, HeadDim: 16, Intermediate: 128, Vocab: 354, MaxContext: 2048}
+
 func TestFollowLearnsFromHeartbeats(t *testing.T) {
 	env := bustest.Start(t)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if _, err := Follow(env.NC, catalog.Default(), log); err == nil {
-		t.Fatal("followed into the shared default catalog")
-	}
 	cat := catalog.Default().Learning()
-	sub, err := Follow(env.NC, cat, log)
+	f, err := Follow(env.NC, Options{Catalog: cat})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sub.Unsubscribe()
-	spec := &schemas.ModelSpec{Params: 110_000, Layers: 2, Hidden: 64, Heads: 4, KVHeads: 2, HeadDim: 16, Intermediate: 128, Vocab: 354, MaxContext: 2048}
-	bad := &schemas.ModelSpec{Params: 1}
-	name := map[schemas.Format]string{schemas.Msgpack: "msgpack", schemas.JSON: "json"}
-	for _, f := range []schemas.Format{schemas.Msgpack, schemas.JSON} {
-		hb := schemas.Heartbeat{WorkerID: "w-" + name[f], Pool: "p", Models: []schemas.ModelState{
-			{Name: "tiny-" + name[f], State: schemas.WeightHot, Spec: spec},
-			{Name: "broken-" + name[f], State: schemas.WeightHot, Spec: bad},
-			{Name: "llama-3.1-8b", State: schemas.WeightHot}, // no spec: nothing to learn
+	defer f.Stop()
+	for _, tc := range []struct {
+		name   string
+		format schemas.Format
+	}{{"msgpack", schemas.Msgpack}, {"json", schemas.JSON}} {
+		hb := schemas.Heartbeat{WorkerID: "w-" + tc.name, Pool: "p", Models: []schemas.ModelState{
+			{Name: "tiny-" + tc.name, State: schemas.WeightHot, Spec: tinySpec},
+			{Name: "broken-" + tc.name, State: schemas.WeightHot, Spec: &schemas.ModelSpec{Params: 1}},
 		}}
-		m, err := svc.Encode(subjects.Heartbeat("p", hb.WorkerID), f, hb, "")
+		m, err := svc.Encode(subjects.Heartbeat("p", hb.WorkerID), tc.format, hb, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -43,20 +38,61 @@ func TestFollowLearnsFromHeartbeats(t *testing.T) {
 		}
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		_, a := cat.Model("tiny-" + "msgpack")
-		_, b := cat.Model("tiny-" + "json")
-		if a && b {
-			break
-		}
+	for time.Now().Before(deadline) && !(f.Serves("tiny-msgpack") && f.Serves("TINY-JSON")) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	for _, f := range []schemas.Format{schemas.Msgpack, schemas.JSON} {
-		if m, ok := cat.Model("tiny-" + name[f]); !ok || !m.FromFleet {
-			t.Errorf("%s heartbeat: tiny not learned", f)
+	for _, name := range []string{"tiny-msgpack", "tiny-json"} {
+		if m, ok := cat.Model(name); !ok || !m.FromFleet {
+			t.Errorf("%s not learned", name)
 		}
-		if _, ok := cat.Model("broken-" + name[f]); ok {
-			t.Errorf("%s heartbeat: an invalid description was learned", f)
+		if !f.Serves(name) {
+			t.Errorf("%s not served", name)
 		}
 	}
+	if _, ok := cat.Model("broken-json"); ok {
+		t.Error("an invalid description was learned")
+	}
+	if !f.Serves("broken-json") {
+		t.Error("a served model whose description is bad is not served")
+	}
 }
+
+func TestServesOnlyWhileLive(t *testing.T) {
+	now := time.Unix(1000, 0)
+	f := New(Options{Now: func() time.Time { return now }, Stale: 5 * time.Second})
+	known := f.KnownOrServed(func(m string) bool { return m == "llama-3.1-8b" })
+	hot := func(worker string, draining bool, state string) schemas.Heartbeat {
+		return schemas.Heartbeat{WorkerID: worker, Draining: draining, Models: []schemas.ModelState{{Name: "tiny", State: state}}}
+	}
+	for _, step := range []struct {
+		what    string
+		advance time.Duration
+		hb      *schemas.Heartbeat
+		want    bool
+	}{
+		{"before any heartbeat", 0, nil, false},
+		{"a worker serves it", 0, ptr(hot("a", false, schemas.WeightHot)), true},
+		{"within the stale bound", 5 * time.Second, nil, true},
+		{"silent past the bound", time.Second, nil, false},
+		{"back, sleeping still serves", 0, ptr(hot("a", false, schemas.WeightSleeping)), true},
+		{"draining serves nothing", 0, ptr(hot("a", true, schemas.WeightHot)), false},
+		{"another worker", 0, ptr(hot("b", false, schemas.WeightHot)), true},
+		{"absent there", 0, ptr(hot("b", false, schemas.WeightAbsent)), false},
+	} {
+		now = now.Add(step.advance)
+		if step.hb != nil {
+			f.Observe(*step.hb)
+		}
+		if got := known("tiny"); got != step.want {
+			t.Fatalf("%s: known(tiny) = %v, want %v", step.what, got, step.want)
+		}
+	}
+	if !known("llama-3.1-8b") || known("gpt-17") {
+		t.Fatal("the catalog lookup is not kept")
+	}
+	if f.KnownOrServed(nil) != nil {
+		t.Fatal("a nil lookup (accept everything) became a check")
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
