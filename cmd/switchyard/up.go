@@ -2,16 +2,22 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 
+	"github.com/switchyard-ai/switchyard/internal/admission"
 	"github.com/switchyard-ai/switchyard/internal/bus"
 	"github.com/switchyard-ai/switchyard/internal/stack"
+	"github.com/switchyard-ai/switchyard/services/svc"
+	"github.com/switchyard-ai/switchyard/subjects"
 )
 
 func runNATS(ctx context.Context, args []string, stdout io.Writer) error {
@@ -24,6 +30,9 @@ func runNATS(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if err := checkListen(*listen); err != nil {
+		return err
+	}
 	srv, err := bus.StartServer(bus.ServerConfig{Listen: *listen, StoreDir: *store, ConfigFile: *conf, HTTPPort: *httpPort, ServerName: *name})
 	if err != nil {
 		return err
@@ -32,6 +41,23 @@ func runNATS(ctx context.Context, args []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "nats: JetStream listening on %s\n", srv.ClientURL())
 	<-ctx.Done()
 	return nil
+}
+
+// checkListen fails at once, naming the cause, when addr cannot be bound:
+// the embedded server would otherwise only report, seconds later, that it
+// never became ready.
+func checkListen(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("nats listen %s: address in use (another server is running there; stop it or pass --listen with another port)", addr)
+		}
+		return fmt.Errorf("nats listen %s: %w", addr, err)
+	}
+	return ln.Close()
 }
 
 // parseFleet parses "h100:2,a100-80g:1" into worker specs for model.
@@ -67,6 +93,7 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 	metricsAddr := fs.String("metrics", "127.0.0.1:9100", "Prometheus /metrics address (empty = off)")
 	speed := fs.Float64("speedup", 1, "simulated GPU speed-up over real time")
 	verbose := fs.Bool("v", false, "debug logging")
+	tenants := fs.String("tenants", "", "tenant profiles JSON (config/tenants.example.json): quotas, allowed priorities and models, budgets; default: every tenant may use every class and model")
 	scale := addAutoscaleFlags(fs, "run the controller and a local scaler: workers are started and drained as the controller decides")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -80,8 +107,17 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 			fleet = append(fleet, stack.WorkerSpec{GPU: "h100", Model: *model, Dtype: "bf16", TP: 1})
 		}
 	}
+	if *tenants != "" {
+		// Read now, so a bad file is reported before anything starts.
+		if _, err := admission.LoadTenants(*tenants); err != nil {
+			return err
+		}
+	}
+	if err := checkListen(*listen); err != nil {
+		return err
+	}
 	logger := newLogger(*verbose)
-	cfg := stack.Config{Listen: *listen, StoreDir: *store, Fleet: fleet, MetricsAddr: *metricsAddr, SpeedUp: *speed, Logger: logger}
+	cfg := stack.Config{Listen: *listen, StoreDir: *store, Fleet: fleet, MetricsAddr: *metricsAddr, SpeedUp: *speed, Logger: logger, Tenants: *tenants}
 	ctlCfg, err := scale.config()
 	if err != nil {
 		return err
@@ -92,6 +128,18 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer st.Close()
+	// The embedded server has no exporter beside it: the consumers'
+	// backlog (the dashboard's lag panel, KEDA's signal) is exported with
+	// the services' own series.
+	exp, err := st.Connect("metrics-exporter")
+	if err != nil {
+		return err
+	}
+	expJS, err := bus.JetStream(exp)
+	if err != nil {
+		return err
+	}
+	st.Registry.AddCollector(svc.JetStreamCollector(expJS, subjects.StreamSubmit, subjects.StreamAdmitted, subjects.StreamDispatch, subjects.StreamResults))
 	fmt.Fprintf(stdout, "switchyard up: NATS %s, %d simulated workers (GPU timings from the roofline model; no real GPU)\n", st.URL, len(fleet))
 	if st.MetricsAddr != "" {
 		fmt.Fprintf(stdout, "metrics: http://%s/metrics\n", st.MetricsAddr)

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchyard-ai/switchyard/internal/bus"
+	"github.com/switchyard-ai/switchyard/schemas"
+	"github.com/switchyard-ai/switchyard/services/client"
+)
+
+// syncBuffer is a bytes.Buffer that a running command writes while the
+// test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// freeAddr is a loopback address with a port nothing listens on now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// running is `switchyard up` and `switchyard gateway` started in-process
+// as a user would start them, each on its own loopback ports.
+type running struct {
+	natsURL, upMetrics, gatewayURL, gatewayMetrics string
+}
+
+// startUpAndGateway runs `up` with upArgs, then a gateway on it with the
+// test tenants file, and stops both when the test ends.
+func startUpAndGateway(t *testing.T, upArgs ...string) running {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	r := running{upMetrics: freeAddr(t), gatewayMetrics: freeAddr(t)}
+	natsAddr := freeAddr(t)
+	r.natsURL = "nats://" + natsAddr
+	var upOut, gwOut syncBuffer
+	upErr := make(chan error, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		upErr <- runUp(ctx, append([]string{"--listen", natsAddr, "--metrics", r.upMetrics}, upArgs...), &upOut)
+	}()
+	waitFor(t, 30*time.Second, func() bool {
+		select {
+		case err := <-upErr:
+			t.Fatalf("up exited: %v", err)
+		default:
+		}
+		return strings.Contains(upOut.String(), "metrics: http://")
+	})
+	gwAddr := freeAddr(t)
+	r.gatewayURL = "http://" + gwAddr
+	gwErr := make(chan error, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		gwErr <- runGateway(ctx, []string{"--nats", r.natsURL, "--listen", gwAddr, "--metrics", r.gatewayMetrics,
+			"--tenants", "testdata/up_tenants.json"}, &gwOut)
+	}()
+	waitFor(t, 30*time.Second, func() bool {
+		select {
+		case err := <-gwErr:
+			t.Fatalf("gateway exited: %v", err)
+		default:
+		}
+		return strings.Contains(gwOut.String(), "OpenAI-compatible API on")
+	})
+	return r
+}
+
+func waitFor(t *testing.T, limit time.Duration, cond func() bool) {
+	t.Helper()
+	end := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(end) {
+			t.Fatalf("not ready within %s", limit)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func chat(t *testing.T, r running, key string, headers map[string]string) (int, string) {
+	t.Helper()
+	body := `{"model":"llama-3.1-8b","messages":[{"role":"user","content":"hello there"}],"max_tokens":8}`
+	req, err := http.NewRequest(http.MethodPost, r.gatewayURL+"/v1/chat/completions", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func scrape(t *testing.T, addr string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// TestUpTenantsEnforced: `up --tenants` gives the one-process default the
+// tenant profiles, so a tenant asking for a class its profile does not
+// allow is refused, while its allowed classes are served.
+func TestUpTenantsEnforced(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs up and a gateway")
+	}
+	r := startUpAndGateway(t, "--workers", "1", "--tenants", "testdata/up_tenants.json")
+	if code, body := chat(t, r, "sk-test-acme", nil); code != 200 {
+		t.Fatalf("allowed request: %d %s", code, body)
+	}
+	code, body := chat(t, r, "sk-test-acme", map[string]string{"X-Switchyard-Priority": "critical"})
+	if code != http.StatusForbidden || !strings.Contains(body, "critical") {
+		t.Fatalf("critical for acme (allowed: interactive, standard, batch): %d %s, want 403 naming the class", code, body)
+	}
+	if code, body := chat(t, r, "sk-test-ops", map[string]string{"X-Switchyard-Priority": "critical"}); code != 200 {
+		t.Fatalf("critical for ops: %d %s", code, body)
+	}
+}
+
+// TestUpAddressInUse: `up` on a taken port says so at once.
+func TestUpAddressInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	err = runUp(ctx, []string{"--listen", ln.Addr().String(), "--metrics", ""}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "address in use") {
+		t.Fatalf("up on a taken port: %v, want \"address in use\"", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("took %s to fail", d)
+	}
+}
+
+// TestUpMetricsOneSeriesEach: `up`'s /metrics, with three workers that
+// each count results, carries every series once, summed, and the
+// consumers' backlog under prometheus-nats-exporter's names.
+func TestUpMetricsOneSeriesEach(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs up")
+	}
+	r := startUpAndGateway(t, "--workers", "3")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	nc, err := bus.Dial(ctx, r.natsURL, "up-test", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	cl, err := client.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 30
+	for i := 0; i < n; i++ {
+		res, err := cl.Do(ctx, "acme", &schemas.Request{Model: "llama-3.1-8b", Prompt: fmt.Sprintf("count %d", i), MaxTokens: 4, Priority: schemas.PriorityStandard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != schemas.StatusOK {
+			t.Fatalf("result %+v", res)
+		}
+	}
+	text := scrape(t, r.upMetrics)
+	seen := map[string]bool{}
+	var ok float64
+	for _, line := range strings.Split(text, "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if seen[line[:i]] {
+			t.Errorf("duplicate series %s", line[:i])
+		}
+		seen[line[:i]] = true
+		if strings.HasPrefix(line, `switchyard_results_total{`) && strings.Contains(line, `status="ok"`) {
+			var v float64
+			fmt.Sscan(line[i+1:], &v)
+			ok += v
+		}
+	}
+	if ok != n {
+		t.Errorf("sum of switchyard_results_total{status=\"ok\"} = %v, want %d", ok, n)
+	}
+	if !regexp.MustCompile(`(?m)^jetstream_consumer_num_pending\{stream_name="ADMITTED",consumer_name="[^"]+"\} \d+$`).MatchString(text) {
+		t.Errorf("no jetstream_consumer_num_pending for ADMITTED:\n%s", text)
+	}
+}
