@@ -18,7 +18,9 @@ func fleetServing(now time.Time, workers map[string][]schemas.ModelState) *Fleet
 	return f
 }
 
-func hotModel(m string) schemas.ModelState { return schemas.ModelState{Name: m, State: schemas.WeightHot} }
+func hotModel(m string) schemas.ModelState {
+	return schemas.ModelState{Name: m, State: schemas.WeightHot}
+}
 
 func coldModel(m string, s float64) schemas.ModelState {
 	return schemas.ModelState{Name: m, State: schemas.WeightCold, LoadSeconds: s}
