@@ -5,6 +5,7 @@
 package intake
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -68,6 +69,12 @@ func Decode(subject, contentType, headerID string, data []byte, maxBytes int) (S
 	if ferr != nil {
 		f = schemas.JSON
 		return fail(schemas.CodeUnsupportedContentType, "", ferr.(*schemas.Error).Message, true)
+	}
+	if headerID != "" && id == "" {
+		// Replacing it silently would leave the client waiting on a
+		// result subject that never comes; the refusal goes out under a
+		// generated id and names the header's value.
+		return fail(schemas.CodeInvalidID, schemas.HeaderMsgID, fmt.Sprintf("%s %q is not a valid request id: use 1-128 characters of [A-Za-z0-9_-]", schemas.HeaderMsgID, headerID), false)
 	}
 	if maxBytes > 0 && len(data) > maxBytes {
 		return fail(schemas.CodeOversized, "", "message is "+strconv.Itoa(len(data))+" bytes, limit "+strconv.Itoa(maxBytes), true)

@@ -26,6 +26,8 @@ func TestDecode(t *testing.T) {
 		{name: "bad content type", subject: "sy.submit.acme", ct: "text/xml", hdrID: "h4", body: []byte(`<x/>`), wantID: "h4", wantCode: schemas.CodeUnsupportedContentType, deadLetter: true},
 		{name: "oversized", subject: "sy.submit.acme", hdrID: "h5", body: make([]byte, 100), wantID: "h5", wantCode: schemas.CodeOversized, deadLetter: true},
 		{name: "bad payload id", subject: "sy.submit.acme", body: []byte(`{"id":"a b","model":"m"}`), wantCode: schemas.CodeInvalidID},
+		// Issue 20: an invalid Nats-Msg-Id is refused, not silently replaced.
+		{name: "bad header id", subject: "sy.submit.acme", hdrID: "bad id.with.dots", body: []byte(`{"model":"m","prompt":"x","max_tokens":1}`), wantCode: schemas.CodeInvalidID},
 		{name: "not a submit subject", subject: "sy.submit.a.b", body: []byte(`{}`), wantCode: schemas.CodeInvalidTenant, deadLetter: true, noReply: true},
 	}
 	for _, tc := range tests {
