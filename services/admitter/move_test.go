@@ -1,0 +1,101 @@
+package admitter
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/switchyard-ai/switchyard/schemas"
+	"github.com/switchyard-ai/switchyard/services/svc"
+	"github.com/switchyard-ai/switchyard/subjects"
+)
+
+// beatServing publishes a heartbeat for each worker, serving model hot, every
+// 200 ms until ctx ends — what a fleet of simulated 8B workers does.
+func beatServing(ctx context.Context, t *testing.T, nc *nats.Conn, model string, workers ...string) {
+	t.Helper()
+	send := func() {
+		for _, id := range workers {
+			hb := schemas.Heartbeat{V: schemas.Version, WorkerID: id, Pool: "h100", GPU: "h100", Simulated: true,
+				Models: []schemas.ModelState{{Name: model, State: schemas.WeightHot}}, SentAt: time.Now(), PricePerHour: 2}
+			m, err := svc.Encode(subjects.Heartbeat("h100", id), schemas.Msgpack, hb, "")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if err := nc.PublishMsg(m); err != nil {
+				return
+			}
+		}
+	}
+	send()
+	go func() {
+		tk := time.NewTicker(200 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tk.C:
+				send()
+			}
+		}
+	}()
+}
+
+// TestMoveOnlyWhereTheFleetServes is the new-user case on the real
+// server: with only 8B workers live, an "auto" classify request is admitted
+// on the 8B model (it went to the 1B one, which nobody serves, and waited
+// there until its deadline), and a request naming a model no worker serves
+// is answered at once with unplaceable, naming what the fleet serves.
+func TestMoveOnlyWhereTheFleetServes(t *testing.T) {
+	nc, _ := startAdmitter(t, Config{NoCache: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	beatServing(ctx, t, nc, "llama-3.1-8b", "gpu-0", "gpu-1")
+	admitted, err := nc.SubscribeSync(subjects.AdmittedAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admitted.Unsubscribe()
+	time.Sleep(500 * time.Millisecond) // a few heartbeats into the admitter's view
+
+	auto := schemas.Request{ID: "auto-1", Model: "auto", MaxTokens: 16, DeadlineMs: 8000,
+		Metadata: map[string]string{"task": "classify"}, Messages: []schemas.Message{{Role: "user", Content: "Classify this ticket: the app crashes"}}}
+	data, _ := json.Marshal(auto)
+	m := nats.NewMsg(subjects.Submit("acme"))
+	m.Data = data
+	m.Header.Set(schemas.HeaderContentType, "application/json")
+	m.Header.Set(schemas.HeaderMsgID, auto.ID)
+	if err := nc.PublishMsg(m); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := admitted.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatalf("auto request never admitted: %v", err)
+	}
+	var adm schemas.Admitted
+	if err := svc.Decode(msg.Header, msg.Data, &adm); err != nil {
+		t.Fatal(err)
+	}
+	if adm.Request.ID != auto.ID || adm.Model != "llama-3.1-8b" {
+		t.Fatalf("admitted %s on %q, want auto-1 on llama-3.1-8b (the only model served)", adm.Request.ID, adm.Model)
+	}
+
+	start := time.Now()
+	res := submit(t, nc, "acme", schemas.Request{ID: "big-1", Model: "llama-3.1-70b", MaxTokens: 16, DeadlineMs: 30000,
+		Messages: []schemas.Message{{Role: "user", Content: "hello"}}})
+	if res.Error == nil || res.Error.Code != schemas.CodeUnplaceable {
+		t.Fatalf("named unserved model: got %s %+v, want unplaceable", res.Status, res.Error)
+	}
+	if !strings.Contains(res.Error.Message, "llama-3.1-8b") || !strings.Contains(res.Error.Message, "llama-3.1-70b") {
+		t.Errorf("reason %q should name the model asked for and what the fleet serves", res.Error.Message)
+	}
+	if waited := time.Since(start); waited > 10*time.Second {
+		t.Errorf("answered after %s: that is the deadline, not at once", waited)
+	}
+}
