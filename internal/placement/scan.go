@@ -183,9 +183,27 @@ func (p *Placer) groupBound(cl *class, gr *group, lo int) float64 {
 	}
 	prefill := cl.prefillFull
 	gpu := (prefill + decode*gr.minInvBatch) * price
-	b := ((queue+prefill+decode)*p.rp.timeValue + gr.minOthers*prefill*p.rp.delayValue + gpu) * (1 - 1e-12)
+	comp := queue + prefill + decode
+	b := (comp*p.rp.timeValue + gr.minOthers*prefill*p.rp.delayValue + gpu) * (1 - 1e-12)
 	if !(b >= 0) || price < 0 {
 		return math.Inf(-1)
+	}
+	// miss_usd at the group's shortest completion and latest deadline,
+	// as refinedBound adds it per worker: P(miss) only rises as completion
+	// does and as the deadline comes closer, and the effective deadline
+	// only comes closer as prefill and decode grow. For a request with a
+	// tight deadline that term is most of its cost, and without it a
+	// group of workers too slow to make the deadline comfortably bounded
+	// as if they could (batch requests at 10,000 workers read some 3,000
+	// workers one by one to evaluate 50).
+	if p.rp.boundDeadlines {
+		deadline := effectiveDeadline(p, nil, prefill, decode)
+		switch {
+		case comp > deadline:
+			return math.Inf(1) // every member misses: their bounds are +Inf
+		case deadline < math.Inf(1):
+			b += missProbability(p, deadline-comp, comp) * p.rp.missPenalty * (1 - 1e-12)
+		}
 	}
 	return b
 }

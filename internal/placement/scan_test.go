@@ -342,8 +342,9 @@ func TestPruningKeepsTheWinnerAcrossOptions(t *testing.T) {
 	}
 }
 
-// A group's bound is never above the bound of any of its workers that
-// holds no cached prefix, for every request and group of a varied fleet.
+// A group's bound is never above the bound, deadline-miss term included
+// (refinedBound), of any of its workers that holds no cached prefix, for
+// every request and group of a varied fleet.
 func TestGroupBoundIsUnderItsWorkers(t *testing.T) {
 	f, reqs := variedFleet(t, 12)
 	p := New(BenchCost(), Options{})
@@ -364,7 +365,7 @@ func TestGroupBoundIsUnderItsWorkers(t *testing.T) {
 			}
 			bound := p.view.groups[g].bound
 			for _, w := range members {
-				lb, _, _ := p.lowerBound(&p.view.hot[w], cl, w, r)
+				lb := p.refinedBound(w, r)
 				if !(bound <= lb) {
 					t.Fatalf("request %d group %d (%s): bound %v over worker %d's %v", i, g, cl.gpu, bound, w, lb)
 				}
