@@ -295,9 +295,9 @@ type Placer struct {
 	cheapest []bounded // the cheapestFirst of them by bound, ascending
 	rest     []bounded
 	// touchedIn counts, by group, the live workers holding a cached prefix
-	// (bounded before any group); groupOrder is the groups by bound.
+	// (bounded before any group); bucketOrder is the buckets by bound.
 	touchedIn   []int32
-	groupOrder  []int32
+	bucketOrder []int32
 	done        []bool  // by worker Idx: already evaluated this placement
 	bar         float64 // the Explain-th best total so far; +Inf until there are Explain
 	excludedIdx []int32 // the request's Exclude, as Idx

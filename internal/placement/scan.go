@@ -53,7 +53,7 @@ func (p *Placer) scan(d *Decision, r *Request, weight uint64, now, cutoff time.T
 	p.bar = math.Inf(1)
 	p.order = p.order[:0]
 	hot := p.view.hot
-	members, groups := p.view.members, p.view.groups
+	members, groups, buckets := p.view.members, p.view.groups, p.view.buckets
 	p.touchedIn = append(p.touchedIn[:0], make([]int32, len(members))...)
 	for _, wi := range p.touched {
 		if int(wi) < len(hot) && hot[wi].flags&rowTouched != 0 {
@@ -63,44 +63,74 @@ func (p *Placer) scan(d *Decision, r *Request, weight uint64, now, cutoff time.T
 	}
 	p.settle(d, p.order, r, weight, now)
 
-	p.groupOrder = p.groupOrder[:0]
+	p.bucketOrder = p.bucketOrder[:0]
 	for k := range p.classes {
 		cl := &p.classes[k]
 		for lo := range decodeBuckets {
-			g := int32(k*decodeBuckets + lo)
-			if len(members[g]) == 0 {
+			b := int32(k*decodeBuckets + lo)
+			if buckets[b].n == 0 {
 				continue
 			}
 			if cl.epoch != p.epoch {
 				p.prepare(cl, r)
 			}
-			groups[g].bound = p.groupBound(cl, &groups[g], lo)
-			p.groupOrder = append(p.groupOrder, g)
+			buckets[b].bound = p.groupBound(cl, &buckets[b], lo)
+			p.bucketOrder = append(p.bucketOrder, b)
 		}
 	}
-	// Groups go cheapest bound first, each settled before the next is
-	// read, so the bar has fallen as far as it can before a group is
-	// judged: taking a whole class at a time bounded every worker of the
+	// Buckets go cheapest bound first, each settled before the next is
+	// judged, so the bar has fallen as far as it can before a bucket is
+	// read: taking a whole class at a time bounded every worker of the
 	// best class one by one (at 10,000 workers, some 1,300 per placement
-	// where a few hundred sit in groups whose bound beats the final bar).
-	slices.SortFunc(p.groupOrder, func(a, b int32) int {
-		if c := cmp.Compare(groups[a].bound, groups[b].bound); c != 0 {
+	// where a few hundred sit in buckets whose bound beats the final bar).
+	// Within a bucket its groups go the same way.
+	slices.SortFunc(p.bucketOrder, func(a, b int32) int {
+		if c := cmp.Compare(buckets[a].bound, buckets[b].bound); c != 0 {
 			return c
 		}
 		return cmp.Compare(a, b)
 	})
-	for _, g := range p.groupOrder {
-		if groups[g].bound > p.bar {
-			d.Skipped += len(members[g]) - int(p.touchedIn[g])
+	for _, b := range p.bucketOrder {
+		if buckets[b].bound > p.bar {
+			p.skipGroups(d, b*bands, (b+1)*bands)
 			continue
 		}
-		start := len(p.order)
-		for _, i := range members[g] {
-			if hot[i].flags&rowTouched == 0 { // the others were bounded above
-				p.bound(d, i, r, cutoff)
+		cl, lo := &p.classes[b/decodeBuckets], int(b%decodeBuckets)
+		var order [bands]int32
+		n := 0
+		for g := b * bands; g < (b+1)*bands; g++ {
+			if groups[g].n == 0 {
+				continue
 			}
+			groups[g].bound = p.groupBound(cl, &groups[g], lo)
+			at := n
+			for ; at > 0 && groups[g].bound < groups[order[at-1]].bound; at-- {
+				order[at] = order[at-1]
+			}
+			order[at] = g
+			n++
 		}
-		p.settle(d, p.order[start:], r, weight, now)
+		for _, g := range order[:n] {
+			if groups[g].bound > p.bar {
+				p.skipGroups(d, g, g+1)
+				continue
+			}
+			start := len(p.order)
+			for _, i := range members[g] {
+				if hot[i].flags&rowTouched == 0 { // the others were bounded above
+					p.bound(d, i, r, cutoff)
+				}
+			}
+			p.settle(d, p.order[start:], r, weight, now)
+		}
+	}
+}
+
+// skipGroups counts the workers of groups [from, to) as skipped, but for
+// those holding a cached prefix, which were bounded on their own.
+func (p *Placer) skipGroups(d *Decision, from, to int32) {
+	for g := from; g < to; g++ {
+		d.Skipped += len(p.view.members[g]) - int(p.touchedIn[g])
 	}
 }
 
@@ -166,15 +196,18 @@ func (p *Placer) settle(d *Decision, batch []bounded, r *Request, weight uint64,
 	}
 }
 
-// groupBound is a cost no worker of group gr (class cl, decode bucket lo)
-// without a cached prefix can go under: a hot one with the group's
-// shortest queue, fewest others in its batch, fastest decode, widest
-// decode sharing and lowest price, each taken over the members apart;
-// shaved as lowerBound is. NaN never skips a group.
+// groupBound is a cost no worker of group gr (class cl, decode bucket lo;
+// a group or a whole bucket) without a cached prefix can go under: a hot
+// one with the group's shortest queue, fewest others in its batch,
+// fastest decode, widest decode sharing and lowest price, each taken over
+// the members apart; shaved as lowerBound is. NaN never skips a group.
 func (p *Placer) groupBound(cl *class, gr *group, lo int) float64 {
 	decode := cl.decodeAt[lo]
-	if gr.interpolates && lo+1 < decodeBuckets {
-		decode = min(decode, cl.decodeAt[lo+1])
+	if gr.maxFrac > 0 && lo+1 < decodeBuckets {
+		// As decodeInterp computes it, at the group's two extremes: it is
+		// linear in the fraction, so one of them is the least.
+		a, span := decode, cl.decodeAt[lo+1]-decode
+		decode = min(a+gr.minFrac*span, a+gr.maxFrac*span)
 	}
 	price := min(cl.pricePerSecond, gr.minOwnPricePerSecond)
 	queue := 0.0

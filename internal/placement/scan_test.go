@@ -342,8 +342,8 @@ func TestPruningKeepsTheWinnerAcrossOptions(t *testing.T) {
 	}
 }
 
-// A group's bound is never above the bound, deadline-miss term included
-// (refinedBound), of any of its workers that holds no cached prefix, for
+// A group's bound, and its decode bucket's, is never above the bound,
+// deadline-miss term included (refinedBound), of any of its workers that holds no cached prefix, for
 // every request and group of a varied fleet.
 func TestGroupBoundIsUnderItsWorkers(t *testing.T) {
 	f, reqs := variedFleet(t, 12)
@@ -359,15 +359,17 @@ func TestGroupBoundIsUnderItsWorkers(t *testing.T) {
 			continue
 		}
 		for g, members := range p.view.members {
-			cl := &p.classes[g/decodeBuckets]
+			cl := &p.classes[g/bands/decodeBuckets]
 			if cl.epoch != p.epoch || len(members) == 0 {
 				continue
 			}
-			bound := p.view.groups[g].bound
+			lo := g / bands % decodeBuckets
+			bound := p.groupBound(cl, &p.view.groups[g], lo)
+			bucket := p.groupBound(cl, &p.view.buckets[g/bands], lo)
 			for _, w := range members {
-				lb := p.refinedBound(w, r)
-				if !(bound <= lb) {
-					t.Fatalf("request %d group %d (%s): bound %v over worker %d's %v", i, g, cl.gpu, bound, w, lb)
+				lb := p.refinedBound(int32(w), r)
+				if !(bound <= lb) || !(bucket <= lb) {
+					t.Fatalf("request %d group %d (%s): bound %v (its bucket's %v) over worker %d's %v", i, g, cl.gpu, bound, bucket, w, lb)
 				}
 				compared++
 			}

@@ -27,31 +27,71 @@ type view struct {
 	hot     []hotRow
 	cold    []coldRow
 	// members lists, by group (see groupOf), the live rows of the group
-	// in ascending Idx, so the scan can take a class at a time and pass
-	// over a group whose bound cannot beat the bar without reading its
-	// rows; groups summarises each.
+	// in ascending Idx, so the scan can pass over a group whose bound
+	// cannot beat the bar without reading its rows; groups summarises
+	// each, and buckets each decode bucket of a class: its groups
+	// together (see bucketOf).
 	members [][]int32
 	groups  []group
+	buckets []group
 	dirty   []int32 // groups whose members changed since summarize
 }
 
-// A group is the workers of one cost class whose batch falls in one
-// decode bucket, summarised for the scan's group bound. Within a class the
-// batch is what moves a worker's bound most and both ways (its decode
-// share of the GPU falls as the batch grows, the delay it imposes rises),
-// so a bound per batch bucket is far tighter than one per class.
+// A group is the workers of one cost class whose batch falls in one band:
+// a quarter of a decode bucket (an octave of batch sizes), summarised for
+// the scan's group bound. Within a class the batch is what moves a
+// worker's bound most and both ways (its decode share of the GPU falls as
+// the batch grows, its own decode and the delay it imposes rise), and a
+// bound from the best of each over a whole octave was loose by a sixth
+// for batch requests: at 10,000 workers they bounded some 1,100 workers
+// one by one, the whole of the best GPU's busiest buckets, to evaluate 15.
+// The same summary over a whole bucket (view.buckets) is what the scan
+// orders and first skips by, so a placement bounds a few dozen buckets,
+// not four times as many groups.
 type group struct {
 	minOwnPricePerSecond float64 // +Inf if no member has its own price (or the GPU axis is off)
 	minInvBatch          float64
 	minOthers            float64
 	minQueue             [fleet.NumClasses]int // by rank, as hotRow.queue
-	interpolates         bool                  // some member's batch lies past the bucket (decodeFrac > 0)
-	dirty                bool
-	bound                float64 // groupBound for this placement
+	// minFrac and maxFrac bound the members' decodeFrac: decode time is
+	// linear in it between the bucket's ends, so its least is at one of
+	// them. maxFrac > 0 when some member interpolates past the bucket.
+	minFrac, maxFrac float64
+	n                int32 // members
+	dirty            bool
+	bound            float64 // groupBound for this placement
+}
+
+// bands is the number of groups a decode bucket is split into.
+const bands = 4
+
+// emptyGroup is the summary of no workers, which any member lowers.
+func emptyGroup() group {
+	gr := group{minOwnPricePerSecond: math.Inf(1), minInvBatch: 1, minOthers: math.Inf(1), minFrac: 1}
+	for k := range gr.minQueue {
+		gr.minQueue[k] = math.MaxInt
+	}
+	return gr
+}
+
+// merge lowers gr's summary by o's.
+func (gr *group) merge(o *group) {
+	gr.minOwnPricePerSecond = min(gr.minOwnPricePerSecond, o.minOwnPricePerSecond)
+	gr.minInvBatch = min(gr.minInvBatch, o.minInvBatch)
+	gr.minOthers = min(gr.minOthers, o.minOthers)
+	for k := range gr.minQueue {
+		gr.minQueue[k] = min(gr.minQueue[k], o.minQueue[k])
+	}
+	gr.minFrac, gr.maxFrac = min(gr.minFrac, o.minFrac), max(gr.maxFrac, o.maxFrac)
+	gr.n += o.n
 }
 
 // groupOf is the group of a live row.
-func groupOf(h *hotRow) int32 { return h.class*decodeBuckets + int32(h.decodeLo) }
+func groupOf(h *hotRow) int32 { return bucketOf(h)*bands + int32(h.band) }
+
+// bucketOf is the decode bucket of a live row's class: an index into
+// view.buckets, and groupOf/bands.
+func bucketOf(h *hotRow) int32 { return h.class*decodeBuckets + int32(h.decodeLo) }
 
 // hotRow is what every worker's lower bound needs: read for all of them.
 type hotRow struct {
@@ -70,6 +110,7 @@ type hotRow struct {
 	decodeFrac float64
 	class      int32 // index into Placer.classes
 	decodeLo   uint8
+	band       uint8 // which quarter of the bucket batch lies in (see group)
 	flags      rowFlags
 }
 
@@ -154,10 +195,7 @@ func (p *Placer) changed(g int32) {
 func (p *Placer) summarize(g int32) {
 	v := &p.view
 	gr := &v.groups[g]
-	*gr = group{minOwnPricePerSecond: math.Inf(1), minInvBatch: 1, minOthers: math.Inf(1)}
-	for k := range gr.minQueue {
-		gr.minQueue[k] = math.MaxInt
-	}
+	*gr = emptyGroup()
 	for _, i := range v.members[g] {
 		h := &v.hot[i]
 		gr.minInvBatch = min(gr.minInvBatch, h.invBatch)
@@ -165,20 +203,28 @@ func (p *Placer) summarize(g int32) {
 		for k := range gr.minQueue {
 			gr.minQueue[k] = min(gr.minQueue[k], h.queue[k])
 		}
-		gr.interpolates = gr.interpolates || h.decodeFrac != 0
+		gr.minFrac, gr.maxFrac = min(gr.minFrac, h.decodeFrac), max(gr.maxFrac, h.decodeFrac)
 		if h.ownPricePerSecond > 0 {
 			gr.minOwnPricePerSecond = min(gr.minOwnPricePerSecond, h.ownPricePerSecond)
 		}
 	}
-	k := g / decodeBuckets
+	gr.n = int32(len(v.members[g]))
+	b := g / bands
+	bk := &v.buckets[b]
+	*bk = emptyGroup()
+	for s := b * bands; s < (b+1)*bands; s++ {
+		bk.merge(&v.groups[s])
+	}
+	k := b / decodeBuckets
 	cl := &p.classes[k]
 	cl.buckets = 0
 	for lo := range decodeBuckets {
-		if len(v.members[k*decodeBuckets+int32(lo)]) == 0 {
+		bk := &v.buckets[k*decodeBuckets+int32(lo)]
+		if bk.n == 0 {
 			continue
 		}
 		cl.buckets |= 1 << lo
-		if v.groups[k*decodeBuckets+int32(lo)].interpolates {
+		if bk.maxFrac > 0 {
 			cl.buckets |= 1 << (lo + 1)
 		}
 	}
@@ -229,6 +275,7 @@ func (p *Placer) copyRow(i int32, w *fleet.Worker) {
 	}
 	batch := w.Running + w.BookedRequests + 1
 	h.decodeLo, h.decodeFrac = decodePoint(batch)
+	h.band = bandOf(batch, h.decodeLo)
 	h.others, h.invBatch = float64(batch-1), 1/float64(batch)
 	h.ownPricePerSecond = 0
 	if p.on[axGPU] && w.PricePerHour > 0 {
@@ -273,9 +320,12 @@ func (p *Placer) classOf(w *fleet.Worker) (int32, bool) {
 		id = int32(len(p.classes))
 		p.classes = append(p.classes, class{gpu: key.gpu, tp: key.tp})
 		p.classIdx[key] = id
-		for range decodeBuckets {
+		for range decodeBuckets * bands {
 			p.view.members = append(p.view.members, nil)
-			p.view.groups = append(p.view.groups, group{})
+			p.view.groups = append(p.view.groups, emptyGroup())
+		}
+		for range decodeBuckets {
+			p.view.buckets = append(p.view.buckets, emptyGroup())
 		}
 	}
 	return id, fp8
@@ -311,6 +361,13 @@ func decodePoint(batch int) (lo uint8, frac float64) {
 		return uint8(l), 0
 	}
 	return uint8(l), float64(batch-(1<<l)) / float64(int(1)<<l)
+}
+
+// bandOf is the quarter of decode bucket lo (see decodePoint) that batch
+// falls in; the last bucket, used flat, is banded over its first octave.
+func bandOf(batch int, lo uint8) uint8 {
+	start := 1 << lo
+	return uint8(min(max(batch-start, 0)*bands>>lo, bands-1))
 }
 
 // weightState is a model's residency on a worker as a small code, so the
