@@ -85,7 +85,7 @@ func TestValidate(t *testing.T) {
 		{"bad role", func(r *Request) { r.Prompt = ""; r.Messages = []Message{{Role: "robot", Content: "x"}} }, CodeInvalidMessage},
 		{"zero max_tokens", func(r *Request) { r.MaxTokens = 0 }, CodeInvalidMaxTokens},
 		{"huge max_tokens", func(r *Request) { r.MaxTokens = 1 << 20 }, CodeInvalidMaxTokens},
-		{"prompt too large", func(r *Request) { r.Prompt = strings.Repeat("x", 3<<20) }, CodePromptTooLarge},
+		{"prompt too large", func(r *Request) { r.Prompt = strings.Repeat("x", DefaultLimits.MaxPromptBytes+1) }, CodePromptTooLarge},
 		{"bad temperature", func(r *Request) { v := 3.0; r.Temperature = &v }, CodeInvalidTemperature},
 		{"bad priority", func(r *Request) { r.Priority = "urgent" }, CodeInvalidPriority},
 		{"negative deadline", func(r *Request) { r.DeadlineMs = -1 }, CodeInvalidDeadline},

@@ -16,13 +16,27 @@ type Limits struct {
 }
 
 // DefaultLimits are generous enough for long-context agentic prompts and
-// tight enough that a runaway client cannot wedge a service.
+// tight enough that a runaway client cannot wedge a service. 4 MiB of
+// prompt is a 1M-token context at about four bytes a token; with its
+// envelope and block hashes it fits the bus's 8 MiB messages
+// (MaxPayload).
 var DefaultLimits = Limits{
-	MaxPromptBytes: 2 << 20,
+	MaxPromptBytes: 4 << 20,
 	MaxMaxTokens:   32768,
 	MaxDeadline:    24 * time.Hour,
 	MaxMessages:    1024,
 }
+
+// MaxPayload is the largest message Switchyard's embedded NATS server
+// carries (its max_payload; NATS's default is 1 MiB), and the size an
+// external server must allow for long prompts to flow. A prompt travels
+// inline — in the submission, the admitted envelope and the dispatch to a
+// worker — so the largest message is the longest prompt plus its block
+// hashes and envelope: a 1M-token context is about 4 MiB of text and
+// 0.6 MiB of hashes, and JSON escaping can add more. 8 MiB is also the
+// largest payload nats-server accepts without warning that it may hurt
+// latency for everyone on the connection.
+const MaxPayload = 8 << 20
 
 func (l Limits) orDefault() Limits {
 	d := DefaultLimits

@@ -15,6 +15,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchyard-ai/switchyard/schemas"
 )
 
 // DefaultURL is where the CLI looks for a running system by default: the
@@ -59,6 +61,9 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	}
 	opts.JetStream = true
 	opts.NoSigs = true
+	if opts.MaxPayload == 0 {
+		opts.MaxPayload = schemas.MaxPayload // long prompts travel inline
+	}
 	if cfg.ServerName != "" {
 		opts.ServerName = cfg.ServerName
 	}

@@ -121,7 +121,7 @@ func New(sh *svc.Shell, cfg Config) *Admitter {
 		cfg.Tenants = Permissive()
 	}
 	if cfg.MaxMessageBytes == 0 {
-		cfg.MaxMessageBytes = 4 << 20
+		cfg.MaxMessageBytes = schemas.MaxPayload
 	}
 	if cfg.AckWait == 0 {
 		cfg.AckWait = 4 * time.Second

@@ -46,6 +46,12 @@ type Option func(*Client)
 // WithJSON makes the client send JSON bodies.
 func WithJSON() Option { return func(c *Client) { c.format = schemas.JSON } }
 
+// ErrPayloadTooLarge is wrapped by a submission whose encoded request is
+// larger than the NATS server carries (its max_payload). Retrying cannot
+// help: shorten the prompt, or raise the server's max_payload (Switchyard's
+// embedded server sets schemas.MaxPayload).
+var ErrPayloadTooLarge = errors.New("request larger than the bus's max_payload")
+
 // NewID returns a fresh request id.
 func NewID() string { return nuid.Next() }
 
@@ -58,6 +64,9 @@ func (c *Client) Submit(ctx context.Context, tenant string, req *schemas.Request
 		return "", err
 	}
 	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
+		if errors.Is(err, nats.ErrMaxPayload) {
+			return "", fmt.Errorf("submit %s: %w: %w", req.ID, ErrPayloadTooLarge, err)
+		}
 		return "", fmt.Errorf("submit %s: %w", req.ID, err)
 	}
 	return req.ID, nil
@@ -77,6 +86,9 @@ func (c *Client) Resubmit(ctx context.Context, tenant string, req *schemas.Reque
 		cancel()
 		if err == nil {
 			return id, nil
+		}
+		if errors.Is(err, ErrPayloadTooLarge) || errors.Is(err, errInvalid) {
+			return "", err // the same bytes would fail the same way
 		}
 		select {
 		case <-ctx.Done():
@@ -120,9 +132,12 @@ func (c *Client) SubmitBatchAsync(tenant string, req *schemas.Request) (jetstrea
 // PublishAsyncComplete is closed when every async submit has been acked.
 func (c *Client) PublishAsyncComplete() <-chan struct{} { return c.js.PublishAsyncComplete() }
 
+// errInvalid marks a submission the client refuses before publishing.
+var errInvalid = errors.New("invalid submission")
+
 func (c *Client) message(tenant string, req *schemas.Request) (*nats.Msg, error) {
 	if !subjects.ValidToken(tenant) {
-		return nil, fmt.Errorf("tenant %q is not a valid subject token", tenant)
+		return nil, fmt.Errorf("%w: tenant %q is not a valid subject token", errInvalid, tenant)
 	}
 	if req.ID == "" {
 		req.ID = NewID()
@@ -135,6 +150,12 @@ func (c *Client) message(tenant string, req *schemas.Request) (*nats.Msg, error)
 	msg.Data = data
 	msg.Header.Set(schemas.HeaderContentType, c.format.String())
 	msg.Header.Set(schemas.HeaderMsgID, req.ID)
+	// Checked here rather than left to the publish, which fails the same
+	// way on every try, so that callers can tell it from a bus outage.
+	if limit := c.nc.MaxPayload(); limit > 0 && int64(len(data)) > limit {
+		return nil, fmt.Errorf("submit %s: %w: the encoded request is %d bytes, the NATS server carries at most %d (max_payload)",
+			req.ID, ErrPayloadTooLarge, len(data), limit)
+	}
 	return msg, nil
 }
 

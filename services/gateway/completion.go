@@ -124,6 +124,11 @@ func (s *Server) complete(hw http.ResponseWriter, r *http.Request, ep endpoint) 
 			s.publishCancel(tenant, id, ReasonClientDisconnected)
 			return
 		}
+		if errors.Is(err, client.ErrPayloadTooLarge) {
+			// Not a bus outage: the same bytes fail every time, so no 503.
+			writeError(w, gw.FromError(schemas.Errf(schemas.CodePromptTooLarge, "messages", "%v", err)))
+			return
+		}
 		s.unavailable(w, "submit", err)
 		return
 	}
