@@ -77,6 +77,9 @@ func (w *Worker) onWarmth(m *nats.Msg) {
 		w.sh.Log.Warn("undecodable warmth control", "err", err)
 		return
 	}
+	if w.remoteWarmth(c.Model, c.State, c.Reason) { // a real engine (engine.go)
+		return
+	}
 	w.mu.Lock()
 	err := w.eng.SetWeightState(c.State)
 	w.mu.Unlock()

@@ -31,6 +31,10 @@ type remote struct {
 	cancels  map[string]context.CancelFunc
 	running  int
 	tokensPS float64
+	// engine is what the server's native API says (engine.go): whether it
+	// is Ollama, which models it holds and has loaded, and the load times
+	// measured on real loads.
+	engine engineState
 }
 
 func newRemote(cfg Config) *remote {
@@ -38,7 +42,8 @@ func newRemote(cfg Config) *remote {
 	if model == "" {
 		model = cfg.Model
 	}
-	r := &remote{client: openai.New(cfg.OpenAIURL, model), sem: make(chan struct{}, max(1, cfg.MaxConcurrent)), cancels: map[string]context.CancelFunc{}}
+	r := &remote{client: openai.New(cfg.OpenAIURL, model), sem: make(chan struct{}, max(1, cfg.MaxConcurrent)), cancels: map[string]context.CancelFunc{},
+		engine: newEngineState()}
 	if info, err := nvml.Probe(); err == nil {
 		r.gpu, r.haveGPU = info, true
 	}
@@ -74,8 +79,10 @@ func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.
 			<-r.sem
 		}()
 		j := &job{d: d, msg: m, stream: a.Request.Stream}
+		model := w.engineModel(a.Model)
+		w.ensureLoaded(rctx, model)
 		var seq uint64
-		res, err := r.client.Generate(rctx, openai.Request{Messages: a.Request.Messages, Prompt: a.Request.Prompt,
+		res, err := r.client.Generate(rctx, openai.Request{Model: model, Messages: a.Request.Messages, Prompt: a.Request.Prompt,
 			MaxTokens: a.Request.MaxTokens, Temperature: a.Request.Temperature, Seed: a.Request.Seed}, func(text string) {
 			if j.stream {
 				seq++
@@ -86,6 +93,11 @@ func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.
 			w.publishChunk(a.Tenant, a.Request.ID, a.ResultFormat, seq+1, "", true)
 		}
 		now := w.sh.Now()
+		if err != nil && rctx.Err() == nil && unreachable(err) {
+			w.mu.Lock()
+			w.noteReachability(err)
+			w.mu.Unlock()
+		}
 		if err != nil {
 			code, msg := schemas.CodeBackendError, "backend "+r.client.BaseURL+": "+err.Error()
 			switch {
@@ -134,14 +146,21 @@ func (w *Worker) cancelRemote(id string) bool {
 	return false
 }
 
-// scrape refreshes the server's metrics; called before each heartbeat,
-// outside the worker lock.
+// scrape refreshes the server's metrics, or for Ollama (which has none)
+// its loaded and available models; called before each heartbeat, outside
+// the worker lock.
 func (w *Worker) scrape(ctx context.Context) {
 	sctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
+	if w.scrapeEngine(sctx) {
+		return
+	}
 	m, err := w.remote.client.ScrapeMetrics(sctx)
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if err == nil || unreachable(err) { // a server without /metrics is still up
+		w.noteReachability(err)
+	}
 	if err != nil {
 		w.sh.Log.Debug("scrape backend metrics", "err", err)
 		return
@@ -168,7 +187,7 @@ func (w *Worker) remoteHeartbeat() schemas.Heartbeat {
 	}
 	blocks := w.replica.KVBlocks(16, perf.DefaultMemUtil)
 	running, waiting := r.running, 0
-	if r.scraped {
+	if r.scraped && !r.engine.ollama { // Ollama has no metrics: count what is in flight here
 		running, waiting = int(r.metrics.Running), int(r.metrics.Waiting)
 	}
 	return schemas.Heartbeat{
@@ -176,8 +195,8 @@ func (w *Worker) remoteHeartbeat() schemas.Heartbeat {
 		Simulated: false, Backend: "openai", TP: w.cfg.TP,
 		HBMTotalBytes: total, HBMFreeBytes: free,
 		KVBlocksTotal: blocks, KVBlocksFree: int(float64(blocks) * (1 - r.metrics.KVUsage)), BlockSize: 16,
-		Models:  []schemas.ModelState{{Name: w.replica.Model.Name, Dtype: w.cfg.Dtype, State: schemas.WeightHot}},
-		Running: running, Waiting: waiting, MaxBatch: cap(r.sem), Draining: w.draining,
+		Models:  w.remoteModels(),
+		Running: running, Waiting: waiting, MaxBatch: cap(r.sem), Draining: w.draining || r.engine.down,
 		Seq: w.hbSeq, SentAt: w.sh.Now(), PricePerHour: w.replica.PricePerHour(),
 		CompletedTotal: w.done, ErrorsTotal: w.errs,
 	}

@@ -1,18 +1,18 @@
 // Package openai owns the worker backend that forwards requests to a real
-// OpenAI-compatible inference server (vLLM, SGLang, TGI, llama.cpp's server)
-// instead of simulating one. Generation streams (SSE) so that time to first
-// token is measured where it happens, each chunk is handed to a callback,
-// and cancelling the context aborts the HTTP request (the server then stops
-// the sequence). ScrapeMetrics reads the server's Prometheus /metrics for
-// KV-cache usage and queue depth, under vLLM's current and deprecated names
-// and SGLang's.
+// OpenAI-compatible inference server (vLLM, SGLang, TGI, llama.cpp's server,
+// Ollama) instead of simulating one. Generation streams (SSE) so that time
+// to first token is measured where it happens, each chunk is handed to a
+// callback, and cancelling the context aborts the HTTP request (the server
+// then stops the sequence). ScrapeMetrics reads the server's Prometheus
+// /metrics for KV-cache usage and queue depth, under vLLM's current and
+// deprecated names and SGLang's. For Ollama, which has no /metrics, the
+// native API (ollama.go) describes models, lists the loaded ones, and loads
+// and unloads them, so weight warmth comes from the engine.
 //
-// Honest limits: no real engine runs in CI; the tests drive this package
-// end to end against an httptest server speaking the same wire format (SSE
-// `data: {...}` chunks ending in `data: [DONE]`, a vLLM-format /metrics
-// page). vLLM's ZMQ KV-event stream (BlockStored/BlockRemoved, see
-// shared/research/gpu-model.md §9) is not consumed yet, so a worker on this
-// backend does not publish per-block KV events.
+// What is verified where: internal/enginetest drives a real Ollama (llama.cpp
+// inside) serving a generated tiny model through this package and the whole
+// system; vLLM and SGLang are verified only against their recorded wire
+// formats (openai_test.go). vLLM's ZMQ KV-event stream is not read here.
 package openai
 
 import (
@@ -49,6 +49,9 @@ func New(baseURL, model string) *Client {
 // Request is one generation. With Messages set it uses /v1/chat/completions,
 // otherwise /v1/completions with Prompt.
 type Request struct {
+	// Model overrides the client's served model name for this request
+	// (an engine serving several models).
+	Model       string
 	Messages    []schemas.Message
 	Prompt      string
 	MaxTokens   int
@@ -94,8 +97,12 @@ type streamChunk struct {
 // Generate streams one request. onChunk, if not nil, gets each non-empty
 // piece of text as it arrives. Cancelling ctx aborts the request.
 func (c *Client) Generate(ctx context.Context, req Request, onChunk func(text string)) (Result, error) {
+	model := c.Model
+	if req.Model != "" {
+		model = req.Model
+	}
 	body := map[string]any{
-		"model":          c.Model,
+		"model":          model,
 		"stream":         true,
 		"stream_options": map[string]any{"include_usage": true},
 	}

@@ -1,0 +1,298 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/switchyard-ai/switchyard/internal/backend/openai"
+	"github.com/switchyard-ai/switchyard/schemas"
+)
+
+// engineState is what a real engine's native API reports beyond the OpenAI
+// API: for Ollama, the models it has on disk (/api/tags), those loaded in
+// memory (/api/ps), and how long real loads took (load_duration). It is
+// how a worker's heartbeat tells the warmth axis the truth: hot when the
+// engine has the weights in memory, cold when only on disk, with the load
+// time this engine measured instead of the catalog's estimate.
+type engineState struct {
+	probed bool // the engine was asked whether it is Ollama
+	ollama bool
+	// loaded are the engine's names of the models in memory.
+	loaded []string
+	// available are the engine's names of the models it can load.
+	available []string
+	// loadSeconds is the last real load time per engine model name.
+	loadSeconds map[string]float64
+	// specs describe the engine's other models (not the worker's own).
+	specs map[string]*schemas.ModelSpec
+	// loading marks models a dispatch is loading now.
+	loading map[string]bool
+	// down is set while the engine refuses connections (killed, restarting):
+	// the heartbeat then says draining, so routers place nothing here
+	// until it answers again.
+	down bool
+}
+
+// unreachable reports whether err means nothing is listening at the
+// engine's address (as opposed to the engine answering with an error).
+func unreachable(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// noteReachability records whether the engine answered. Callers hold w.mu.
+func (w *Worker) noteReachability(err error) {
+	e := &w.remote.engine
+	switch {
+	case err == nil:
+		if e.down {
+			w.sh.Log.Info("engine answers again", "server", w.remote.client.BaseURL)
+		}
+		e.down = false
+	case unreachable(err):
+		if !e.down {
+			w.sh.Log.Warn("engine unreachable: draining until it answers", "server", w.remote.client.BaseURL, "err", err)
+		}
+		e.down = true
+	}
+}
+
+func newEngineState() engineState {
+	return engineState{loadSeconds: map[string]float64{}, specs: map[string]*schemas.ModelSpec{}, loading: map[string]bool{}}
+}
+
+// keepAlive is how long Ollama keeps a model loaded after its last use
+// when the worker loads it: Ollama's own default.
+const keepAlive = 5 * time.Minute
+
+func (e *engineState) isLoaded(model string) bool {
+	for _, m := range e.loaded {
+		if openai.SameModel(m, model) {
+			return true
+		}
+	}
+	return false
+}
+
+// scrapeEngine refreshes an Ollama engine's model state, reporting whether
+// the engine is Ollama (then there are no Prometheus metrics to scrape).
+func (w *Worker) scrapeEngine(ctx context.Context) bool {
+	r := w.remote
+	w.mu.Lock()
+	probed, isOllama := r.engine.probed, r.engine.ollama
+	w.mu.Unlock()
+	if !probed {
+		_, err := r.client.OllamaVersion(ctx)
+		if err != nil && !errors.Is(err, openai.ErrNotOllama) {
+			w.mu.Lock()
+			w.noteReachability(err)
+			w.mu.Unlock()
+			return false // unreachable for now: ask again next time
+		}
+		isOllama = err == nil
+		w.mu.Lock()
+		r.engine.probed, r.engine.ollama = true, isOllama
+		w.mu.Unlock()
+		if isOllama {
+			w.sh.Log.Info("engine is Ollama: weight warmth from /api/ps, load times from real loads", "server", r.client.BaseURL)
+		}
+	}
+	if !isOllama {
+		return false
+	}
+	loaded, err := r.client.Running(ctx)
+	w.mu.Lock()
+	w.noteReachability(err)
+	if err != nil && r.engine.down {
+		// A restarted engine has nothing loaded.
+		r.engine.loaded = nil
+	}
+	w.mu.Unlock()
+	if err != nil {
+		w.sh.Log.Debug("ollama /api/ps", "err", err)
+		return true
+	}
+	avail, err := r.client.Available(ctx)
+	if err != nil {
+		w.sh.Log.Debug("ollama /api/tags", "err", err)
+		return true
+	}
+	names := make([]string, 0, len(loaded))
+	for _, l := range loaded {
+		names = append(names, l.Name)
+	}
+	// Describe the engine's other models once each, so the fleet can place
+	// them here (the worker's own model is described by its catalog entry).
+	var undescribed []string
+	w.mu.Lock()
+	for _, a := range avail {
+		if _, ok := r.engine.specs[a]; !ok && !openai.SameModel(a, r.client.Model) {
+			undescribed = append(undescribed, a)
+		}
+	}
+	w.mu.Unlock()
+	described := map[string]*schemas.ModelSpec{}
+	for _, a := range undescribed {
+		spec, err := r.client.Describe(ctx, a)
+		if err != nil {
+			w.sh.Log.Warn("cannot describe an engine model; it will not be advertised", "model", a, "err", err)
+			described[a] = nil
+			continue
+		}
+		described[a] = &spec
+	}
+	w.mu.Lock()
+	r.engine.loaded, r.engine.available = names, avail
+	for a, s := range described {
+		r.engine.specs[a] = s
+	}
+	r.scraped = true
+	w.mu.Unlock()
+	return true
+}
+
+// remoteModels is the heartbeat's model list for the openai backend.
+// Callers hold w.mu.
+func (w *Worker) remoteModels() []schemas.ModelState {
+	r := w.remote
+	own := schemas.ModelState{Name: w.replica.Model.Name, Dtype: w.cfg.Dtype, State: schemas.WeightHot}
+	if w.replica.Model.FromFleet {
+		spec := w.replica.Model.Spec()
+		own.Spec = &spec
+		own.ContextLength = w.replica.Model.MaxContext
+	}
+	if !r.engine.ollama || !r.scraped {
+		return []schemas.ModelState{own}
+	}
+	own.State = w.engineWeightState(r.client.Model)
+	own.LoadSeconds = w.loadSeconds(r.client.Model, w.replica.LoadSeconds(schemas.WeightCold))
+	out := []schemas.ModelState{own}
+	for _, a := range r.engine.available {
+		spec := r.engine.specs[a]
+		if openai.SameModel(a, r.client.Model) || spec == nil {
+			continue
+		}
+		out = append(out, schemas.ModelState{Name: strings.TrimSuffix(a, ":latest"), Dtype: w.cfg.Dtype,
+			State: w.engineWeightState(a), LoadSeconds: w.loadSeconds(a, 0), Spec: spec, ContextLength: spec.MaxContext})
+	}
+	return out
+}
+
+// engineWeightState maps the engine's view of one model onto the warmth
+// axis. Callers hold w.mu.
+func (w *Worker) engineWeightState(model string) string {
+	e := &w.remote.engine
+	switch {
+	case e.loading[model]:
+		return schemas.WeightLoading
+	case e.isLoaded(model):
+		return schemas.WeightHot
+	}
+	return schemas.WeightCold // on the engine's disk; it loads on demand
+}
+
+// loadSeconds is the measured load time for model, else fallback. Callers
+// hold w.mu.
+func (w *Worker) loadSeconds(model string, fallback float64) float64 {
+	if s, ok := w.remote.engine.loadSeconds[model]; ok {
+		return s
+	}
+	return fallback
+}
+
+// engineModel is the engine's name for a dispatched model: the configured
+// served name for the worker's own model, else the model's own name (an
+// engine serving several models).
+func (w *Worker) engineModel(model string) string {
+	if strings.EqualFold(model, w.replica.Model.Name) {
+		return w.remote.client.Model
+	}
+	return model
+}
+
+// ensureLoaded loads a model Ollama does not hold in memory before the
+// request is forwarded, so the load is measured by the engine itself
+// (load_duration) and reported, instead of hiding inside one request's
+// time to first token. Other engines serve what they were started with.
+func (w *Worker) ensureLoaded(ctx context.Context, model string) {
+	r := w.remote
+	w.mu.Lock()
+	need := r.engine.ollama && !r.engine.isLoaded(model) && !r.engine.loading[model]
+	if need {
+		r.engine.loading[model] = true
+	}
+	w.mu.Unlock()
+	if !need {
+		return
+	}
+	d, err := r.client.Load(ctx, model, keepAlive)
+	w.mu.Lock()
+	delete(r.engine.loading, model)
+	if err == nil {
+		if d > 0 {
+			r.engine.loadSeconds[model] = d.Seconds()
+		}
+		if !r.engine.isLoaded(model) {
+			r.engine.loaded = append(r.engine.loaded, model)
+		}
+	}
+	w.mu.Unlock()
+	if err != nil {
+		w.sh.Log.Warn("load model on the engine", "model", model, "err", err)
+		return
+	}
+	w.sh.Emit(schemas.Event{Kind: "weights", WorkerID: w.cfg.ID, Reason: "loaded on the engine for a dispatch",
+		Fields: map[string]any{"model": model, "state": schemas.WeightHot, "load_s": d.Seconds()}})
+}
+
+// remoteWarmth carries out the controller's warmth decision on the engine:
+// hot loads the model (and keeps it loaded), sleeping and cold unload it —
+// Ollama has no host-memory tier, so both free the memory, and the next
+// heartbeat says cold, as /api/ps then does. It reports whether the
+// backend handled the decision.
+func (w *Worker) remoteWarmth(model, state, reason string) bool {
+	r := w.remote
+	if r == nil {
+		return false
+	}
+	w.mu.Lock()
+	isOllama := r.engine.ollama
+	w.mu.Unlock()
+	if !isOllama {
+		w.sh.Log.Info("warmth change not supported by this engine", "state", state, "server", r.client.BaseURL)
+		return true
+	}
+	if model == "" {
+		model = w.replica.Model.Name
+	}
+	em := w.engineModel(model)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var err error
+	switch state {
+	case schemas.WeightHot:
+		var d time.Duration
+		if d, err = r.client.Load(ctx, em, -1); err == nil && d > 0 {
+			w.mu.Lock()
+			r.engine.loadSeconds[em] = d.Seconds()
+			w.mu.Unlock()
+		}
+	case schemas.WeightSleeping, schemas.WeightCold:
+		err = r.client.Unload(ctx, em)
+	default:
+		w.sh.Log.Warn("unknown warmth state", "state", state)
+		return true
+	}
+	if err != nil {
+		w.sh.Log.Warn("warmth change on the engine failed", "model", em, "state", state, "err", err)
+		return true
+	}
+	w.scrape(ctx)
+	w.heartbeat()
+	w.sh.Emit(schemas.Event{Kind: "weights", WorkerID: w.cfg.ID, Reason: reason, Fields: map[string]any{"model": model, "state": state, "engine": "ollama"}})
+	return true
+}
