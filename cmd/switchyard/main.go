@@ -39,6 +39,7 @@ func commands() map[string]command {
 		"gateway":    {"serve the OpenAI-compatible HTTP API (--listen ADDR --nats URL --tenants FILE)", runGateway},
 		"sim":        {"replay a trace against a simulated fleet under several policies (--trace FILE --format F --policies P,...)", runSim},
 		"loadgen":    {"publish a multi-tenant load to a running system and count every result (--nats URL --rate R --duration D --json)", runLoadgen},
+		"chaos":      {"kill -9 workers, routers, admitters and NATS nodes at random (seeded) under load, restarting them; report the loadgen counters (--duration D --json)", runChaos},
 		"controller": {"run the control loop: autoscaling, spec decoding, budgets, warmth, shedding (--nats URL --interval 2s)", runController},
 		"gpu":        {"capacity planning from the GPU performance model", runGPU},
 	}
