@@ -23,7 +23,9 @@ const batchUsage = `usage: switchyard batch <submit|status|wait|results> [flags]
 
   submit FILE.jsonl --tenant T   publish an OpenAI Batch API file; prints the batch id
   status ID                      counts so far
-  wait ID                        block until every request has a final result
+  wait ID                        block until every request has a final result,
+                                 showing deferred work (until when, why) and an ETA
+  cancel ID --tenant T           stop every request that has no result yet
   results ID -o out.jsonl [--errors err.jsonl]
                                  write OpenAI batch output and error files
 
@@ -45,6 +47,8 @@ func runBatch(ctx context.Context, args []string, stdout io.Writer) error {
 		return batchStatus(ctx, args[1:], stdout, true)
 	case "results":
 		return batchResults(ctx, args[1:], stdout)
+	case "cancel":
+		return batchCancel(ctx, args[1:], stdout)
 	}
 	fmt.Fprintln(os.Stderr, batchUsage)
 	return fmt.Errorf("unknown batch subcommand %q", args[0])
@@ -173,12 +177,16 @@ func batchStatus(ctx context.Context, args []string, stdout io.Writer, follow bo
 	}
 	defer c.Close()
 	var bar *batch.Progress
-	progress := func(done, total int) {
+	var eta batch.ETA
+	progress := func(u batch.Update) {
 		if follow && !*quiet {
 			if bar == nil {
-				bar = batch.NewProgress(os.Stderr, "results", total)
+				bar = batch.NewProgress(os.Stderr, "results", u.Total)
 			}
-			bar.Set(done)
+			now := time.Now()
+			eta.Observe(now, u.Done)
+			bar.SetNote(batch.Line(now, u.Done, u.Total, u.Waiting, &eta))
+			bar.Set(u.Done)
 		}
 	}
 	wctx := ctx
@@ -207,17 +215,41 @@ func batchStatus(ctx context.Context, args []string, stdout io.Writer, follow bo
 		b, _ := json.Marshal(r)
 		fmt.Fprintln(stdout, string(b))
 	} else {
-		state := "in_progress"
-		if r.Finished() {
-			state = "completed"
-		}
+		state := r.State(time.Now())
 		fmt.Fprintf(stdout, "batch %s  tenant %s  %s\n  requests %d  completed %d  failed %d  pending %d  invalid lines %d\n  created %s  deadline %s\n",
 			r.ID, r.Tenant, state, r.Requests, r.Completed, r.Failed, r.Requests-r.Completed-r.Failed, r.Invalid,
 			r.Created.Format(time.RFC3339), r.Deadline.Format(time.RFC3339))
+		if d := p.Waiting.Describe(time.Now()); d != "" {
+			fmt.Fprintf(stdout, "  %s\n", d)
+		}
 	}
 	if follow && !r.Finished() {
 		return fmt.Errorf("batch %s not finished: %d of %d requests have results", r.ID, r.Completed+r.Failed, r.Requests)
 	}
+	return nil
+}
+
+func batchCancel(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("batch cancel", flag.ContinueOnError)
+	natsURL := fs.String("nats", bus.DefaultURL, "NATS server or cluster URL(s)")
+	tenant := fs.String("tenant", "", "tenant the batch belongs to (required)")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 || *tenant == "" {
+		return fmt.Errorf("usage: switchyard batch cancel ID --tenant T [--nats URL]")
+	}
+	c, err := dialBatch(ctx, *natsURL, 1)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	rec, sent, err := batch.Cancel(ctx, c.js, c.st, pos[0], *tenant, "batch cancelled", time.Now())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "batch %s %s: %d cancels sent, %d of %d requests already have results\n", rec.ID, rec.State(time.Now()), sent, rec.Completed+rec.Failed, rec.Requests)
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sort"
 
+	"github.com/switchyard-ai/switchyard/internal/gateway"
 	"github.com/switchyard-ai/switchyard/schemas"
 )
 
@@ -39,8 +40,9 @@ type ChatCompletion struct {
 	Model   string       `json:"model"`
 	Choices []ChatChoice `json:"choices"`
 	Usage   Usage        `json:"usage"`
-	// SystemFingerprint carries the worker that served the line, which is
-	// what OpenAI's field is for: telling which backend configuration ran.
+	// SystemFingerprint names the backend configuration that served the
+	// line, exactly as a chat completion through the gateway names it
+	// (gateway.Fingerprint), so batch and chat output agree.
 	SystemFingerprint string `json:"system_fingerprint,omitempty"`
 }
 
@@ -169,7 +171,7 @@ func FormatResult(it Item, r schemas.Result) (line OutputLine, ok bool) {
 			ID: "cmpl-" + r.ID, Object: "text_completion", Created: created, Model: r.Model,
 			Choices:           []TextChoice{{Index: 0, Text: r.Text, FinishReason: finish}},
 			Usage:             u,
-			SystemFingerprint: r.WorkerID,
+			SystemFingerprint: gateway.Fingerprint(r),
 		}
 		return line, true
 	}
@@ -178,7 +180,7 @@ func FormatResult(it Item, r schemas.Result) (line OutputLine, ok bool) {
 		Choices: []ChatChoice{{Index: 0, Message: schemas.Message{Role: "assistant", Content: r.Text},
 			FinishReason: finish}},
 		Usage:             u,
-		SystemFingerprint: r.WorkerID,
+		SystemFingerprint: gateway.Fingerprint(r),
 	}
 	return line, true
 }

@@ -19,6 +19,34 @@ type Progress struct {
 	n     int
 	last  time.Time
 	start time.Time
+	// note follows the bar: why work waits, and the ETA.
+	note string
+	// width is the longest line drawn, so a shorter redraw can blank the
+	// rest of it.
+	width int
+}
+
+// SetNote sets the text drawn after the bar from the next redraw on.
+func (p *Progress) SetNote(note string) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	p.note = note
+	p.mu.Unlock()
+}
+
+func (p *Progress) line(elapsed time.Duration) string {
+	s := Bar(p.label, p.n, p.total, 30, elapsed)
+	if p.note != "" {
+		s += "  " + p.note
+	}
+	if pad := p.width - len(s); pad > 0 {
+		s += strings.Repeat(" ", pad)
+	} else {
+		p.width = len(s)
+	}
+	return s
 }
 
 // NewProgress starts a bar on w (usually stderr); nil w draws nothing.
@@ -36,7 +64,7 @@ func (p *Progress) Set(n int) {
 	p.n = n
 	if now := time.Now(); n >= p.total || now.Sub(p.last) >= 100*time.Millisecond {
 		p.last = now
-		fmt.Fprint(p.w, "\r"+Bar(p.label, p.n, p.total, 30, now.Sub(p.start)))
+		fmt.Fprint(p.w, "\r"+p.line(now.Sub(p.start)))
 	}
 }
 
@@ -47,7 +75,7 @@ func (p *Progress) Done() {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	fmt.Fprintln(p.w, "\r"+Bar(p.label, p.n, p.total, 30, time.Since(p.start)))
+	fmt.Fprintln(p.w, "\r"+p.line(time.Since(p.start)))
 }
 
 // Bar renders "label [=====>     ] n/total pct% elapsed".

@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchyard-ai/switchyard/schemas"
@@ -43,6 +46,9 @@ type Record struct {
 	ItemChunks int        `json:"item_chunks"`
 	ErrChunks  int        `json:"error_chunks"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	// CancelledAt is when a cancel was asked for; the batch is cancelled
+	// once every request has a final result (cancelled or not).
+	CancelledAt *time.Time `json:"cancelled_at,omitempty"`
 }
 
 // Finished reports whether every request has a final result.
@@ -150,6 +156,103 @@ func (s *Store) Get(ctx context.Context, id string) (Record, error) {
 	return rec, err
 }
 
+// List returns tenant's batch records, newest first.
+func (s *Store) List(ctx context.Context, tenant string) ([]Record, error) {
+	lister, err := s.kv.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("kv list %s: %w", Bucket, err)
+	}
+	defer lister.Stop()
+	var out []Record
+	for key := range lister.Keys() {
+		// Headers are the keys without a '.': <id>.items.<k> and
+		// <id>.errors.<k> are chunks.
+		if strings.Contains(key, ".") {
+			continue
+		}
+		rec, err := s.Get(ctx, key)
+		if err != nil {
+			if errors.Is(err, ErrNotFound) {
+				continue // expired between the listing and the read
+			}
+			return nil, err
+		}
+		if rec.Tenant == tenant {
+			out = append(out, rec)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Created.Equal(out[j].Created) {
+			return out[i].Created.After(out[j].Created)
+		}
+		return out[i].ID > out[j].ID
+	})
+	return out, nil
+}
+
+// Cancel asks for every request of batch id that has no final result yet
+// to be stopped (a cancel on sy.ctl.cancel.<tenant>: the router drops a
+// queued one, a worker aborts a running one) and marks the record
+// cancelled. It returns the record and how many cancels it sent. A batch
+// already finished is returned unchanged.
+func Cancel(ctx context.Context, js jetstream.JetStream, st *Store, id, tenant, reason string, now time.Time) (Record, int, error) {
+	rec, err := st.Get(ctx, id)
+	if err != nil {
+		return rec, 0, err
+	}
+	if rec.Tenant != tenant {
+		return rec, 0, fmt.Errorf("%s: %w", id, ErrNotFound)
+	}
+	items, err := st.Items(ctx, rec)
+	if err != nil {
+		return rec, 0, err
+	}
+	results, err := Collect(ctx, js, rec, items, false, nil)
+	if err != nil {
+		return rec, 0, err
+	}
+	rec = Tally(rec, results, now)
+	if rec.Finished() {
+		return rec, 0, st.Put(ctx, rec)
+	}
+	sent := 0
+	for _, it := range items {
+		if _, done := results[it.RequestID]; done {
+			continue
+		}
+		c := schemas.Cancel{V: schemas.Version, RequestID: it.RequestID, Tenant: tenant, Reason: reason, At: now.UTC()}
+		m := nats.NewMsg(subjects.Cancel(tenant))
+		m.Data = schemas.MustMarshal(schemas.JSON, c)
+		m.Header.Set(schemas.HeaderContentType, schemas.ContentJSON)
+		m.Header.Set(schemas.HeaderMsgID, "cancel-"+it.RequestID)
+		if _, err := js.PublishMsg(ctx, m); err != nil {
+			return rec, sent, fmt.Errorf("cancel %s: %w", it.RequestID, err)
+		}
+		sent++
+	}
+	if rec.CancelledAt == nil {
+		t := now.UTC()
+		rec.CancelledAt = &t
+	}
+	return rec, sent, st.Put(ctx, rec)
+}
+
+// State is the batch's OpenAI status: in_progress, cancelling, cancelled,
+// completed or expired.
+func (r Record) State(now time.Time) string {
+	switch {
+	case r.Finished() && r.CancelledAt != nil:
+		return "cancelled"
+	case r.Finished():
+		return "completed"
+	case r.CancelledAt != nil:
+		return "cancelling"
+	case now.After(r.Deadline):
+		return "expired"
+	}
+	return "in_progress"
+}
+
 // Items reads a record's items in line order.
 func (s *Store) Items(ctx context.Context, rec Record) ([]Item, error) {
 	out := make([]Item, 0, rec.Requests)
@@ -233,8 +336,8 @@ const clockSkew = 5 * time.Minute
 // Collect reads the final results of a batch's items from the RESULTS
 // stream. With follow it waits until every item has a result or ctx ends;
 // without, it returns what the stream holds now. progress, when set, is
-// called with the number of items that have a result.
-func Collect(ctx context.Context, js jetstream.JetStream, rec Record, items []Item, follow bool, progress func(done int)) (map[string]schemas.Result, error) {
+// called with the results found so far (read it, do not keep it).
+func Collect(ctx context.Context, js jetstream.JetStream, rec Record, items []Item, follow bool, progress func(got map[string]schemas.Result)) (map[string]schemas.Result, error) {
 	want := make(map[string]bool, len(items))
 	for _, it := range items {
 		want[it.RequestID] = true
@@ -303,7 +406,7 @@ func Collect(ctx context.Context, js jetstream.JetStream, rec Record, items []It
 			return got, fmt.Errorf("fetch results: %w", err)
 		}
 		if progress != nil {
-			progress(len(got))
+			progress(got)
 		}
 		if !follow && (n == 0 || caughtUp) {
 			break
@@ -392,18 +495,28 @@ func Submit(ctx context.Context, st *Store, c *client.Client, sub Submission, no
 	return rec, resumed, err
 }
 
-// Progressed is a batch's record together with its items and the results
-// found for them.
+// Progressed is a batch's record together with its items, the results
+// found for them and the deferred requests still waiting.
 type Progressed struct {
 	Record  Record
 	Items   []Item
 	Results map[string]schemas.Result
+	Waiting Waiting
+}
+
+// Update is what a waiting client is told as results arrive.
+type Update struct {
+	Done, Total int
+	// Waiting is the deferred requests without a result yet.
+	Waiting Waiting
 }
 
 // Refresh reads a batch, collects its results (waiting for all of them
 // with follow) and writes the updated counts back to its record, so the
-// record in sy_batches reflects the last look anyone took.
-func Refresh(ctx context.Context, js jetstream.JetStream, st *Store, id string, follow bool, progress func(done, total int)) (Progressed, error) {
+// record in sy_batches reflects the last look anyone took. It also reads
+// the admitter's defer events for the batch, so what waits, until when
+// and why is reported with the counts.
+func Refresh(ctx context.Context, js jetstream.JetStream, st *Store, id string, follow bool, progress func(Update)) (Progressed, error) {
 	rec, err := st.Get(ctx, id)
 	if err != nil {
 		return Progressed{}, err
@@ -412,9 +525,22 @@ func Refresh(ctx context.Context, js jetstream.JetStream, st *Store, id string, 
 	if err != nil {
 		return Progressed{}, err
 	}
-	results, cerr := Collect(ctx, js, rec, items, follow, func(done int) {
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	defs, werr := WatchDeferrals(wctx, js, rec, items)
+	if werr != nil {
+		return Progressed{}, werr
+	}
+	if !follow {
+		// A one-off look reports every deferral stored so far.
+		select {
+		case <-defs.CaughtUp():
+		case <-ctx.Done():
+		}
+	}
+	results, cerr := Collect(ctx, js, rec, items, follow, func(got map[string]schemas.Result) {
 		if progress != nil {
-			progress(done, len(items))
+			progress(Update{Done: len(got), Total: len(items), Waiting: defs.Pending(Has(got))})
 		}
 	})
 	if results == nil {
@@ -428,5 +554,5 @@ func Refresh(ctx context.Context, js jetstream.JetStream, st *Store, id string, 
 	if err := st.Put(wctx, rec); err != nil && cerr == nil {
 		cerr = err
 	}
-	return Progressed{Record: rec, Items: items, Results: results}, cerr
+	return Progressed{Record: rec, Items: items, Results: results, Waiting: defs.Pending(Has(results))}, cerr
 }

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -56,8 +58,26 @@ type BatchObject struct {
 	InProgressAt     *int64            `json:"in_progress_at"`
 	ExpiresAt        int64             `json:"expires_at"`
 	CompletedAt      *int64            `json:"completed_at"`
+	CancellingAt     *int64            `json:"cancelling_at"`
+	CancelledAt      *int64            `json:"cancelled_at"`
 	RequestCounts    RequestCounts     `json:"request_counts"`
 	Metadata         map[string]string `json:"metadata"`
+}
+
+// ListObject is OpenAI's paginated list (files.list, batches.list).
+type ListObject[T any] struct {
+	Object  string  `json:"object"`
+	Data    []T     `json:"data"`
+	FirstID *string `json:"first_id"`
+	LastID  *string `json:"last_id"`
+	HasMore bool    `json:"has_more"`
+}
+
+// DeletedFile is files.delete's answer.
+type DeletedFile struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Deleted bool   `json:"deleted"`
 }
 
 // RequestCounts is the batch object's request_counts.
@@ -106,10 +126,152 @@ func newBatchAPI(ctx context.Context, s *Server) (*batchAPI, error) {
 
 func (b *batchAPI) register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/files", b.s.auth(b.upload))
+	mux.HandleFunc("GET /v1/files", b.s.auth(b.listFiles))
 	mux.HandleFunc("GET /v1/files/{id}", b.s.auth(b.fileInfo))
+	mux.HandleFunc("DELETE /v1/files/{id}", b.s.auth(b.deleteFile))
 	mux.HandleFunc("GET /v1/files/{id}/content", b.s.auth(b.fileContent))
 	mux.HandleFunc("POST /v1/batches", b.s.auth(b.create))
+	mux.HandleFunc("GET /v1/batches", b.s.auth(b.list))
 	mux.HandleFunc("GET /v1/batches/{id}", b.s.auth(b.get))
+	mux.HandleFunc("POST /v1/batches/{id}/cancel", b.s.auth(b.cancel))
+}
+
+// metaPrefix names the batch metadata objects kept beside a tenant's
+// uploads; they are not files a client uploaded, so files.list skips them.
+const metaPrefix = "meta-"
+
+// page applies OpenAI's cursor pagination (after = the last id of the
+// previous page, limit 1-100 or 10000 for files, default 20 or 10000) to ids in order.
+func page[T any](w http.ResponseWriter, r *http.Request, items []T, id func(T) string, defLimit, maxLimit int) (ListObject[T], bool) {
+	limit := defLimit
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxLimit {
+			writeError(w, gw.BadRequest(schemas.CodeMalformed, "limit", fmt.Sprintf("limit must be an integer from 1 to %d, got %q", maxLimit, v)))
+			return ListObject[T]{}, false
+		}
+		limit = n
+	}
+	if after := r.URL.Query().Get("after"); after != "" {
+		i := slices.IndexFunc(items, func(t T) bool { return id(t) == after })
+		if i < 0 {
+			writeError(w, gw.BadRequest(schemas.CodeMalformed, "after", fmt.Sprintf("after %q names no object in this list", after)))
+			return ListObject[T]{}, false
+		}
+		items = items[i+1:]
+	}
+	out := ListObject[T]{Object: "list", Data: items, HasMore: len(items) > limit}
+	if out.HasMore {
+		out.Data = items[:limit]
+	}
+	if out.Data == nil {
+		out.Data = []T{}
+	}
+	if n := len(out.Data); n > 0 {
+		first, last := id(out.Data[0]), id(out.Data[n-1])
+		out.FirstID, out.LastID = &first, &last
+	}
+	return out, true
+}
+
+func (b *batchAPI) listFiles(w http.ResponseWriter, r *http.Request) {
+	tenant := tenantOf(r)
+	purpose := r.URL.Query().Get("purpose")
+	infos, err := b.files.List(r.Context())
+	if err != nil && !errors.Is(err, jetstream.ErrNoObjectsFound) {
+		b.s.unavailable(w, "file store", err)
+		return
+	}
+	var files []FileObject
+	for _, info := range infos {
+		id, mine := strings.CutPrefix(info.Name, tenant+"/")
+		if !mine || strings.HasPrefix(id, metaPrefix) {
+			continue
+		}
+		f := fileObject(id, info)
+		if purpose != "" && f.Purpose != purpose {
+			continue
+		}
+		files = append(files, f)
+	}
+	// Newest first, as OpenAI lists.
+	slices.SortFunc(files, func(a, c FileObject) int {
+		if a.CreatedAt != c.CreatedAt {
+			return int(c.CreatedAt - a.CreatedAt)
+		}
+		return strings.Compare(c.ID, a.ID)
+	})
+	if out, ok := page(w, r, files, func(f FileObject) string { return f.ID }, 10000, 10000); ok {
+		writeJSON(w, http.StatusOK, out)
+	}
+}
+
+func (b *batchAPI) deleteFile(w http.ResponseWriter, r *http.Request) {
+	tenant, id := tenantOf(r), r.PathValue("id")
+	if _, _, ok := batchOfFile(id); ok {
+		writeError(w, gw.BadRequest(schemas.CodeMalformed, "file_id", fmt.Sprintf("%s is a batch's output, rendered from its results on each read and not stored: there is nothing to delete", id)))
+		return
+	}
+	if strings.HasPrefix(id, metaPrefix) {
+		writeError(w, notFound("file", id))
+		return
+	}
+	// Delete of an object already deleted succeeds in the object store;
+	// OpenAI answers 404 for a file that is gone.
+	if _, err := b.files.GetInfo(r.Context(), objectName(tenant, id)); err != nil {
+		writeError(w, notFound("file", id))
+		return
+	}
+	if err := b.files.Delete(r.Context(), objectName(tenant, id)); err != nil {
+		if errors.Is(err, jetstream.ErrObjectNotFound) {
+			writeError(w, notFound("file", id))
+			return
+		}
+		b.s.unavailable(w, "file store", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, DeletedFile{ID: id, Object: "file", Deleted: true})
+}
+
+func (b *batchAPI) list(w http.ResponseWriter, r *http.Request) {
+	tenant := tenantOf(r)
+	recs, err := b.store.List(r.Context(), tenant)
+	if err != nil {
+		b.s.unavailable(w, "batch store", err)
+		return
+	}
+	// The counts are those of the last look (batch get, wait, results):
+	// listing does not read every batch's results.
+	objs := make([]BatchObject, 0, len(recs))
+	for _, rec := range recs {
+		objs = append(objs, b.object(r.Context(), rec, b.meta(r.Context(), tenant, rec.ID)))
+	}
+	if out, ok := page(w, r, objs, func(o BatchObject) string { return o.ID }, 20, 100); ok {
+		writeJSON(w, http.StatusOK, out)
+	}
+}
+
+func (b *batchAPI) cancel(w http.ResponseWriter, r *http.Request) {
+	tenant, id := tenantOf(r), r.PathValue("id")
+	rec, sent, err := batch.Cancel(r.Context(), b.s.js, b.store, id, tenant, "batch cancelled", b.s.cfg.Now())
+	if err != nil {
+		if errors.Is(err, batch.ErrNotFound) {
+			writeError(w, notFound("batch", id))
+			return
+		}
+		b.s.unavailable(w, "batch cancel", err)
+		return
+	}
+	b.s.log.Info("batch cancel", "tenant", tenant, "batch", id, "cancels_sent", sent)
+	writeJSON(w, http.StatusOK, b.object(r.Context(), rec, b.meta(r.Context(), tenant, id)))
+}
+
+func (b *batchAPI) meta(ctx context.Context, tenant, id string) batchMeta {
+	var meta batchMeta
+	if raw, err := b.files.GetBytes(ctx, objectName(tenant, metaPrefix+id)); err == nil {
+		json.Unmarshal(raw, &meta)
+	}
+	return meta
 }
 
 func objectName(tenant, id string) string { return tenant + "/" + id }
@@ -323,7 +485,7 @@ func (b *batchAPI) create(w http.ResponseWriter, r *http.Request) {
 	}
 	items = kept
 	metaJSON, _ := json.Marshal(meta)
-	if _, err := b.files.PutBytes(r.Context(), objectName(tenant, "meta-"+id), metaJSON); err != nil {
+	if _, err := b.files.PutBytes(r.Context(), objectName(tenant, metaPrefix+id), metaJSON); err != nil {
 		b.s.unavailable(w, "batch store", err)
 		return
 	}
@@ -352,11 +514,7 @@ func (b *batchAPI) get(w http.ResponseWriter, r *http.Request) {
 		writeError(w, *aerr)
 		return
 	}
-	var meta batchMeta
-	if raw, err := b.files.GetBytes(r.Context(), objectName(tenant, "meta-"+rec.ID)); err == nil {
-		json.Unmarshal(raw, &meta)
-	}
-	b.respond(w, r.Context(), rec, meta, results)
+	b.respond(w, r.Context(), rec, b.meta(r.Context(), tenant, rec.ID), results)
 }
 
 // respond tallies results into the record, saves it when the counts
@@ -372,24 +530,40 @@ func (b *batchAPI) respond(w http.ResponseWriter, ctx context.Context, rec batch
 			}
 		}
 	}
+	writeJSON(w, http.StatusOK, b.object(ctx, rec, meta))
+}
+
+// object is the OpenAI batch object of a record. The output file is named
+// once the batch is done; the error file only when some line or request
+// failed, as OpenAI leaves error_file_id null for a clean batch.
+func (b *batchAPI) object(_ context.Context, rec batch.Record, meta batchMeta) BatchObject {
+	now := b.s.cfg.Now()
 	created := rec.Created.Unix()
 	o := BatchObject{
 		ID: rec.ID, Object: "batch", Endpoint: meta.Endpoint, InputFileID: rec.Source, CompletionWindow: "24h",
-		Status: "in_progress", CreatedAt: created, InProgressAt: &created, ExpiresAt: rec.Deadline.Unix(),
+		Status: rec.State(now), CreatedAt: created, InProgressAt: &created, ExpiresAt: rec.Deadline.Unix(),
 		RequestCounts: RequestCounts{Total: rec.Requests + rec.Invalid, Completed: rec.Completed, Failed: rec.Failed + rec.Invalid},
 		Metadata:      meta.Metadata,
 	}
-	switch {
-	case rec.Finished():
-		o.Status = "completed"
+	if rec.CancelledAt != nil {
+		t := rec.CancelledAt.Unix()
+		o.CancellingAt = &t
+	}
+	if rec.Finished() {
 		if rec.FinishedAt != nil {
 			t := rec.FinishedAt.Unix()
-			o.CompletedAt = &t
+			if rec.CancelledAt != nil {
+				o.CancelledAt = &t
+			} else {
+				o.CompletedAt = &t
+			}
 		}
-		out, errs := "file-"+rec.ID+outputSuffix, "file-"+rec.ID+errorSuffix
-		o.OutputFileID, o.ErrorFileID = &out, &errs
-	case now.After(rec.Deadline):
-		o.Status = "expired"
+		out := "file-" + rec.ID + outputSuffix
+		o.OutputFileID = &out
+		if rec.Failed+rec.Invalid > 0 {
+			errs := "file-" + rec.ID + errorSuffix
+			o.ErrorFileID = &errs
+		}
 	}
-	writeJSON(w, http.StatusOK, o)
+	return o
 }
