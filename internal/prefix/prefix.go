@@ -43,7 +43,7 @@ type workerSet struct {
 
 // Index maps chained block hashes to the workers holding them.
 type Index struct {
-	holders    map[uint64][]int32
+	holders    holders
 	workers    []*workerSet
 	defaultCap int
 	entries    int
@@ -55,7 +55,7 @@ func New(defaultCap int) *Index {
 	if defaultCap <= 0 {
 		defaultCap = DefaultCap
 	}
-	return &Index{holders: make(map[uint64][]int32), defaultCap: defaultCap}
+	return &Index{holders: newHolders(), defaultCap: defaultCap}
 }
 
 func (ix *Index) worker(w int32) *workerSet {
@@ -96,7 +96,7 @@ func (ix *Index) Stored(w int32, hashes []uint64) {
 		i := ws.alloc(h)
 		ws.pos[h] = i
 		ws.pushFront(i)
-		ix.holders[h] = append(ix.holders[h], w)
+		ix.holders.add(h, w)
 		ix.entries++
 		if len(ws.pos) > ws.cap {
 			ix.evictTail(w, ws)
@@ -126,7 +126,7 @@ func (ix *Index) Cleared(w int32) {
 	}
 	ws := ix.workers[w]
 	for h := range ws.pos {
-		ix.removeHolder(h, w)
+		ix.holders.remove(h, w)
 	}
 	ix.entries -= len(ws.pos)
 	cap := ws.cap
@@ -164,7 +164,7 @@ func (ix *Index) WorkerBlocks(w int32) int {
 func (ix *Index) Entries() int { return ix.entries }
 
 // Blocks is the number of distinct block hashes indexed.
-func (ix *Index) Blocks() int { return len(ix.holders) }
+func (ix *Index) Blocks() int { return ix.holders.used }
 
 // Match walks hashes in order and sets lens[w] to the number of leading
 // hashes worker w holds, for every worker holding at least the first one.
@@ -176,29 +176,64 @@ func (ix *Index) Match(hashes []uint64, lens []int32, touched []int32) []int32 {
 	if len(hashes) == 0 {
 		return touched
 	}
-	for _, w := range ix.holders[hashes[0]] {
+	s := ix.holders.find(hashes[0])
+	if s == nil {
+		return touched
+	}
+	for _, w := range s.w[:min(s.n, inlineHolders)] {
 		lens[w] = 1
 		touched = append(touched, w)
 	}
+	if s.n > inlineHolders {
+		for _, w := range ix.holders.more[s.hash] {
+			lens[w] = 1
+			touched = append(touched, w)
+		}
+	}
 	// A worker extends its match at block i only if it held all i before
 	// (lens[w] == i), so no per-block set intersection is needed.
-	for i := 1; i < len(hashes); i++ {
-		hs := ix.holders[hashes[i]]
-		if len(hs) == 0 {
-			break
+	//
+	// The slots are looked up matchAhead blocks at a time before any is
+	// read: the lookups do not depend on each other, so their cache misses
+	// overlap instead of coming one after another, and the few looked up
+	// past the block where the walk stops cost little beside that.
+	var found [matchAhead]*holderSlot
+	for i := 1; i < len(hashes); i += matchAhead {
+		n := min(matchAhead, len(hashes)-i)
+		for j := range n {
+			found[j] = ix.holders.find(hashes[i+j])
 		}
-		ext := false
-		for _, w := range hs {
-			if lens[w] == int32(i) {
-				lens[w] = int32(i + 1)
+		for j, s := range found[:n] {
+			if s == nil {
+				return touched
+			}
+			b := int32(i + j)
+			ext := extend(s.w[:min(s.n, inlineHolders)], lens, b)
+			if s.n > inlineHolders && extend(ix.holders.more[s.hash], lens, b) {
 				ext = true
 			}
-		}
-		if !ext {
-			break
+			if !ext {
+				return touched
+			}
 		}
 	}
 	return touched
+}
+
+// matchAhead is how many blocks Match looks up at once.
+const matchAhead = 8
+
+// extend moves the workers of ws whose match reached block i (lens[w] ==
+// i) on to i+1, and reports whether any did.
+func extend(ws []int32, lens []int32, i int32) bool {
+	ext := false
+	for _, w := range ws {
+		if lens[w] == i {
+			lens[w] = i + 1
+			ext = true
+		}
+	}
+	return ext
 }
 
 // MaxWorker returns one more than the largest worker id the index has seen,
@@ -217,24 +252,8 @@ func (ix *Index) drop(w int32, ws *workerSet, h uint64, i int32) {
 	delete(ws.pos, h)
 	ws.nodes[i].next = ws.free
 	ws.free = i
-	ix.removeHolder(h, w)
+	ix.holders.remove(h, w)
 	ix.entries--
-}
-
-func (ix *Index) removeHolder(h uint64, w int32) {
-	hs := ix.holders[h]
-	for j, x := range hs {
-		if x == w {
-			hs[j] = hs[len(hs)-1]
-			hs = hs[:len(hs)-1]
-			break
-		}
-	}
-	if len(hs) == 0 {
-		delete(ix.holders, h)
-	} else {
-		ix.holders[h] = hs
-	}
 }
 
 func (ws *workerSet) alloc(h uint64) int32 {
