@@ -1,6 +1,10 @@
 package prefix
 
-import "testing"
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
 
 func match(ix *Index, hashes []uint64) []int32 {
 	lens := make([]int32, ix.MaxWorker())
@@ -81,5 +85,89 @@ func TestMatchNoAllocs(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("Match allocates %v per call", allocs)
+	}
+}
+
+// Match agrees with a plain reference (per-worker sets, walked block by
+// block) through random stores, evictions, clears and cap evictions, with
+// hashes shared by more workers than a slot holds inline and a table that
+// grows and shifts entries back on deletion.
+func TestMatchAgreesWithReferenceUnderChurn(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	const workers, pool = 40, 1000
+	ix := New(400)
+	ref := make([]map[uint64]bool, workers)
+	order := make([][]uint64, workers) // stored order, for the cap's LRU
+	for w := range ref {
+		ref[w] = map[uint64]bool{}
+	}
+	refStore := func(w int, h uint64) {
+		if ref[w][h] {
+			order[w] = slices.DeleteFunc(order[w], func(x uint64) bool { return x == h })
+		}
+		ref[w][h] = true
+		order[w] = append(order[w], h)
+		if len(order[w]) > 400 {
+			delete(ref[w], order[w][0])
+			order[w] = order[w][1:]
+		}
+	}
+	chain := func(n int) []uint64 {
+		start := rng.IntN(pool - n)
+		hs := make([]uint64, n)
+		for i := range hs {
+			hs[i] = uint64(start+i)*0x100000001b3 + 1
+		}
+		return hs
+	}
+	lens := make([]int32, workers)
+	for step := range 20000 {
+		w := rng.IntN(workers)
+		switch op := rng.IntN(100); {
+		case op < 60:
+			hs := chain(1 + rng.IntN(40))
+			ix.Stored(int32(w), hs)
+			for _, h := range hs {
+				refStore(w, h)
+			}
+		case op < 95:
+			hs := chain(1 + rng.IntN(20))
+			ix.Evicted(int32(w), hs)
+			for _, h := range hs {
+				if ref[w][h] {
+					delete(ref[w], h)
+					order[w] = slices.DeleteFunc(order[w], func(x uint64) bool { return x == h })
+				}
+			}
+		default:
+			ix.Cleared(int32(w))
+			ref[w], order[w] = map[uint64]bool{}, nil
+		}
+		if step%50 != 0 {
+			continue
+		}
+		q := chain(60)
+		touched := ix.Match(q, lens, nil)
+		for v := range workers {
+			want := 0
+			for want < len(q) && ref[v][q[want]] {
+				want++
+			}
+			if int(lens[v]) != want {
+				t.Fatalf("step %d: worker %d matched %d, reference %d", step, v, lens[v], want)
+			}
+		}
+		for _, v := range touched {
+			lens[v] = 0
+		}
+		distinct := map[uint64]bool{}
+		for v := range ref {
+			for h := range ref[v] {
+				distinct[h] = true
+			}
+		}
+		if ix.Blocks() != len(distinct) {
+			t.Fatalf("step %d: %d distinct blocks indexed, reference %d", step, ix.Blocks(), len(distinct))
+		}
 	}
 }
