@@ -160,6 +160,10 @@ func runWorker(ctx context.Context, args []string, _ io.Writer) error {
 	openaiURL := fs.String("openai-url", "", "openai backend: the server's root URL, e.g. http://127.0.0.1:8000")
 	openaiModel := fs.String("openai-model", "", "openai backend: the served model name (default --model)")
 	maxConc := fs.Int("max-concurrent", 64, "openai backend: requests in flight")
+	var vkv worker.VLLMKVConfig
+	fs.StringVar(&vkv.Endpoint, "vllm-kv-endpoint", "", "openai backend: follow the vLLM engine's KV events on its ZMQ PUB socket, e.g. tcp://127.0.0.1:5557 (docs/engines.md)")
+	fs.StringVar(&vkv.Replay, "vllm-kv-replay", "", "openai backend: the vLLM engine's KV event replay socket, e.g. tcp://127.0.0.1:5558")
+	fs.IntVar(&vkv.DPRank, "vllm-dp-rank", 0, "openai backend: the vLLM engine's data-parallel rank (vLLM offsets both KV event ports by it)")
 	pool := fs.String("pool", "", "pool name (default: the GPU name)")
 	speed := fs.Float64("speedup", 1, "run the simulated GPU this many times faster than real time")
 	var fault worker.Fault // fault injection, for fault tests only (services/worker/fault.go)
@@ -178,7 +182,8 @@ func runWorker(ctx context.Context, args []string, _ io.Writer) error {
 		return err
 	}
 	w, err := worker.New(sh, worker.Config{ID: f.id, Pool: *pool, GPU: *gpu, Model: *model, Dtype: *dtype, TP: *tp, SpeedUp: *speed, Catalog: cat,
-		Backend: *backend, OpenAIURL: *openaiURL, OpenAIModel: *openaiModel, MaxConcurrent: *maxConc, Fault: fault})
+		Backend: *backend, OpenAIURL: *openaiURL, OpenAIModel: *openaiModel, MaxConcurrent: *maxConc, Fault: fault,
+		VLLMKV: vkv})
 	if err != nil {
 		return err
 	}

@@ -56,6 +56,8 @@ type Config struct {
 	OpenAIURL     string
 	OpenAIModel   string // served model name; default Model
 	MaxConcurrent int    // openai backend: requests in flight (default 64)
+	// VLLMKV follows a vLLM engine's KV events (openai backend; vllmkv.go).
+	VLLMKV VLLMKVConfig
 }
 
 // Worker is one simulated GPU worker.
@@ -76,6 +78,8 @@ type Worker struct {
 	draining bool
 	// remote is set for the openai backend.
 	remote *remote
+	// vkv relays a vLLM engine's KV events (vllmkv.go); guarded by mu.
+	vkv *vllmRelay
 	// tombstones are cancels that arrived before their dispatch.
 	tombstones map[string]tombstone
 	// instant bounds and tracks the zero-time backend's answers in flight.
@@ -207,6 +211,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	defer stopControl()
+	stopKV, err := w.startVLLMKV(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopKV()
 
 	runCtx, stopLoop := context.WithCancel(context.Background())
 	loopDone := make(chan struct{})
@@ -529,7 +538,7 @@ func (w *Worker) publishKV(stored, evicted []uint64) {
 
 func (w *Worker) onSnapshot(msg *nats.Msg) {
 	w.mu.Lock()
-	e := schemas.KVEvent{V: schemas.Version, WorkerID: w.cfg.ID, Seq: w.kvSeq, Kind: schemas.KVSnapshot, Hashes: w.eng.CachedHashes(), At: w.sh.Now()}
+	e := schemas.KVEvent{V: schemas.Version, WorkerID: w.cfg.ID, Seq: w.kvSeq, Kind: schemas.KVSnapshot, Hashes: w.cachedHashes(), At: w.sh.Now()}
 	w.mu.Unlock()
 	if m, err := svc.Encode(msg.Reply, schemas.Msgpack, e, ""); err == nil {
 		w.sh.NC.PublishMsg(m)
@@ -558,7 +567,9 @@ func (w *Worker) Heartbeat() schemas.Heartbeat {
 	defer w.mu.Unlock()
 	w.hbSeq++
 	if w.remote != nil {
-		return w.remoteHeartbeat()
+		hb := w.remoteHeartbeat()
+		hb.KVSeq = w.kvSeq // relayed engine KV events (vllmkv.go) are sequenced here
+		return hb
 	}
 	hb := schemas.Heartbeat{
 		V: schemas.Version, WorkerID: w.cfg.ID, Pool: w.cfg.Pool, Backend: "sim", Draining: w.draining,

@@ -14,6 +14,7 @@ import (
 	"github.com/go-zeromq/zmq4"
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/switchyard-ai/switchyard/internal/backend/vllmkv/vllmkvtest"
 	"github.com/switchyard-ai/switchyard/internal/tokens"
 	"github.com/switchyard-ai/switchyard/schemas"
 )
@@ -43,20 +44,20 @@ func TestDecodeBatchShapes(t *testing.T) {
 	toks := prompt(1, 32)
 	for _, tc := range []struct {
 		name  string
-		sh    shape
+		sh    vllmkvtest.Shape
 		rank  int
 		hash0 any
 		want  int // DPRank decoded
 	}{
-		{"current vLLM: maps, int hashes", shapeMap, 0, uint64(1<<63 + 12345), 0},
-		{"current vLLM: maps, bytes hashes, rank 3", shapeMap, 3, bytesHash(0), 3},
-		{"array_like releases", shapeArray, 1, uint64(7), 1},
-		{"first releases: no medium, no rank", shapeArrayNoMedium, 0, uint64(7), -1},
+		{"current vLLM: maps, int hashes", vllmkvtest.ShapeMap, 0, uint64(1<<63 + 12345), 0},
+		{"current vLLM: maps, bytes hashes, rank 3", vllmkvtest.ShapeMap, 3, bytesHash(0), 3},
+		{"array_like releases", vllmkvtest.ShapeArray, 1, uint64(7), 1},
+		{"first releases: no medium, no rank", vllmkvtest.ShapeArrayNoMedium, 0, uint64(7), -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ev := stored(nil, 16, toks, tc.hash0, uint64(99))
-			rm := removed(tc.hash0)
-			payload := encodeBatch(t, tc.sh, 1764580000.25, tc.rank, ev, rm, cleared())
+			ev := vllmkvtest.Stored(nil, 16, toks, tc.hash0, uint64(99))
+			rm := vllmkvtest.Removed(tc.hash0)
+			payload := vllmkvtest.EncodeBatch(t, tc.sh, 1764580000.25, tc.rank, ev, rm, vllmkvtest.Cleared())
 			b, err := DecodeBatch(payload)
 			if err != nil {
 				t.Fatal(err)
@@ -70,7 +71,7 @@ func TestDecodeBatchShapes(t *testing.T) {
 				s.BlockSize != 16 || !slices.Equal(s.TokenIDs, toks) || s.Keyed {
 				t.Fatalf("stored = %+v", s)
 			}
-			if tc.sh != shapeArrayNoMedium && s.Medium != MediumGPU {
+			if tc.sh != vllmkvtest.ShapeArrayNoMedium && s.Medium != MediumGPU {
 				t.Fatalf("medium = %q", s.Medium)
 			}
 			if r := b.Events[1]; r.Type != TypeBlockRemoved || len(r.BlockHashes) != 1 || r.BlockHashes[0] != h0 {
@@ -92,10 +93,10 @@ func normalise(v any) any {
 }
 
 func TestDecodeBatchOptionalFields(t *testing.T) {
-	ev := stored(uint64(5), 16, prompt(2, 16), uint64(6))
-	ev.loraName = "sql-adapter"
-	ev.groupIdx = 2
-	b, err := DecodeBatch(encodeBatch(t, shapeMap, 1, 0, ev))
+	ev := vllmkvtest.Stored(uint64(5), 16, prompt(2, 16), uint64(6))
+	ev.LoRAName = "sql-adapter"
+	ev.GroupIdx = 2
+	b, err := DecodeBatch(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeMap, 1, 0, ev))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,13 +104,13 @@ func TestDecodeBatchOptionalFields(t *testing.T) {
 	if !s.HasParent || s.Parent != intHash(5) || !s.Keyed || s.Group != 2 {
 		t.Fatalf("stored = %+v", s)
 	}
-	ev = stored(nil, 16, prompt(2, 32), uint64(6), uint64(7))
-	ev.extraKeys = []any{nil, "salt"}
-	if b, err = DecodeBatch(encodeBatch(t, shapeArray, 1, 0, ev)); err != nil || !b.Events[0].Keyed {
+	ev = vllmkvtest.Stored(nil, 16, prompt(2, 32), uint64(6), uint64(7))
+	ev.ExtraKeys = []any{nil, "salt"}
+	if b, err = DecodeBatch(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeArray, 1, 0, ev)); err != nil || !b.Events[0].Keyed {
 		t.Fatalf("extra keys: %+v %v", b.Events, err)
 	}
-	ev.extraKeys = []any{nil, nil}
-	if b, err = DecodeBatch(encodeBatch(t, shapeArray, 1, 0, ev)); err != nil || b.Events[0].Keyed {
+	ev.ExtraKeys = []any{nil, nil}
+	if b, err = DecodeBatch(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeArray, 1, 0, ev)); err != nil || b.Events[0].Keyed {
 		t.Fatalf("no extra keys: %+v %v", b.Events, err)
 	}
 }
@@ -122,9 +123,9 @@ func TestDecodeBatchMalformed(t *testing.T) {
 		}
 		return b
 	}
-	good := stored(nil, 16, prompt(3, 16), uint64(1))
+	good := vllmkvtest.Stored(nil, 16, prompt(3, 16), uint64(1))
 	short := good
-	short.tokens = short.tokens[:15]
+	short.Tokens = short.Tokens[:15]
 	for _, tc := range []struct {
 		name    string
 		payload []byte
@@ -138,7 +139,7 @@ func TestDecodeBatchMalformed(t *testing.T) {
 		{"events not an array", enc([]any{1.0, "x"}), "EventBatch.events is string"},
 		{"unknown event", enc([]any{1.0, []any{[]any{"BlockMoved", []any{1}}}}), `unknown event type "BlockMoved"`},
 		{"untagged map event", enc([]any{1.0, []any{map[string]any{"block_hashes": []any{1}}}}), `no string "type" tag`},
-		{"tokens short of the blocks", encodeBatch(t, shapeMap, 1, 0, short), "15 token ids for 1 blocks of 16"},
+		{"tokens short of the blocks", vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeMap, 1, 0, short), "15 token ids for 1 blocks of 16"},
 		{"negative token", enc([]any{1.0, []any{[]any{"BlockStored", []any{1}, nil, []any{-1}, 1, nil, nil}}}), "token_ids[0] is -1"},
 		{"float hash", enc([]any{1.0, []any{[]any{"BlockRemoved", []any{1.5}, nil}}}), "hash is float64"},
 		{"zero block size", enc([]any{1.0, []any{[]any{"BlockStored", []any{}, nil, []any{}, 0, nil, nil}}}), "block_size is 0"},
@@ -168,11 +169,11 @@ func TestTranslatorMatchesPromptHashes(t *testing.T) {
 	tr := NewTranslator()
 	// vLLM stores a prompt's blocks as they fill: the first two in one
 	// event from the root, the next two chained to the second.
-	b1, err := DecodeBatch(encodeBatch(t, shapeMap, 1, 0, stored(nil, 16, toks[:32], uint64(101), uint64(102))))
+	b1, err := DecodeBatch(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeMap, 1, 0, vllmkvtest.Stored(nil, 16, toks[:32], uint64(101), uint64(102))))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b2, err := DecodeBatch(encodeBatch(t, shapeMap, 2, 0, stored(uint64(102), 16, toks[32:], uint64(103), uint64(104))))
+	b2, err := DecodeBatch(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeMap, 2, 0, vllmkvtest.Stored(uint64(102), 16, toks[32:], uint64(103), uint64(104))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +183,7 @@ func TestTranslatorMatchesPromptHashes(t *testing.T) {
 		t.Fatalf("stored hashes %x, the admitter's for the prompt %x", got, want)
 	}
 	// Removing the tail block evicts exactly its hash.
-	b3, _ := DecodeBatch(encodeBatch(t, shapeMap, 3, 0, removed(uint64(104), uint64(999))))
+	b3, _ := DecodeBatch(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeMap, 3, 0, vllmkvtest.Removed(uint64(104), uint64(999))))
 	c3 := tr.Apply(b3)
 	if len(c3) != 1 || c3[0].Kind != schemas.KVEvicted || !slices.Equal(c3[0].Hashes, want[3:]) {
 		t.Fatalf("removed -> %+v", c3)
@@ -193,7 +194,7 @@ func TestTranslatorMatchesPromptHashes(t *testing.T) {
 	if !slices.Equal(tr.Hashes(), slices.Sorted(slices.Values(want[:3]))) {
 		t.Fatalf("snapshot %x", tr.Hashes())
 	}
-	b4, _ := DecodeBatch(encodeBatch(t, shapeMap, 4, 0, cleared(), stored(nil, 16, toks[:16], uint64(101))))
+	b4, _ := DecodeBatch(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeMap, 4, 0, vllmkvtest.Cleared(), vllmkvtest.Stored(nil, 16, toks[:16], uint64(101))))
 	if got := kinds(tr.Apply(b4)); !slices.Equal(got, []string{"cleared:0", "stored:1"}) {
 		t.Fatalf("cleared then stored -> %v", got)
 	}
@@ -202,9 +203,9 @@ func TestTranslatorMatchesPromptHashes(t *testing.T) {
 func TestTranslatorRules(t *testing.T) {
 	toks := prompt(5, 64)
 	want := tokens.BlockHashes(toks)
-	apply := func(tr *Translator, evs ...pyEvent) []Change {
+	apply := func(tr *Translator, evs ...vllmkvtest.Event) []Change {
 		t.Helper()
-		b, err := DecodeBatch(encodeBatch(t, shapeMap, 1, 0, evs...))
+		b, err := DecodeBatch(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeMap, 1, 0, evs...))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -212,69 +213,69 @@ func TestTranslatorRules(t *testing.T) {
 	}
 	t.Run("engine block of 32 tokens is two of ours", func(t *testing.T) {
 		tr := NewTranslator()
-		cs := apply(tr, stored(nil, 32, toks, bytesHash(1), bytesHash(2)))
+		cs := apply(tr, vllmkvtest.Stored(nil, 32, toks, bytesHash(1), bytesHash(2)))
 		if len(cs) != 1 || !slices.Equal(cs[0].Hashes, want) {
 			t.Fatalf("-> %+v, want %x", cs, want)
 		}
-		cs = apply(tr, removed(bytesHash(2)))
+		cs = apply(tr, vllmkvtest.Removed(bytesHash(2)))
 		if len(cs) != 1 || !slices.Equal(cs[0].Hashes, want[2:]) {
 			t.Fatalf("removed -> %+v", cs)
 		}
 	})
 	t.Run("unknown parent is not chained", func(t *testing.T) {
 		tr := NewTranslator()
-		if cs := apply(tr, stored(uint64(77), 16, toks[16:32], uint64(2))); len(cs) != 0 {
+		if cs := apply(tr, vllmkvtest.Stored(uint64(77), 16, toks[16:32], uint64(2))); len(cs) != 0 {
 			t.Fatalf("-> %+v", cs)
 		}
 		// Nor are its children, whose engine hashes chain from it.
-		if cs := apply(tr, stored(uint64(2), 16, toks[32:48], uint64(3))); len(cs) != 0 {
+		if cs := apply(tr, vllmkvtest.Stored(uint64(2), 16, toks[32:48], uint64(3))); len(cs) != 0 {
 			t.Fatalf("child -> %+v", cs)
 		}
 		if st := tr.Stats(); st.Unchained != 1 {
 			t.Fatalf("stats %+v", st)
 		}
-		if cs := apply(tr, removed(uint64(3), uint64(2))); len(cs) != 0 || tr.Stats().UnknownRemoved != 0 {
+		if cs := apply(tr, vllmkvtest.Removed(uint64(3), uint64(2))); len(cs) != 0 || tr.Stats().UnknownRemoved != 0 {
 			t.Fatalf("removing unmapped blocks -> %+v %+v", cs, tr.Stats())
 		}
 	})
 	t.Run("LoRA and extra keys are not plain prefixes", func(t *testing.T) {
 		tr := NewTranslator()
-		ev := stored(nil, 16, toks[:16], uint64(1))
-		ev.loraName = "adapter"
-		ev2 := stored(nil, 16, toks[:16], uint64(2))
-		ev2.extraKeys = []any{"mm-hash"}
+		ev := vllmkvtest.Stored(nil, 16, toks[:16], uint64(1))
+		ev.LoRAName = "adapter"
+		ev2 := vllmkvtest.Stored(nil, 16, toks[:16], uint64(2))
+		ev2.ExtraKeys = []any{"mm-hash"}
 		if cs := apply(tr, ev, ev2); len(cs) != 0 || tr.Stats().Keyed != 2 {
 			t.Fatalf("-> %+v %+v", cs, tr.Stats())
 		}
 	})
 	t.Run("CPU tier is not GPU residency", func(t *testing.T) {
 		tr := NewTranslator()
-		ev := stored(nil, 16, toks[:16], uint64(1))
-		ev.medium = "CPU"
+		ev := vllmkvtest.Stored(nil, 16, toks[:16], uint64(1))
+		ev.Medium = "CPU"
 		if cs := apply(tr, ev); len(cs) != 0 || tr.Stats().OtherMedium != 1 {
 			t.Fatalf("-> %+v", cs)
 		}
 	})
 	t.Run("a block in two groups is evicted with the last copy", func(t *testing.T) {
 		tr := NewTranslator()
-		g0, g1 := stored(nil, 16, toks[:16], uint64(1)), stored(nil, 16, toks[:16], uint64(1))
-		g0.groupIdx, g1.groupIdx = 0, 1
+		g0, g1 := vllmkvtest.Stored(nil, 16, toks[:16], uint64(1)), vllmkvtest.Stored(nil, 16, toks[:16], uint64(1))
+		g0.GroupIdx, g1.GroupIdx = 0, 1
 		if got := kinds(apply(tr, g0, g1)); !slices.Equal(got, []string{"stored:1"}) {
 			t.Fatalf("stored twice -> %v", got)
 		}
-		r0 := removed(uint64(1))
-		r0.groupIdx = 0
+		r0 := vllmkvtest.Removed(uint64(1))
+		r0.GroupIdx = 0
 		if cs := apply(tr, r0); len(cs) != 0 {
 			t.Fatalf("first copy removed -> %+v", cs)
 		}
-		r0.groupIdx = 1
+		r0.GroupIdx = 1
 		if got := kinds(apply(tr, r0)); !slices.Equal(got, []string{"evicted:1"}) {
 			t.Fatalf("last copy removed -> %v", got)
 		}
 	})
 	t.Run("block size not a multiple of ours", func(t *testing.T) {
 		tr := NewTranslator()
-		if cs := apply(tr, stored(nil, 8, toks[:8], uint64(1))); len(cs) != 0 || tr.Stats().BadBlockSize != 1 {
+		if cs := apply(tr, vllmkvtest.Stored(nil, 8, toks[:8], uint64(1))); len(cs) != 0 || tr.Stats().BadBlockSize != 1 {
 			t.Fatalf("-> %+v %+v", cs, tr.Stats())
 		}
 	})
@@ -421,23 +422,23 @@ func follow(t *testing.T, cfg Config) *recorder {
 
 // warmUp publishes empty batches until the subscriber has received one:
 // a PUB socket drops what it sends before a subscriber is connected.
-func warmUp(t *testing.T, p *publisher, rec *recorder) { warmUpRank(t, p, rec, 0) }
+func warmUp(t *testing.T, p *vllmkvtest.Publisher, rec *recorder) { warmUpRank(t, p, rec, 0) }
 
 func TestSubscriberFollowsStoredRemovedCleared(t *testing.T) {
-	p := startPublisher(t, "tcp://127.0.0.1:0", "tcp://127.0.0.1:0", 10_000)
-	pub, replay := p.endpoints()
+	p := vllmkvtest.Start(t, "tcp://127.0.0.1:0", "tcp://127.0.0.1:0", 10_000)
+	pub, replay := p.Endpoints()
 	rec := follow(t, Config{Endpoint: pub, Replay: replay})
 	warmUp(t, p, rec)
 
 	toks := prompt(6, 48)
 	want := tokens.BlockHashes(toks)
-	p.publish(encodeBatch(t, shapeMap, 2, 0, stored(nil, 16, toks, uint64(1), uint64(2), uint64(3))), false)
-	p.publish(encodeBatch(t, shapeMap, 3, 0, removed(uint64(3))), false)
+	p.Publish(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeMap, 2, 0, vllmkvtest.Stored(nil, 16, toks, uint64(1), uint64(2), uint64(3))), false)
+	p.Publish(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeMap, 3, 0, vllmkvtest.Removed(uint64(3))), false)
 	rec.waitFor(t, "stored and removed", func() bool { return rec.tr.Resident() == 2 && rec.tr.Stats().Removed == 1 })
 	if !slices.Equal(rec.tr.Hashes(), slices.Sorted(slices.Values(want[:2]))) {
 		t.Fatalf("resident %x, want %x", rec.tr.Hashes(), want[:2])
 	}
-	last := p.publish(encodeBatch(t, shapeMap, 4, 0, cleared()), false)
+	last := p.Publish(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeMap, 4, 0, vllmkvtest.Cleared()), false)
 	rec.waitFor(t, "cleared", func() bool { return rec.sawSeq(last) })
 	if rec.tr.Resident() != 0 || len(rec.resyncs) != 0 || len(rec.malformed) != 0 {
 		t.Fatalf("resident %d, resyncs %q, malformed %v", rec.tr.Resident(), rec.resyncs, rec.malformed)
@@ -459,10 +460,10 @@ func isSorted(s []uint64) bool {
 func TestSubscriberJoinsLateThroughReplay(t *testing.T) {
 	// The engine stored a prefix before this side started: the startup
 	// replay brings it in, so the first prompt is already known.
-	p := startPublisher(t, "tcp://127.0.0.1:0", "tcp://127.0.0.1:0", 10_000)
+	p := vllmkvtest.Start(t, "tcp://127.0.0.1:0", "tcp://127.0.0.1:0", 10_000)
 	toks := prompt(7, 32)
-	p.publish(encodeBatch(t, shapeArray, 1, 0, stored(nil, 16, toks, uint64(1), uint64(2))), false)
-	pub, replay := p.endpoints()
+	p.Publish(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeArray, 1, 0, vllmkvtest.Stored(nil, 16, toks, uint64(1), uint64(2))), false)
+	pub, replay := p.Endpoints()
 	rec := follow(t, Config{Endpoint: pub, Replay: replay})
 	warmUp(t, p, rec)
 	rec.waitFor(t, "replayed history", func() bool { return rec.sawSeq(0) })
@@ -475,25 +476,25 @@ func TestSubscriberJoinsLateThroughReplay(t *testing.T) {
 }
 
 func TestSubscriberRecoversGapThroughReplay(t *testing.T) {
-	p := startPublisher(t, "tcp://127.0.0.1:0", "tcp://127.0.0.1:0", 10_000)
-	pub, replay := p.endpoints()
+	p := vllmkvtest.Start(t, "tcp://127.0.0.1:0", "tcp://127.0.0.1:0", 10_000)
+	pub, replay := p.Endpoints()
 	rec := follow(t, Config{Endpoint: pub, Replay: replay})
 	warmUp(t, p, rec)
-	before := p.replayCount()
+	before := p.Replays()
 
 	toks := prompt(8, 48)
 	want := tokens.BlockHashes(toks)
 	// Two batches lost on the PUB socket (still in the replay buffer): the
 	// next one reveals the gap, and replay fills it in order.
-	p.publish(encodeBatch(t, shapeMap, 2, 0, stored(nil, 16, toks[:16], uint64(1))), true)
-	p.publish(encodeBatch(t, shapeMap, 3, 0, stored(uint64(1), 16, toks[16:], uint64(2), uint64(3))), true)
-	last := p.publish(encodeBatch(t, shapeMap, 4, 0, removed(uint64(1))), false)
+	p.Publish(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeMap, 2, 0, vllmkvtest.Stored(nil, 16, toks[:16], uint64(1))), true)
+	p.Publish(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeMap, 3, 0, vllmkvtest.Stored(uint64(1), 16, toks[16:], uint64(2), uint64(3))), true)
+	last := p.Publish(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeMap, 4, 0, vllmkvtest.Removed(uint64(1))), false)
 	rec.waitFor(t, "the gap replayed", func() bool { return rec.sawSeq(last) })
 	if !isSorted(rec.seqs) || len(rec.resyncs) != 0 || len(rec.malformed) != 0 {
 		t.Fatalf("seqs %v resyncs %q malformed %v", rec.seqs, rec.resyncs, rec.malformed)
 	}
-	if p.replayCount() != before+1 {
-		t.Fatalf("replays %d, want %d", p.replayCount(), before+1)
+	if p.Replays() != before+1 {
+		t.Fatalf("replays %d, want %d", p.Replays(), before+1)
 	}
 	if !slices.Equal(rec.tr.Hashes(), slices.Sorted(slices.Values(want[1:]))) {
 		t.Fatalf("resident %x, want %x", rec.tr.Hashes(), want[1:])
@@ -502,13 +503,13 @@ func TestSubscriberRecoversGapThroughReplay(t *testing.T) {
 
 func TestSubscriberResyncsWhatReplayCannotRecover(t *testing.T) {
 	t.Run("no replay socket", func(t *testing.T) {
-		p := startPublisher(t, "tcp://127.0.0.1:0", "", 10_000)
-		pub, _ := p.endpoints()
+		p := vllmkvtest.Start(t, "tcp://127.0.0.1:0", "", 10_000)
+		pub, _ := p.Endpoints()
 		rec := follow(t, Config{Endpoint: pub})
 		warmUp(t, p, rec)
-		p.publish(encodeBatch(t, shapeMap, 2, 0, stored(nil, 16, prompt(9, 16), uint64(1))), false)
-		p.publish(encodeBatch(t, shapeMap, 3, 0, removed(uint64(1))), true)
-		last := p.publish(encodeBatch(t, shapeMap, 4, 0, stored(nil, 16, prompt(10, 16), uint64(2))), false)
+		p.Publish(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeMap, 2, 0, vllmkvtest.Stored(nil, 16, prompt(9, 16), uint64(1))), false)
+		p.Publish(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeMap, 3, 0, vllmkvtest.Removed(uint64(1))), true)
+		last := p.Publish(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeMap, 4, 0, vllmkvtest.Stored(nil, 16, prompt(10, 16), uint64(2))), false)
 		rec.waitFor(t, "the batch after the gap", func() bool { return rec.sawSeq(last) })
 		if len(rec.resyncs) != 1 || !strings.Contains(rec.resyncs[0], "no replay socket") {
 			t.Fatalf("resyncs %q", rec.resyncs)
@@ -520,14 +521,14 @@ func TestSubscriberResyncsWhatReplayCannotRecover(t *testing.T) {
 		}
 	})
 	t.Run("beyond the replay buffer", func(t *testing.T) {
-		p := startPublisher(t, "tcp://127.0.0.1:0", "tcp://127.0.0.1:0", 2)
-		pub, replay := p.endpoints()
+		p := vllmkvtest.Start(t, "tcp://127.0.0.1:0", "tcp://127.0.0.1:0", 2)
+		pub, replay := p.Endpoints()
 		rec := follow(t, Config{Endpoint: pub, Replay: replay})
 		warmUp(t, p, rec)
 		for range 3 {
-			p.publish(encodeBatch(t, shapeMap, 2, 0), true)
+			p.Publish(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeMap, 2, 0), true)
 		}
-		last := p.publish(encodeBatch(t, shapeMap, 3, 0), false)
+		last := p.Publish(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeMap, 3, 0), false)
 		rec.waitFor(t, "the batch after the gap", func() bool { return rec.sawSeq(last) })
 		if len(rec.resyncs) != 1 || !strings.Contains(rec.resyncs[0], "beyond the engine's replay buffer") {
 			t.Fatalf("resyncs %q", rec.resyncs)
@@ -537,15 +538,15 @@ func TestSubscriberResyncsWhatReplayCannotRecover(t *testing.T) {
 		}
 	})
 	t.Run("engine restart", func(t *testing.T) {
-		p := startPublisher(t, "tcp://127.0.0.1:0", "tcp://127.0.0.1:0", 10_000)
-		pub, replay := p.endpoints()
+		p := vllmkvtest.Start(t, "tcp://127.0.0.1:0", "tcp://127.0.0.1:0", 10_000)
+		pub, replay := p.Endpoints()
 		rec := follow(t, Config{Endpoint: pub, Replay: replay})
 		warmUp(t, p, rec)
-		p.publish(encodeBatch(t, shapeMap, 2, 0), false)
-		p.publish(encodeBatch(t, shapeMap, 2, 0), false)
+		p.Publish(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeMap, 2, 0), false)
+		p.Publish(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeMap, 2, 0), false)
 		rec.waitFor(t, "two batches", func() bool { return len(rec.seqs) >= 3 })
-		p.restart()
-		p.publish(encodeBatch(t, shapeMap, 3, 0, stored(nil, 16, prompt(11, 16), uint64(1))), false)
+		p.Restart()
+		p.Publish(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeMap, 3, 0, vllmkvtest.Stored(nil, 16, prompt(11, 16), uint64(1))), false)
 		rec.waitFor(t, "the restart", func() bool { return len(rec.resyncs) == 1 && rec.tr.Resident() == 1 })
 		if !strings.Contains(rec.resyncs[0], "restarted") {
 			t.Fatalf("resyncs %q", rec.resyncs)
@@ -557,9 +558,9 @@ func TestSubscriberDataParallelRankPort(t *testing.T) {
 	// Rank 2 of an engine configured with tcp://*:BASE and replay
 	// tcp://*:BASE+10 publishes on BASE+2 and replays on BASE+12.
 	base := freePortPair(t, 2, 12)
-	p := startPublisher(t, fmt.Sprintf("tcp://127.0.0.1:%d", base+2), fmt.Sprintf("tcp://127.0.0.1:%d", base+12), 10_000)
+	p := vllmkvtest.Start(t, fmt.Sprintf("tcp://127.0.0.1:%d", base+2), fmt.Sprintf("tcp://127.0.0.1:%d", base+12), 10_000)
 	toks := prompt(12, 16)
-	p.publish(encodeBatch(t, shapeMap, 1, 2, stored(nil, 16, toks, uint64(1))), false)
+	p.Publish(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeMap, 1, 2, vllmkvtest.Stored(nil, 16, toks, uint64(1))), false)
 	rec := follow(t, Config{Endpoint: fmt.Sprintf("tcp://127.0.0.1:%d", base), Replay: fmt.Sprintf("tcp://127.0.0.1:%d", base+10), DPRank: 2})
 	warmUpRank(t, p, rec, 2)
 	rec.waitFor(t, "rank 2's history", func() bool { return rec.tr.Resident() == 1 })
@@ -567,7 +568,7 @@ func TestSubscriberDataParallelRankPort(t *testing.T) {
 		t.Fatalf("malformed %v", rec.malformed)
 	}
 	// A batch stamped with another rank means the ports are crossed.
-	last := p.publish(encodeBatch(t, shapeMap, 2, 0), false)
+	last := p.Publish(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeMap, 2, 0), false)
 	rec.waitFor(t, "the foreign batch refused", func() bool { return len(rec.malformed) == 1 })
 	if rec.sawSeq(last) {
 		t.Fatal("a batch from another rank was applied")
@@ -577,12 +578,12 @@ func TestSubscriberDataParallelRankPort(t *testing.T) {
 	}
 }
 
-func warmUpRank(t *testing.T, p *publisher, rec *recorder, rank int) {
+func warmUpRank(t *testing.T, p *vllmkvtest.Publisher, rec *recorder, rank int) {
 	t.Helper()
 	rec.release()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		seq := p.publish(encodeBatch(t, shapeMap, 1, rank), false)
+		seq := p.Publish(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeMap, 1, rank), false)
 		rec.mu.Lock()
 		n := len(rec.seqs)
 		rec.mu.Unlock()
@@ -622,16 +623,16 @@ func freePortPair(t *testing.T, a, b int) int {
 }
 
 func TestSubscriberMalformedFrames(t *testing.T) {
-	p := startPublisher(t, "tcp://127.0.0.1:0", "tcp://127.0.0.1:0", 10_000)
-	pub, replay := p.endpoints()
+	p := vllmkvtest.Start(t, "tcp://127.0.0.1:0", "tcp://127.0.0.1:0", 10_000)
+	pub, replay := p.Endpoints()
 	rec := follow(t, Config{Endpoint: pub, Replay: replay})
 	warmUp(t, p, rec)
 
-	p.send(zmq4.NewMsgFrom([]byte{}, []byte("no payload")))          // two frames
-	p.send(zmq4.NewMsgFrom([]byte{}, []byte{1, 2, 3}, []byte{0x90})) // a 3-byte sequence number
-	bad := p.publish([]byte("{\"ts\": 1, \"events\": []}"), false)   // JSON, not msgpack
+	p.Send(zmq4.NewMsgFrom([]byte{}, []byte("no payload")))          // two frames
+	p.Send(zmq4.NewMsgFrom([]byte{}, []byte{1, 2, 3}, []byte{0x90})) // a 3-byte sequence number
+	bad := p.Publish([]byte("{\"ts\": 1, \"events\": []}"), false)   // JSON, not msgpack
 	toks := prompt(13, 16)
-	last := p.publish(encodeBatch(t, shapeMap, 2, 0, stored(nil, 16, toks, uint64(1))), false)
+	last := p.Publish(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeMap, 2, 0, vllmkvtest.Stored(nil, 16, toks, uint64(1))), false)
 	rec.waitFor(t, "the good batch after the bad ones", func() bool { return rec.sawSeq(last) })
 	if len(rec.malformed) != 3 {
 		t.Fatalf("malformed %v", rec.malformed)

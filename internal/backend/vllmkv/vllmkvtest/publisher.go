@@ -1,4 +1,11 @@
-package vllmkv
+// Package vllmkvtest is a Go stand-in for vLLM's ZmqEventPublisher
+// (vllm/distributed/kv_events.py), field by field, for tests: PUB frames
+// (topic, seq as 8 bytes big-endian, msgpack payload), an in-memory replay
+// buffer of the last bufferSteps batches served on a ROUTER socket, and the
+// msgpack shapes msgspec produces for EventBatch and its tagged event
+// structs, in the releases' two encodings. It is test support: it reports
+// failures through testing.TB.
+package vllmkvtest
 
 import (
 	"bytes"
@@ -13,55 +20,52 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// This file is a Go stand-in for vLLM's ZmqEventPublisher
-// (vllm/distributed/kv_events.py), field by field: PUB frames (topic, seq
-// as 8 bytes big-endian, msgpack payload), an in-memory replay buffer of
-// the last bufferSteps batches served on a ROUTER socket, and the msgpack
-// shapes msgspec produces for EventBatch and its tagged event structs.
-
-// shape is which msgspec encoding a vLLM release uses.
-type shape int
+// Shape is which msgspec encoding a vLLM release uses.
+type Shape int
 
 const (
-	// shapeMap: current vLLM (main): structs without array_like, so maps
+	// ShapeMap: current vLLM (main): structs without array_like, so maps
 	// in field order, events tagged by a leading "type" key, fields equal
 	// to their default (None) omitted where they have a default.
-	shapeMap shape = iota
-	// shapeArray: releases with array_like=True on EventBatch and
+	ShapeMap Shape = iota
+	// ShapeArray: releases with array_like=True on EventBatch and
 	// KVCacheEvent: arrays, the tag first, trailing defaults omitted.
-	shapeArray
-	// shapeArrayNoMedium: the first releases, whose BlockStored ended at
+	ShapeArray
+	// ShapeArrayNoMedium: the first releases, whose BlockStored ended at
 	// lora_id and BlockRemoved at block_hashes, and whose batch had no rank.
-	shapeArrayNoMedium
+	ShapeArrayNoMedium
 )
 
-// pyEvent is one KVCacheEvent with Python's values: nil is None; hashes
+// Event is one KVCacheEvent with Python's values: nil is None; hashes
 // are uint64 (int) or []byte (bytes).
-type pyEvent struct {
-	typ       string
-	hashes    []any
-	parent    any
-	tokens    []uint32
-	blockSize int
-	loraID    any
-	medium    any
-	loraName  any
-	extraKeys []any // nil: None (omitted as a default)
-	groupIdx  any   // nil: None (omitted as a default)
+type Event struct {
+	Type      string
+	Hashes    []any
+	Parent    any
+	Tokens    []uint32
+	BlockSize int
+	LoRAID    any
+	Medium    any
+	LoRAName  any
+	ExtraKeys []any // nil: None (omitted as a default)
+	GroupIdx  any   // nil: None (omitted as a default)
 }
 
-func stored(parent any, blockSize int, toks []uint32, hashes ...any) pyEvent {
-	return pyEvent{typ: TypeBlockStored, hashes: hashes, parent: parent, tokens: toks, blockSize: blockSize, medium: MediumGPU}
+// Stored is a BlockStored in GPU memory.
+func Stored(parent any, blockSize int, toks []uint32, hashes ...any) Event {
+	return Event{Type: TypeBlockStored, Hashes: hashes, Parent: parent, Tokens: toks, BlockSize: blockSize, Medium: MediumGPU}
 }
 
-func removed(hashes ...any) pyEvent {
-	return pyEvent{typ: TypeBlockRemoved, hashes: hashes, medium: MediumGPU}
+// Removed is a BlockRemoved from GPU memory.
+func Removed(hashes ...any) Event {
+	return Event{Type: TypeBlockRemoved, Hashes: hashes, Medium: MediumGPU}
 }
 
-func cleared() pyEvent { return pyEvent{typ: TypeAllBlocksCleared} }
+// Cleared is AllBlocksCleared.
+func Cleared() Event { return Event{Type: TypeAllBlocksCleared} }
 
-// encodeBatch is msgspec.msgpack.Encoder().encode(KVEventBatch(...)).
-func encodeBatch(t testing.TB, sh shape, ts float64, rank int, events ...pyEvent) []byte {
+// EncodeBatch is msgspec.msgpack.Encoder().encode(KVEventBatch(...)).
+func EncodeBatch(t testing.TB, sh Shape, ts float64, rank int, events ...Event) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	e := msgpack.NewEncoder(&buf)
@@ -83,7 +87,7 @@ func encodeBatch(t testing.TB, sh shape, ts float64, rank int, events ...pyEvent
 		case []byte:
 			must(e.EncodeBytes(x))
 		default:
-			t.Fatalf("encodeBatch: no encoding for %T", v)
+			t.Fatalf("EncodeBatch: no encoding for %T", v)
 		}
 	}
 	list := func(xs []any) {
@@ -110,69 +114,69 @@ func encodeBatch(t testing.TB, sh shape, ts float64, rank int, events ...pyEvent
 		}
 	}
 	key := func(k string) {
-		if sh == shapeMap {
+		if sh == ShapeMap {
 			must(e.EncodeString(k))
 		}
 	}
-	event := func(ev pyEvent) {
+	event := func(ev Event) {
 		// The fields present, in declaration order.
 		type field struct {
 			name string
 			put  func()
 		}
 		var fs []field
-		switch ev.typ {
+		switch ev.Type {
 		case TypeBlockStored:
 			fs = []field{
-				{"block_hashes", func() { list(ev.hashes) }},
-				{"parent_block_hash", func() { val(ev.parent) }},
-				{"token_ids", func() { toks(ev.tokens) }},
-				{"block_size", func() { val(ev.blockSize) }},
-				{"lora_id", func() { val(ev.loraID) }},
+				{"block_hashes", func() { list(ev.Hashes) }},
+				{"parent_block_hash", func() { val(ev.Parent) }},
+				{"token_ids", func() { toks(ev.Tokens) }},
+				{"block_size", func() { val(ev.BlockSize) }},
+				{"lora_id", func() { val(ev.LoRAID) }},
 			}
-			if sh != shapeArrayNoMedium {
-				fs = append(fs, field{"medium", func() { val(ev.medium) }}, field{"lora_name", func() { val(ev.loraName) }})
+			if sh != ShapeArrayNoMedium {
+				fs = append(fs, field{"medium", func() { val(ev.Medium) }}, field{"lora_name", func() { val(ev.LoRAName) }})
 				// extra_keys and group_idx default to None: omitted then
 				// (for arrays only when nothing after them is set).
-				if ev.extraKeys != nil || ev.groupIdx != nil {
+				if ev.ExtraKeys != nil || ev.GroupIdx != nil {
 					fs = append(fs, field{"extra_keys", func() {
-						if ev.extraKeys == nil {
+						if ev.ExtraKeys == nil {
 							must(e.EncodeNil())
 						} else {
-							extra(ev.extraKeys)
+							extra(ev.ExtraKeys)
 						}
 					}})
 				}
-				if ev.groupIdx != nil {
-					fs = append(fs, field{"group_idx", func() { val(ev.groupIdx) }})
+				if ev.GroupIdx != nil {
+					fs = append(fs, field{"group_idx", func() { val(ev.GroupIdx) }})
 				}
 			}
 		case TypeBlockRemoved:
-			fs = []field{{"block_hashes", func() { list(ev.hashes) }}}
-			if sh != shapeArrayNoMedium {
-				fs = append(fs, field{"medium", func() { val(ev.medium) }})
-				if ev.groupIdx != nil {
-					fs = append(fs, field{"group_idx", func() { val(ev.groupIdx) }})
+			fs = []field{{"block_hashes", func() { list(ev.Hashes) }}}
+			if sh != ShapeArrayNoMedium {
+				fs = append(fs, field{"medium", func() { val(ev.Medium) }})
+				if ev.GroupIdx != nil {
+					fs = append(fs, field{"group_idx", func() { val(ev.GroupIdx) }})
 				}
 			}
 		}
-		if sh == shapeMap {
+		if sh == ShapeMap {
 			must(e.EncodeMapLen(len(fs) + 1))
 			must(e.EncodeString("type"))
 		} else {
 			must(e.EncodeArrayLen(len(fs) + 1))
 		}
-		must(e.EncodeString(ev.typ))
+		must(e.EncodeString(ev.Type))
 		for _, f := range fs {
 			key(f.name)
 			f.put()
 		}
 	}
 	n := 3
-	if sh == shapeArrayNoMedium {
+	if sh == ShapeArrayNoMedium {
 		n = 2
 	}
-	if sh == shapeMap {
+	if sh == ShapeMap {
 		must(e.EncodeMapLen(n))
 	} else {
 		must(e.EncodeArrayLen(n))
@@ -191,9 +195,9 @@ func encodeBatch(t testing.TB, sh shape, ts float64, rank int, events ...pyEvent
 	return buf.Bytes()
 }
 
-// publisher is ZmqEventPublisher: a PUB socket, a ROUTER replay socket
+// Publisher is ZmqEventPublisher: a PUB socket, a ROUTER replay socket
 // and a replay buffer of the last bufferSteps batches.
-type publisher struct {
+type Publisher struct {
 	t           testing.TB
 	pub, router zmq4.Socket
 	topic       []byte
@@ -210,14 +214,22 @@ type buffered struct {
 	payload []byte
 }
 
+// Event type tags and the GPU medium, as vLLM spells them.
+const (
+	TypeBlockStored      = "BlockStored"
+	TypeBlockRemoved     = "BlockRemoved"
+	TypeAllBlocksCleared = "AllBlocksCleared"
+	MediumGPU            = "GPU"
+)
+
 var quietLog = zmq4.WithLogger(log.New(io.Discard, "", 0))
 
-// startPublisher binds pubEP and, unless replayEP is empty, replayEP (use
+// Start binds pubEP and, unless replayEP is empty, replayEP (use
 // port 0 for any free port; Endpoints tells which were bound).
-func startPublisher(t testing.TB, pubEP, replayEP string, bufferSteps int) *publisher {
+func Start(t testing.TB, pubEP, replayEP string, bufferSteps int) *Publisher {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &publisher{t: t, pub: zmq4.NewPub(ctx, quietLog), bufferSteps: bufferSteps}
+	p := &Publisher{t: t, pub: zmq4.NewPub(ctx, quietLog), bufferSteps: bufferSteps}
 	if err := p.pub.Listen(pubEP); err != nil {
 		t.Fatalf("publisher listen %s: %v", pubEP, err)
 	}
@@ -241,7 +253,8 @@ func startPublisher(t testing.TB, pubEP, replayEP string, bufferSteps int) *publ
 	return p
 }
 
-func (p *publisher) endpoints() (pub, replay string) {
+// Endpoints are the bound PUB and replay endpoints, to dial.
+func (p *Publisher) Endpoints() (pub, replay string) {
 	pub = "tcp://" + p.pub.Addr().String()
 	if p.router != nil {
 		replay = "tcp://" + p.router.Addr().String()
@@ -249,10 +262,10 @@ func (p *publisher) endpoints() (pub, replay string) {
 	return pub, replay
 }
 
-// publish sends one payload under the next sequence number and buffers
+// Publish sends one payload under the next sequence number and buffers
 // it; with drop the PUB send is skipped, as when a subscriber's queue
 // overflows (the batch stays in the replay buffer).
-func (p *publisher) publish(payload []byte, drop bool) uint64 {
+func (p *Publisher) Publish(payload []byte, drop bool) uint64 {
 	p.mu.Lock()
 	seq := p.seq
 	p.seq++
@@ -264,20 +277,21 @@ func (p *publisher) publish(payload []byte, drop bool) uint64 {
 	if !drop {
 		var sb [8]byte
 		binary.BigEndian.PutUint64(sb[:], seq)
-		p.send(zmq4.NewMsgFrom(p.topic, sb[:], payload))
+		p.Send(zmq4.NewMsgFrom(p.topic, sb[:], payload))
 	}
 	return seq
 }
 
-// restart is the engine starting again: a new publisher's count() from 0
+// Restart is the engine starting again: a new publisher's count() from 0
 // and an empty buffer.
-func (p *publisher) restart() {
+func (p *Publisher) Restart() {
 	p.mu.Lock()
 	p.seq, p.buffer = 0, nil
 	p.mu.Unlock()
 }
 
-func (p *publisher) send(m zmq4.Msg) {
+// Send sends m on the PUB socket as it is (malformed frames too).
+func (p *Publisher) Send(m zmq4.Msg) {
 	if err := p.pub.SendMulti(m); err != nil {
 		p.t.Errorf("publisher send: %v", err)
 	}
@@ -286,7 +300,7 @@ func (p *publisher) send(m zmq4.Msg) {
 // serveReplay is _service_replay: [client_id, "", start_seq] in; every
 // buffered batch from start_seq as [client_id, "", seq, payload], then
 // [client_id, "", -1, ""].
-func (p *publisher) serveReplay() {
+func (p *Publisher) serveReplay() {
 	for {
 		m, err := p.router.Recv()
 		if err != nil {
@@ -316,7 +330,8 @@ func (p *publisher) serveReplay() {
 	}
 }
 
-func (p *publisher) replayCount() int {
+// Replays counts the replay requests served.
+func (p *Publisher) Replays() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.replays
