@@ -10,7 +10,8 @@ import "math/bits"
 // array: at 10,000 workers and 1,000,000 indexed blocks (117,000 distinct
 // hashes, a table far past the CPU caches) Match spent some 9 µs of CPU
 // per request on those misses, most of a placement. Holders past the
-// inline ones, which only very popular blocks have, live in more.
+// inline ones, which only popular blocks have, live in a slice of more
+// that the slot names.
 //
 // Linear probing, at most half full, with backward-shift deletion, so
 // there are no tombstones and a lookup stops at the first empty slot.
@@ -18,22 +19,33 @@ type holders struct {
 	slots []holderSlot
 	shift uint // 64 - log2(len(slots))
 	used  int
-	more  map[uint64][]int32
+	more  [][]int32
+	free  []int32 // indices of more not in use
 }
 
-// inlineHolders makes a slot 64 bytes: the hash, the count and 13 ids.
-const inlineHolders = 13
+// inlineHolders makes a slot 64 bytes: the hash, the count, the overflow's
+// index and 12 ids.
+const inlineHolders = 12
 
 type holderSlot struct {
 	hash uint64
 	n    int32 // holders in all; 0 marks an empty slot
+	more int32 // index into holders.more when n > inlineHolders
 	w    [inlineHolders]int32
+}
+
+// overflow is the slice of holders past s's inline ones.
+func (t *holders) overflow(s *holderSlot) []int32 {
+	if s.n <= inlineHolders {
+		return nil
+	}
+	return t.more[s.more]
 }
 
 const minHolderSlots = 1 << 10
 
 func newHolders() holders {
-	return holders{slots: make([]holderSlot, minHolderSlots), shift: 64 - 10, more: make(map[uint64][]int32)}
+	return holders{slots: make([]holderSlot, minHolderSlots), shift: 64 - 10}
 }
 
 // home is the slot a hash probes first. Block hashes are well mixed
@@ -65,10 +77,14 @@ func (t *holders) add(h uint64, w int32) {
 	i := t.home(h)
 	for ; t.slots[i].n != 0; i = (i + 1) & mask {
 		if s := &t.slots[i]; s.hash == h {
-			if s.n < inlineHolders {
+			switch {
+			case s.n < inlineHolders:
 				s.w[s.n] = w
-			} else {
-				t.more[h] = append(t.more[h], w)
+			case s.n == inlineHolders:
+				s.more = t.newOverflow()
+				fallthrough
+			default:
+				t.more[s.more] = append(t.more[s.more], w)
 			}
 			s.n++
 			return
@@ -93,7 +109,7 @@ func (t *holders) remove(h uint64, w int32) {
 		}
 	}
 	s := &t.slots[i]
-	extra := t.more[h]
+	extra := t.overflow(s)
 	at := -1
 	for j := range min(int(s.n), inlineHolders) {
 		if s.w[j] == w {
@@ -122,14 +138,13 @@ func (t *holders) remove(h uint64, w int32) {
 		extra[k] = extra[len(extra)-1]
 		extra = extra[:len(extra)-1]
 	}
-	hadMore := s.n > inlineHolders
-	s.n--
-	switch {
-	case len(extra) > 0:
-		t.more[h] = extra
-	case hadMore:
-		delete(t.more, h)
+	if s.n > inlineHolders {
+		t.more[s.more] = extra
+		if len(extra) == 0 {
+			t.free = append(t.free, s.more)
+		}
 	}
+	s.n--
 	if s.n == 0 {
 		t.deleteAt(i)
 	}
@@ -150,6 +165,17 @@ func (t *holders) deleteAt(i int) {
 		}
 	}
 	t.slots[i] = holderSlot{}
+}
+
+// newOverflow returns the index of an empty slice of more.
+func (t *holders) newOverflow() int32 {
+	if n := len(t.free); n > 0 {
+		i := t.free[n-1]
+		t.free = t.free[:n-1]
+		return i
+	}
+	t.more = append(t.more, nil)
+	return int32(len(t.more) - 1)
 }
 
 func (t *holders) grow() {

@@ -185,7 +185,7 @@ func (ix *Index) Match(hashes []uint64, lens []int32, touched []int32) []int32 {
 		touched = append(touched, w)
 	}
 	if s.n > inlineHolders {
-		for _, w := range ix.holders.more[s.hash] {
+		for _, w := range ix.holders.overflow(s) {
 			lens[w] = 1
 			touched = append(touched, w)
 		}
@@ -209,7 +209,7 @@ func (ix *Index) Match(hashes []uint64, lens []int32, touched []int32) []int32 {
 			}
 			b := int32(i + j)
 			ext := extend(s.w[:min(s.n, inlineHolders)], lens, b)
-			if s.n > inlineHolders && extend(ix.holders.more[s.hash], lens, b) {
+			if s.n > inlineHolders && extend(ix.holders.overflow(s), lens, b) {
 				ext = true
 			}
 			if !ext {
