@@ -144,7 +144,11 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 	if st.MetricsAddr != "" {
 		fmt.Fprintf(stdout, "metrics: http://%s/metrics\n", st.MetricsAddr)
 	}
-	fmt.Fprintf(stdout, "try: nats --server %s pub sy.submit.acme '{\"model\":\"llama-3.1-8b\",\"prompt\":\"hello\",\"max_tokens\":16}' -H Nats-Msg-Id:req1\n", st.URL)
+	if *tenants != "" {
+		fmt.Fprintf(stdout, "tenant profiles: %s\n", *tenants)
+	}
+	fmt.Fprintf(stdout, "try, subscribing first: nats --server %s sub 'sy.result.acme.>'\n", st.URL)
+	fmt.Fprintf(stdout, "then: nats --server %s pub sy.submit.acme '{\"model\":\"llama-3.1-8b\",\"prompt\":\"hello\",\"max_tokens\":16}' -H Nats-Msg-Id:req1\n", st.URL)
 	<-ctx.Done()
 	slog.Info("shutting down: workers drain first")
 	_ = os.Stdout.Sync()
