@@ -109,7 +109,7 @@ func (w *workerObs) rate() float64 {
 // each stream as the batch fills, so at full batch the figure is high by
 // that slowdown; the measured rate takes over once the worker is full.
 func (w *workerObs) capacity(rate float64) float64 {
-	slots := w.last.MaxBatch
+	slots := w.slots()
 	if rate <= 0 || slots <= 0 || len(w.samples) < 2 {
 		return rate
 	}
@@ -124,11 +124,28 @@ func (w *workerObs) capacity(rate float64) float64 {
 // free is the number of requests the worker can start at once: its idle
 // batch slots, or none while sequences wait on it (the engine queues only
 // what it cannot start, for lack of a slot or of KV blocks).
+//
+// A slot is only free if there is KV cache to run in it: on long prompts
+// the cache fills long before the batch does, and a worker with 200 idle
+// slots and no free blocks can start nothing (the router then holds the
+// work in its own queue, where the worker's Waiting never shows it). The
+// KV room is counted in running sequences' worth of blocks.
 func (w *workerObs) free() int {
 	if w.last.Waiting > 0 {
 		return 0
 	}
-	return max(0, w.last.MaxBatch-w.last.Running)
+	free := max(0, w.last.MaxBatch-w.last.Running)
+	if used := w.last.KVBlocksTotal - w.last.KVBlocksFree; w.last.Running > 0 && used > 0 {
+		perSeq := float64(used) / float64(w.last.Running)
+		free = min(free, int(float64(w.last.KVBlocksFree)/perSeq))
+	}
+	return free
+}
+
+// slots is how many requests the worker can run at once: its batch, or
+// fewer when its KV cache holds fewer of the requests it is running.
+func (w *workerObs) slots() int {
+	return min(w.last.MaxBatch, w.last.Running+w.free())
 }
 
 func (f *FleetView) live(now time.Time) []*workerObs {
@@ -168,7 +185,7 @@ func (f *FleetView) Load(pending map[string]int, now time.Time) Load {
 	for _, w := range live {
 		capacity += w.capacity(w.rate())
 		util += w.last.Utilization
-		l.Slots += w.last.MaxBatch
+		l.Slots += w.slots()
 		l.FreeSlots += w.free()
 		l.WorkerWaiting += w.last.Waiting
 		if w.last.KVBlocksTotal > 0 && w.last.KVBlocksByClass != nil {

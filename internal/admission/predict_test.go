@@ -15,6 +15,13 @@ import (
 // the view and the time of the last heartbeat.
 func fleetOf(t *testing.T, workers, maxBatch, running int, perSec float64, class string, util float64) (*FleetView, time.Time) {
 	t.Helper()
+	return fleetOfKV(t, workers, maxBatch, running, 500, perSec, class, util)
+}
+
+// fleetOfKV is fleetOf with each running request holding blocksPer of the
+// 10,000 KV blocks.
+func fleetOfKV(t *testing.T, workers, maxBatch, running, blocksPer int, perSec float64, class string, util float64) (*FleetView, time.Time) {
+	t.Helper()
 	f := &FleetView{}
 	var at time.Time
 	for s := 0; s <= 10; s++ {
@@ -22,7 +29,7 @@ func fleetOf(t *testing.T, workers, maxBatch, running int, perSec float64, class
 		for w := range workers {
 			f.Observe(schemas.Heartbeat{WorkerID: fmt.Sprintf("w%d", w), Pool: "h100", GPU: "h100",
 				MaxBatch: maxBatch, Running: running, Utilization: util,
-				KVBlocksTotal: 10000, KVBlocksFree: 10000 - 500*running, KVBlocksByClass: map[string]int{class: 500 * running},
+				KVBlocksTotal: 10000, KVBlocksFree: max(0, 10000-blocksPer*running), KVBlocksByClass: map[string]int{class: blocksPer * running},
 				CompletedTotal: uint64(perSec * float64(s)), SentAt: at, PricePerHour: 3}, at)
 		}
 	}
@@ -121,7 +128,7 @@ func TestFleetCapacityByLittlesLaw(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			f, now := fleetOf(t, 1, 64, c.running, c.perSec, schemas.PriorityStandard, 0.5)
+			f, now := fleetOfKV(t, 1, 64, c.running, 100, c.perSec, schemas.PriorityStandard, 0.5)
 			l := f.Load(nil, now)
 			if l.RequestsPerSec < c.wantLo || l.RequestsPerSec > c.wantHi {
 				t.Fatalf("capacity %.2f req/s, want %.1f-%.1f", l.RequestsPerSec, c.wantLo, c.wantHi)
@@ -130,6 +137,22 @@ func TestFleetCapacityByLittlesLaw(t *testing.T) {
 				t.Fatalf("free slots %d", l.FreeSlots)
 			}
 		})
+	}
+}
+
+// TestFreeSlotsNeedKV: idle batch slots are free only while the KV cache
+// has room for requests like the ones running. A worker running 4 long
+// requests of 2,000 blocks each in a 10,000-block cache has 60 idle slots
+// but room for 1 more; the router's queue, not the worker's, then holds
+// the rest, and a prediction of no wait would admit what must be shed.
+func TestFreeSlotsNeedKV(t *testing.T) {
+	f, now := fleetOfKV(t, 1, 64, 4, 2000, 2, schemas.PriorityStandard, 0.9)
+	l := f.Load(nil, now)
+	if l.FreeSlots != 1 || l.Slots != 5 {
+		t.Fatalf("slots %d free %d, want 5 and 1", l.Slots, l.FreeSlots)
+	}
+	if l.RequestsPerSec > 2*5.0/4+0.01 {
+		t.Fatalf("capacity %.2f req/s: the KV cache bounds the batch at 5, so at most %.2f", l.RequestsPerSec, 2*5.0/4)
 	}
 }
 

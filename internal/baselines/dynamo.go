@@ -45,6 +45,7 @@ var DynamoDefaults = DynamoConfig{OverlapScoreWeight: 1.0, Temperature: 0}
 type Dynamo struct {
 	base
 	cfg     DynamoConfig
+	reject  DynamoRejection
 	lens    []int32
 	touched []int32
 	active  map[string]*dynActive // per worker
@@ -77,7 +78,7 @@ func (p *Dynamo) activeOf(id string) *dynActive {
 
 // NewDynamo returns a Dynamo KV router.
 func NewDynamo(cfg DynamoConfig) *Dynamo {
-	return &Dynamo{base: newBase("dynamo"), cfg: cfg, active: make(map[string]*dynActive), booked: make(map[string]dynBooking)}
+	return &Dynamo{base: newBase("dynamo"), cfg: cfg, reject: DynamoRejectionDefaults, active: make(map[string]*dynActive), booked: make(map[string]dynBooking)}
 }
 
 // Place implements placement.Policy.

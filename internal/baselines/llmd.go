@@ -45,13 +45,16 @@ var (
 type LLMD struct {
 	base
 	w       LLMDWeights
+	flow    LLMDFlowControl
 	lens    []int32
 	touched []int32
 	scores  []float64
 }
 
 // NewLLMD returns an llm-d EPP with weights w.
-func NewLLMD(w LLMDWeights) *LLMD { return &LLMD{base: newBase(w.Name), w: w} }
+func NewLLMD(w LLMDWeights) *LLMD {
+	return &LLMD{base: newBase(w.Name), w: w, flow: LLMDFlowDefaults}
+}
 
 // Place implements placement.Policy.
 func (p *LLMD) Place(f *fleet.Fleet, req *placement.Request, now time.Time) *placement.Decision {

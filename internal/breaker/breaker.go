@@ -216,6 +216,11 @@ type breaker struct {
 	probesOK   int
 	inProbe    int
 	everProbed bool
+
+	// ratio is a moving average of observed/predicted completion time over
+	// this worker's answered requests, ratioN how many fed it.
+	ratio  float64
+	ratioN int
 }
 
 func newBreaker(c Config, now time.Time) *breaker {
@@ -282,7 +287,18 @@ func (b *breaker) move(worker string, to State, now time.Time, cause Cause, reas
 type Set struct {
 	cfg      Config
 	breakers map[string]*breaker
+	// fleetRatio is the median of the workers' observed/predicted ratios,
+	// refreshed on Tick: the bar a latency outlier is measured against.
+	fleetRatio float64
+	ratios     []float64 // Tick's scratch
 }
+
+// ratioAlpha weighs a new outcome in a worker's moving observed/predicted
+// ratio; minRatioSamples is how many outcomes make it count in the median.
+const (
+	ratioAlpha      = 0.2
+	minRatioSamples = 3
+)
 
 // NewSet returns an empty Set; zero Config fields take their defaults.
 func NewSet(cfg Config) *Set {
@@ -347,8 +363,21 @@ func (s *Set) Observe(worker string, o Outcome, now time.Time) (Transition, bool
 	slow := false
 	ratio := 0.0
 	if o.PredictedSeconds > 0 && o.ObservedSeconds > 0 {
+		// A latency outlier is slow against the fleet, not against the
+		// prediction alone: when the whole fleet runs 4x its predictions
+		// (an overload the cost model underrates), every worker is as slow
+		// as the others and ejecting them would turn load into an outage.
 		ratio = o.ObservedSeconds / o.PredictedSeconds
-		slow = ratio > s.cfg.OutlierFactor && o.ObservedSeconds-o.PredictedSeconds > s.cfg.OutlierSlack.Seconds()
+		expect := o.PredictedSeconds * max(1, s.fleetRatio)
+		slow = ratio > s.cfg.OutlierFactor*max(1, s.fleetRatio) && o.ObservedSeconds-expect > s.cfg.OutlierSlack.Seconds()
+		if !failed {
+			if b.ratioN == 0 {
+				b.ratio = ratio
+			} else {
+				b.ratio += ratioAlpha * (ratio - b.ratio)
+			}
+			b.ratioN++
+		}
 	}
 	bad := failed || slow
 	switch b.state {
@@ -373,7 +402,7 @@ func (s *Set) Observe(worker string, o Outcome, now time.Time) (Transition, bool
 		if b.slowInRing*2 > b.bad {
 			cause = CauseSlow
 		}
-		reason += "; last: " + describe(o, ratio, s.cfg.OutlierFactor)
+		reason += "; last: " + describe(o, ratio, s.cfg.OutlierFactor*max(1, s.fleetRatio))
 		b.openFor = s.cfg.OpenFor
 		b.resetWindow()
 		return b.move(worker, Open, now, cause, reason), true
@@ -384,7 +413,7 @@ func (s *Set) Observe(worker string, o Outcome, now time.Time) (Transition, bool
 		if bad {
 			b.openFor = min(2*b.openFor, s.cfg.MaxOpenFor)
 			cause := CauseProbeFail
-			return b.move(worker, Open, now, cause, "probe failed: "+describe(o, ratio, s.cfg.OutlierFactor)), true
+			return b.move(worker, Open, now, cause, "probe failed: "+describe(o, ratio, s.cfg.OutlierFactor*max(1, s.fleetRatio))), true
 		}
 		b.probesOK++
 		if b.probesOK >= s.cfg.Probes {
@@ -403,7 +432,7 @@ func describe(o Outcome, ratio, factor float64) string {
 		return "error " + o.Code
 	}
 	if ratio > factor {
-		return fmt.Sprintf("latency %.2fs is %.1fx the predicted %.2fs (outlier factor %.1f)", o.ObservedSeconds, ratio, o.PredictedSeconds, factor)
+		return fmt.Sprintf("latency %.2fs is %.1fx the predicted %.2fs (outlier bar %.1fx, the fleet's median ratio times the outlier factor)", o.ObservedSeconds, ratio, o.PredictedSeconds, factor)
 	}
 	return "ok"
 }
@@ -449,6 +478,7 @@ func (s *Set) Forget(worker string) { delete(s.breakers, worker) }
 // router calls it on its clock (every heartbeat sweep, say each second).
 // Transitions come back in worker order.
 func (s *Set) Tick(now time.Time) []Transition {
+	s.refreshFleetRatio()
 	var out []Transition
 	for _, w := range s.workers() {
 		b := s.breakers[w]
@@ -471,6 +501,29 @@ func (s *Set) Tick(now time.Time) []Transition {
 	}
 	return out
 }
+
+// refreshFleetRatio takes the median of the workers' moving ratios (those
+// with enough outcomes, breaker closed): a slow worker is one of a few, so
+// the median is the healthy fleet's.
+func (s *Set) refreshFleetRatio() {
+	s.ratios = s.ratios[:0]
+	for _, b := range s.breakers {
+		if b.ratioN >= minRatioSamples && b.state == Closed {
+			s.ratios = append(s.ratios, b.ratio)
+		}
+	}
+	if len(s.ratios) == 0 {
+		s.fleetRatio = 0
+		return
+	}
+	sort.Float64s(s.ratios)
+	s.fleetRatio = s.ratios[len(s.ratios)/2]
+}
+
+// FleetRatio is the fleet's median observed/predicted completion ratio as
+// of the last Tick (0 before any): how far the placement's predictions
+// run behind what happens.
+func (s *Set) FleetRatio() float64 { return s.fleetRatio }
 
 func (s *Set) workers() []string {
 	ws := make([]string, 0, len(s.breakers))

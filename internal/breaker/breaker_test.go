@@ -281,3 +281,45 @@ func TestRecoveredWorkerCloses(t *testing.T) {
 		t.Fatalf("took %s to close", d)
 	}
 }
+
+// TestOutliersAgainstTheFleet: latency outliers are judged against the
+// fleet's median observed/predicted ratio. When every worker runs four
+// times its predictions (an overload the cost model underrates), none is
+// an outlier and no breaker opens; one worker five times slower than the
+// rest still is.
+func TestOutliersAgainstTheFleet(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		ratios   map[string]float64
+		wantOpen []string
+	}{
+		{"whole fleet behind its predictions", map[string]float64{"w0": 4, "w1": 4, "w2": 4.5, "w3": 4}, nil},
+		{"one slow worker among healthy ones", map[string]float64{"w0": 1, "w1": 1.1, "w2": 5, "w3": 1}, []string{"w2"}},
+		{"one slow worker in an overloaded fleet", map[string]float64{"w0": 4, "w1": 4, "w2": 20, "w3": 4}, []string{"w2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewSet(Config{})
+			now := t0
+			opened := map[string]bool{}
+			for round := 0; round < 40; round++ {
+				now = now.Add(500 * time.Millisecond)
+				for _, w := range []string{"w0", "w1", "w2", "w3"} {
+					s.Heartbeat(w, now, now)
+					if tr, ok := s.Observe(w, Outcome{PredictedSeconds: 2, ObservedSeconds: 2 * tc.ratios[w]}, now); ok && tr.To == Open {
+						opened[w] = true
+					}
+				}
+				s.Tick(now)
+			}
+			for _, w := range []string{"w0", "w1", "w2", "w3"} {
+				want := false
+				for _, x := range tc.wantOpen {
+					want = want || x == w
+				}
+				if opened[w] != want {
+					t.Errorf("%s opened %v, want %v (fleet ratio %.2f)", w, opened[w], want, s.FleetRatio())
+				}
+			}
+		})
+	}
+}

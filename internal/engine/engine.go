@@ -189,7 +189,7 @@ type seq struct {
 	preemptions int
 	gpuSec      float64 // attributed GPU-seconds so far
 	inRun       bool    // in the running list
-	planAt      int  // index in the current step's plan, -1 if not planned
+	planAt      int     // index in the current step's plan, -1 if not planned
 }
 
 func (s *seq) total() int { return s.PromptTokens + s.generated }

@@ -150,6 +150,11 @@ type Config struct {
 	// zero values take their packages' defaults.
 	Breaker breaker.Config
 	Retry   retry.Config
+	// Queue is the wait queue's discipline for the Switchyard placer (the
+	// zero value: weighted classes, EDF, adaptive LIFO, expiry; Weights
+	// default to QueueWeights). A baseline that implements
+	// baselines.Gatekeeper brings its own discipline and gate instead.
+	Queue queue.Discipline
 }
 
 // Core is the router's state machine. Not safe for concurrent use.
@@ -174,6 +179,16 @@ type Core struct {
 	// the openai backend): the router assumes a dispatched prompt's blocks
 	// are cached there, and the index's per-worker LRU cap ages them out.
 	approxKV map[string]bool
+	// gate is a baseline's own flow control, nil for the Switchyard placer.
+	gate baselines.Gatekeeper
+	// combos is minServiceParts' scratch: the distinct (GPU, TP, dtype)
+	// replica kinds serving a model.
+	combos []replicaKind
+}
+
+type replicaKind struct {
+	gpu, dtype string
+	tp         int
 }
 
 // ForgetAfter is how long a worker may stay silent before the router drops
@@ -212,10 +227,26 @@ func New(cfg Config) *Core {
 	if cfg.ExplainTop <= 0 {
 		cfg.ExplainTop = 8
 	}
-	return &Core{cfg: cfg, fleet: fleet.New(cfg.Fleet), q: queue.New[*Held](cfg.QueueWeights), held: map[string]*Held{},
+	disc := cfg.Queue
+	if disc.Weights == nil {
+		disc.Weights = cfg.QueueWeights
+	}
+	gate, _ := cfg.Policy.(baselines.Gatekeeper)
+	if gate != nil {
+		disc = gate.QueueDiscipline()
+	}
+	return &Core{cfg: cfg, fleet: fleet.New(cfg.Fleet), q: queue.NewWith[*Held](disc), held: map[string]*Held{},
 		placedOn: map[string]*inflight{}, breakers: breaker.NewSet(cfg.Breaker), budget: retry.NewBudget(cfg.Retry),
-		approxKV: map[string]bool{}}
+		approxKV: map[string]bool{}, gate: gate}
 }
+
+// Fleet is the core's view of the fleet, for a caller that reads it
+// between inputs (the simulator's autoscaler, benchmarks). Changing it
+// outside Apply breaks replay.
+func (c *Core) Fleet() *fleet.Fleet { return c.fleet }
+
+// InFlight is the number of dispatched requests without a final result.
+func (c *Core) InFlight() int { return len(c.placedOn) }
 
 // Policy names the placement policy.
 func (c *Core) Policy() string { return c.cfg.Policy.Name() }
@@ -255,6 +286,8 @@ func (c *Core) Apply(in Input, handle any) []Action {
 		if t, ok := c.breakers.Heartbeat(in.Heartbeat.WorkerID, in.At, in.At); ok {
 			c.transition(t)
 		}
+		// A heartbeat is news of capacity: what waits may fit now.
+		c.placeReady(in.At)
 	case InKV:
 		if in.KV != nil && c.fleet.ApplyKV(in.KV, in.At) {
 			c.acts = append(c.acts, Action{Kind: ActSnapshot, Worker: in.KV.WorkerID})
@@ -265,6 +298,7 @@ func (c *Core) Apply(in Input, handle any) []Action {
 		}
 	case InReleased:
 		c.release(in.ID, in.Result, in.At)
+		c.placeReady(in.At) // the finished request freed its worker
 	case InCancel:
 		c.cancel(in.Cancel)
 	case InTick:
@@ -363,6 +397,9 @@ func (c *Core) fail(h *Held, e *schemas.Error) {
 // placed yet stays queued (delayed, never dropped); one that never can is
 // failed as unplaceable.
 func (c *Core) placeReady(now time.Time) {
+	if c.q.Len() == 0 {
+		return
+	}
 	c.expired = c.q.Pass(now, c.cfg.MaxBlocked, c.expired[:0], func(it queue.Item[*Held]) queue.Outcome {
 		return c.place(it, now)
 	})
@@ -384,7 +421,18 @@ func (c *Core) place(it queue.Item[*Held], now time.Time) queue.Outcome {
 	if c.held[it.ID] != h {
 		return queue.Answered // cancelled or answered while queued
 	}
-	req := placement.FromAdmitted(&h.Adm, "", time.Time{})
+	req := placement.FromAdmitted(&h.Adm, "", h.Adm.WorkflowStartedAt)
+	if c.gate != nil {
+		v := c.gate.Gate(c.fleet, &req, it.Enqueued, c.q.LenClass(h.Adm.Priority)+1, now)
+		if v.Reject != nil {
+			c.fail(h, v.Reject)
+			return queue.Answered
+		}
+		if v.Hold {
+			c.delayed(h, it.ID, now, v.String())
+			return queue.Blocked
+		}
+	}
 	breakerExcluded := c.excludeSuspects(&req, now)
 	dec := c.cfg.Policy.Place(c.fleet, &req, now)
 	if !dec.OK() {
@@ -393,11 +441,7 @@ func (c *Core) place(it queue.Item[*Held], now time.Time) queue.Outcome {
 			c.fail(h, schemas.Errf(schemas.CodeUnplaceable, "model", "no GPU in the fleet can serve model %q: %s", h.Adm.Model, Summarize(dec)))
 			return queue.Answered
 		}
-		if h.WaitingSince.IsZero() {
-			h.WaitingSince = now
-			h.Reason = Summarize(dec)
-			c.acts = append(c.acts, Action{Kind: ActDelayed, ID: it.ID, Held: h, Reason: h.Reason})
-		}
+		c.delayed(h, it.ID, now, Summarize(dec))
 		return queue.Blocked
 	}
 	// Book only the prompt tokens the cached prefix does not cover: the
@@ -425,6 +469,15 @@ func (c *Core) place(it queue.Item[*Held], now time.Time) queue.Outcome {
 	return queue.Placed
 }
 
+// delayed notes, once per request, that it waits and why.
+func (c *Core) delayed(h *Held, id string, now time.Time, reason string) {
+	if !h.WaitingSince.IsZero() {
+		return
+	}
+	h.WaitingSince, h.Reason = now, reason
+	c.acts = append(c.acts, Action{Kind: ActDelayed, ID: id, Held: h, Reason: reason})
+}
+
 // Summarize says why a placement found no worker, by reason counts.
 func Summarize(dec *placement.Decision) string {
 	var b strings.Builder
@@ -442,16 +495,20 @@ func Summarize(dec *placement.Decision) string {
 	return b.String()
 }
 
-// item is h's queue entry. Its minimum service time is the prediction on
-// the fastest GPU generation in the fleet with nothing cached or queued:
-// if even that cannot finish by the deadline, nothing can.
+// item is h's queue entry. Its minimum service time is the expiry bar.
 func (c *Core) item(h *Held, now time.Time) queue.Item[*Held] {
 	return queue.Item[*Held]{ID: h.Adm.Request.ID, Priority: h.Adm.Priority, Deadline: h.Adm.Deadline,
-		MinService: c.minService(&h.Adm), Enqueued: now, Payload: h}
+		MinService: c.expiryBar(&h.Adm), Enqueued: now, Payload: h}
 }
 
-func (c *Core) minService(a *schemas.Admitted) time.Duration {
-	p, d := c.minServiceParts(a)
+// expiryBar is the fastest the request could possibly be served: on the
+// fastest kind of replica serving its model, alone, with all of its
+// prompt but the last token already cached. A request that cannot finish
+// by its deadline even so can be answered now; any looser bar (assuming
+// nothing cached, as a retry must) would expire requests a worker holding
+// their prefix could still serve in time.
+func (c *Core) expiryBar(a *schemas.Admitted) time.Duration {
+	p, d := c.minServiceParts(a, true)
 	return time.Duration((p + d) * float64(time.Second))
 }
 
@@ -468,12 +525,20 @@ func CatalogWeights(cat *catalog.Catalog) func(model, dtype string) uint64 {
 }
 
 // PolicyNamed returns a fresh placement policy by name: "switchyard" (the
-// seven-axis placer with the catalog's weight sizes) or any baseline. The
-// live router and replay both build their policy here, so a replay with the
-// recorded name runs exactly the recorded policy.
+// seven-axis placer with the catalog's weight sizes), "switchyard-no-<axis>"
+// (the same with one axis switched off, for ablations), or any baseline.
+// The live router, replay and the simulator all build their policy here,
+// so a replay with the recorded name runs exactly the recorded policy and
+// a simulated figure is the shipped policy's.
 func PolicyNamed(name string, cat *catalog.Catalog, cost placement.CostModel) (placement.Policy, error) {
 	if name == "" || name == "switchyard" {
 		return placement.New(cost, placement.Options{WeightBytes: CatalogWeights(cat)}), nil
+	}
+	if axis, ok := strings.CutPrefix(name, "switchyard-no-"); ok {
+		if !slices.Contains(placement.Axes, axis) {
+			return nil, fmt.Errorf("routing: unknown axis %q (want one of %s)", axis, strings.Join(placement.Axes, ", "))
+		}
+		return placement.New(cost, placement.Options{WeightBytes: CatalogWeights(cat), Disabled: map[string]bool{axis: true}}), nil
 	}
 	return baselines.New(name, cost)
 }
@@ -510,6 +575,15 @@ func (c *Core) excludeSuspects(req *placement.Request, now time.Time) bool {
 // because it went silent has lost its in-flight work with its KV cache,
 // so that work is re-placed under the retry budget.
 func (c *Core) transition(t breaker.Transition) {
+	if t.To == breaker.Open && t.Cause == breaker.CauseStale && c.departed(t.Worker) {
+		// A worker that drained and then went quiet has left (scaled
+		// down), not failed: forget it rather than open its breaker.
+		c.acts = append(c.acts, Action{Kind: ActEvent, Worker: t.Worker, Event: &schemas.Event{
+			Kind: "worker_departed", At: t.At, WorkerID: t.Worker, Reason: "drained, then stopped heartbeating"}})
+		c.forget(t.Worker)
+		c.refreshSuspects()
+		return
+	}
 	c.refreshSuspects()
 	c.acts = append(c.acts, Action{Kind: ActEvent, Worker: t.Worker, Event: &schemas.Event{
 		Kind: t.EventKind(), At: t.At, WorkerID: t.Worker, Reason: t.Reason,
@@ -540,7 +614,7 @@ func (c *Core) workerLost(worker string, now time.Time) {
 			d.Done(id, worker)
 		}
 		adm := f.adm
-		prefill, decode := c.minServiceParts(&adm)
+		prefill, decode := c.minServiceParts(&adm, false)
 		dec := c.budget.Decide(retry.Input{Tenant: adm.Tenant, Now: now, Deadline: adm.Deadline, Attempt: adm.Attempt,
 			PrefillSeconds: prefill, DecodeSeconds: decode})
 		ev := &schemas.Event{Kind: "retry", At: now, RequestID: id, Tenant: adm.Tenant, WorkerID: worker, Reason: dec.Reason,
@@ -594,19 +668,46 @@ func blamesWorker(code string) bool {
 	return false
 }
 
-// minServiceParts predicts prefill and decode seconds on the fastest GPU
-// generation in the fleet, with nothing cached (a retry re-pays prefill).
-func (c *Core) minServiceParts(a *schemas.Admitted) (prefill, decode float64) {
+// minServiceParts predicts prefill and decode seconds on the fastest kind
+// of replica serving a's model, with the dtype that replica serves it in:
+// with everything but the last prompt token cached (cachedPrefix, the
+// expiry bar's best case) or with nothing cached (a retry, which re-pays
+// the prefill on a worker that never saw the prompt). When no worker lists
+// the model, every worker is considered at bf16, as a cold load would run.
+func (c *Core) minServiceParts(a *schemas.Admitted, cachedPrefix bool) (prefill, decode float64) {
 	if c.cfg.Cost == nil {
 		return 0, 0
 	}
-	best := math.Inf(1)
-	for _, w := range c.fleet.Workers() {
-		if w == nil {
-			continue
+	c.combos = c.combos[:0]
+	for pass := 0; pass < 2 && len(c.combos) == 0; pass++ {
+		for _, w := range c.fleet.Workers() {
+			if w == nil {
+				continue
+			}
+			k := replicaKind{gpu: w.GPU, tp: max(1, w.TP), dtype: catalog.DtypeBF16}
+			if pass == 0 {
+				m, ok := w.Model(a.Model, "")
+				if !ok {
+					continue
+				}
+				if m.Dtype != "" {
+					k.dtype = m.Dtype
+				}
+			}
+			if !slices.Contains(c.combos, k) {
+				c.combos = append(c.combos, k)
+			}
 		}
-		p := c.cfg.Cost.PrefillSeconds(w.GPU, a.Model, "bf16", max(1, w.TP), a.PromptTokens, 0)
-		d := c.cfg.Cost.DecodeSeconds(w.GPU, a.Model, "bf16", max(1, w.TP), a.Request.MaxTokens, 1, a.PromptTokens)
+	}
+	best := math.Inf(1)
+	for _, k := range c.combos {
+		var p float64
+		if cachedPrefix && a.PromptTokens > 1 {
+			p = c.cfg.Cost.PrefillSeconds(k.gpu, a.Model, k.dtype, k.tp, 1, a.PromptTokens-1)
+		} else {
+			p = c.cfg.Cost.PrefillSeconds(k.gpu, a.Model, k.dtype, k.tp, a.PromptTokens, 0)
+		}
+		d := c.cfg.Cost.DecodeSeconds(k.gpu, a.Model, k.dtype, k.tp, a.Request.MaxTokens, 1, a.PromptTokens)
 		if p+d < best {
 			best, prefill, decode = p+d, p, d
 		}
@@ -652,13 +753,33 @@ func (c *Core) forgetDeparted(now time.Time) {
 	}
 	sort.Strings(gone) // deterministic for replay
 	for _, id := range gone {
-		c.fleet.Remove(id)
-		c.breakers.Forget(id)
-		delete(c.approxKV, id)
+		c.forget(id)
 	}
 	if len(gone) > 0 {
 		c.refreshSuspects()
 	}
+}
+
+// departed reports whether a worker's last heartbeat said it was draining
+// and nothing dispatched to it is still out.
+func (c *Core) departed(worker string) bool {
+	w := c.fleet.Get(worker)
+	if w == nil || !w.Draining {
+		return false
+	}
+	for _, f := range c.placedOn {
+		if f.worker == worker {
+			return false
+		}
+	}
+	return true
+}
+
+// forget drops a worker from the fleet view, breakers and KV bookkeeping.
+func (c *Core) forget(id string) {
+	c.fleet.Remove(id)
+	c.breakers.Forget(id)
+	delete(c.approxKV, id)
 }
 
 // refreshSuspects lists the workers whose breaker is not closed.

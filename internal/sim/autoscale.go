@@ -270,14 +270,8 @@ func (a *autoscaler) decide(r *runner) {
 		}
 	}
 	in.Workers = a.workers
-	if r.cq != nil {
-		for _, p := range schemas.Priorities {
-			a.queued[p] = r.cq.LenClass(p)
-		}
-	} else {
-		for _, i := range r.queue {
-			a.queued[r.tr.Requests[i].Priority]++
-		}
+	for _, p := range schemas.Priorities {
+		a.queued[p] = r.core.QueuedClass(p)
 	}
 	in.SLO = a.recent.SLO(now, a.slo)
 	in.Mix = a.recent.Mix()
@@ -390,7 +384,8 @@ func (a *autoscaler) ready(r *runner, k int) {
 		// unless the configuration changed under the run.
 		panic(fmt.Sprintf("sim: autoscale: %v", err))
 	}
-	w := &simWorker{id: s.id, idx: int32(n), pool: s.pool.rep.GPU.Name, eng: eng, rep: s.pool.rep}
+	w := &simWorker{id: s.id, idx: int32(n), pool: s.pool.rep.GPU.Name, eng: eng, rep: s.pool.rep,
+		running: map[int32]int32{}, deliveredAt: map[int32]int64{}}
 	r.ws = append(r.ws, w)
 	r.byWID[w.id] = w.idx
 	a.poolOf = append(a.poolOf, s.pool)
@@ -399,7 +394,6 @@ func (a *autoscaler) ready(r *runner, k int) {
 	a.drainAt = append(a.drainAt, -1)
 	r.heartbeat(w)
 	r.h.push(r.now+int64(r.cfg.HeartbeatInterval), evHeartbeat, w.idx)
-	r.tryPlace()
 }
 
 // beat runs on each of w's heartbeats; false means w has retired and
@@ -415,7 +409,8 @@ func (a *autoscaler) beat(r *runner, w *simWorker) bool {
 	}
 	a.endAt[i] = r.now
 	a.stats.Retired++
-	r.fleet.Remove(w.id)
+	// It heartbeats no more; the router core lets a drained worker that
+	// went quiet depart, as it does live.
 	a.track(r.now)
 	return false
 }

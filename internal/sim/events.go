@@ -11,6 +11,14 @@ const (
 	evRetry
 )
 
+// Events after the autoscaler's (evReady, evControl: autoscale.go).
+const (
+	evAdmit = evRetry + 3 + iota // a deferred request reaches the router
+	evTick                       // the router's retry tick while work waits
+	evSweep                      // the router's idle tick: breakers, reaper
+	evFault                      // a scheduled fault strikes a worker
+)
+
 // event is one scheduled happening. It is a plain value (no interface) so
 // the heap does not allocate per event.
 type event struct {
@@ -18,6 +26,7 @@ type event struct {
 	seq  uint64
 	kind uint8
 	a    int32 // worker index or request index
+	b    int32 // a second operand (a dispatch's attempt)
 }
 
 func (x event) before(y event) bool {
@@ -37,9 +46,11 @@ type eventHeap struct {
 	seq uint64
 }
 
-func (h *eventHeap) push(at int64, kind uint8, a int32) {
+func (h *eventHeap) push(at int64, kind uint8, a int32) { h.pushAB(at, kind, a, 0) }
+
+func (h *eventHeap) pushAB(at int64, kind uint8, a, b int32) {
 	h.seq++
-	h.ev = append(h.ev, event{at: at, seq: h.seq, kind: kind, a: a})
+	h.ev = append(h.ev, event{at: at, seq: h.seq, kind: kind, a: a, b: b})
 	i := len(h.ev) - 1
 	for i > 0 {
 		p := (i - 1) / 2

@@ -63,6 +63,9 @@ type Result struct {
 	// GPU-hours above then count each replica only while provisioned.
 	Autoscale *AutoscaleStats `json:"autoscale,omitempty"`
 
+	// Reliability is what breakers and retries did.
+	Reliability Reliability `json:"reliability"`
+
 	Steps       uint64  `json:"engine_steps"`
 	WallSeconds float64 `json:"wall_s"`
 
@@ -230,4 +233,36 @@ func Quantile(xs []float64, q float64) float64 {
 	lo := int(math.Floor(pos))
 	hi := int(math.Ceil(pos))
 	return xs[lo] + (xs[hi]-xs[lo])*(pos-float64(lo))
+}
+
+// Reliability is what the router core's reliability machinery did in a
+// run: the same breakers, retry budget and reaper as live, counted from the
+// events it emitted.
+type Reliability struct {
+	// Faults is how many scheduled faults struck (FaultsMissed named no
+	// worker that existed then).
+	Faults       int `json:"faults,omitempty"`
+	FaultsMissed int `json:"faults_missed,omitempty"`
+	// BreakerOpened counts transitions to open, by any cause.
+	BreakerOpened int `json:"breaker_opened"`
+	// Retried counts requests re-placed after their worker was lost;
+	// RetryRefused those the retry budget or their deadline refused.
+	Retried      int `json:"retried"`
+	RetryRefused int `json:"retry_refused"`
+}
+
+func (rl *Reliability) count(ev *schemas.Event) {
+	if ev == nil {
+		return
+	}
+	switch ev.Kind {
+	case "breaker_open":
+		rl.BreakerOpened++
+	case "retry":
+		if ok, _ := ev.Fields["retry"].(bool); ok {
+			rl.Retried++
+		} else {
+			rl.RetryRefused++
+		}
+	}
 }

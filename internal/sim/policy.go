@@ -5,20 +5,23 @@ import (
 	"strings"
 
 	"github.com/switchyard-ai/switchyard/internal/baselines"
+	"github.com/switchyard-ai/switchyard/internal/catalog"
 	"github.com/switchyard-ai/switchyard/internal/perf"
 	"github.com/switchyard-ai/switchyard/internal/placement"
+	"github.com/switchyard-ai/switchyard/internal/routing"
 )
 
-// Policy is one contender: a placement policy plus the router behaviour
-// around it.
+// Policy is one contender: a placement policy, with whatever queue and
+// flow control it brings (baselines.Gatekeeper; routing.Core keeps them),
+// plus whether Switchyard's admitter stands in front of it.
 type Policy struct {
 	Name string
 	placement.Policy
-	// ClassQueue puts the Switchyard router in front of placement: the
-	// weighted-class EDF queue with deadline expiry (internal/queue) and
-	// load shedding. Gateway-style baselines forward every request at once
-	// in arrival order, as the systems they re-implement do.
-	ClassQueue bool
+	// Admission puts Switchyard's admitter in front of the router: its
+	// delay step sheds requests that would miss their deadline behind the
+	// queue and defers batch work while the fleet is busy. The baselines
+	// run without it, each with only the admission its own system has.
+	Admission bool
 }
 
 // PolicyNames lists the policies NewPolicy knows, ablations included.
@@ -31,24 +34,13 @@ func PolicyNames() []string {
 	return names
 }
 
-// NewPolicy builds a fresh policy by name: a baseline (internal/baselines),
-// "switchyard", or "switchyard-no-<axis>" with one placement axis disabled.
+// NewPolicy builds a fresh policy by name, through routing.PolicyNamed as
+// the live router does: a baseline (internal/baselines), "switchyard", or
+// "switchyard-no-<axis>" with one placement axis disabled.
 func NewPolicy(name string, pred *perf.Predictor) (Policy, error) {
-	if name == "switchyard" {
-		return Policy{Name: name, Policy: placement.New(pred, placement.Options{}), ClassQueue: true}, nil
-	}
-	if axis, ok := strings.CutPrefix(name, "switchyard-no-"); ok {
-		for _, a := range placement.Axes {
-			if a == axis {
-				p := placement.New(pred, placement.Options{Disabled: map[string]bool{a: true}})
-				return Policy{Name: name, Policy: p, ClassQueue: true}, nil
-			}
-		}
-		return Policy{}, fmt.Errorf("sim: unknown axis %q (want one of %s)", axis, strings.Join(placement.Axes, ", "))
-	}
-	p, err := baselines.New(name, pred)
+	p, err := routing.PolicyNamed(name, catalog.Default(), pred)
 	if err != nil {
 		return Policy{}, fmt.Errorf("sim: %w (known: %s)", err, strings.Join(PolicyNames(), ", "))
 	}
-	return Policy{Name: name, Policy: p}, nil
+	return Policy{Name: name, Policy: p, Admission: name == "switchyard" || strings.HasPrefix(name, "switchyard-no-")}, nil
 }

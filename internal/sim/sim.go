@@ -3,14 +3,22 @@
 // faster than real time, with no NATS, and measures what each placement
 // policy does to SLO attainment, goodput and cost per successful task.
 //
-// It drives the same core as the live services, not a model of them: one
-// internal/engine per simulated replica steps in virtual time exactly as
-// the live worker steps in real time; the router's view is an
-// internal/fleet fed by heartbeats built from engine.State and by KV events
-// built from each step's stored and evicted block hashes, on the worker's
-// heartbeat period; placement is a placement.Policy (the Switchyard Placer
-// or a baseline from internal/baselines) called on that fleet; bookings go
-// through fleet.Reserve/Unreserve like the router's.
+// It runs the shipped decision core, not a model of it. The router is a
+// routing.Core — the live router's state machine — advanced by the same
+// Inputs the live router journals (heartbeats, KV events, admitted
+// requests, releases, ticks), and its Actions are carried out in virtual
+// time: a dispatch reaches the worker after the dispatch latency, a fail
+// resolves the request, a snapshot request is answered from the engine.
+// Each simulated replica is an internal/engine stepped in virtual time
+// exactly as the live worker steps it in real time, and its heartbeats are
+// built by the same engine.FillHeartbeat. Admission's delay step is the
+// admitter's: its Shedder and DeferPolicy over an admission.FleetView fed
+// the same heartbeats, with the same roofline estimate. Breakers, the retry
+// budget and the reaper act as they do live, and Config.Faults makes them
+// act: a worker dies, slows or goes silent on a schedule.
+//
+// The GPU is simulated: every result comes from internal/perf's roofline
+// model, whose constants cite their sources.
 //
 // A run is a deterministic function of (config, trace, policy): events are
 // ordered by (virtual time, kind, insertion order), every random choice is
@@ -25,13 +33,15 @@ import (
 	"time"
 
 	"github.com/switchyard-ai/switchyard/internal/admission"
+	"github.com/switchyard-ai/switchyard/internal/breaker"
 	"github.com/switchyard-ai/switchyard/internal/catalog"
 	"github.com/switchyard-ai/switchyard/internal/engine"
-	"github.com/switchyard-ai/switchyard/internal/fleet"
 	"github.com/switchyard-ai/switchyard/internal/perf"
 	"github.com/switchyard-ai/switchyard/internal/placement"
 	"github.com/switchyard-ai/switchyard/internal/queue"
-	"github.com/switchyard-ai/switchyard/internal/tokens"
+	"github.com/switchyard-ai/switchyard/internal/retry"
+	"github.com/switchyard-ai/switchyard/internal/routing"
+	"github.com/switchyard-ai/switchyard/internal/slo"
 	"github.com/switchyard-ai/switchyard/loadgen/traces"
 	"github.com/switchyard-ai/switchyard/schemas"
 )
@@ -95,23 +105,34 @@ type Config struct {
 	// DispatchLatency is router → worker delivery time (default 2 ms, a
 	// JetStream publish and push-consumer delivery on one LAN).
 	DispatchLatency time.Duration
+	// Tick is the router's retry tick while requests wait (default 25 ms,
+	// the live router's; services/router Config.Tick).
+	Tick time.Duration
 	// Drain is how long after the last arrival the run continues before
 	// unfinished requests count as failed (default 5 min).
 	Drain time.Duration
 	// Seed seeds the engines' speculative-decoding draws.
 	Seed int64
-	// OnPlace, when set, sees every placement with the fleet and request it
-	// was made on (tests use it to check the live path decides the same).
-	OnPlace func(f *fleet.Fleet, req *placement.Request, now time.Time, d *placement.Decision)
+	// Breaker and Retry configure the router core's circuit breakers and
+	// retry budget (zero values: their packages' defaults, as live).
+	Breaker breaker.Config
+	Retry   retry.Config
+	// Faults happen to workers on a schedule (fault.go).
+	Faults []Fault
 	// Autoscale, when set, runs the control loop (internal/control) in
 	// virtual time over the fleet, which GPUs only starts (autoscale.go).
 	Autoscale *Autoscale
 	// OnResolve, when set, sees every request's outcome as it resolves: a
 	// diagnostics hook for finding where a class loses its SLO.
 	OnResolve func(Outcome)
-	// QueueLIFOAfter overrides queue.DefaultLIFOAfter, the wait after which
-	// a backlogged class serves newest first; negative keeps every class in
-	// EDF order always, for comparisons.
+	// OnInput, when set, sees every Input the router core is given and the
+	// Actions it answered with, in order: what the live router would have
+	// journalled. The Input's pointers are reused after the call; copy what
+	// must outlive it.
+	OnInput func(in routing.Input, acts []routing.Action)
+	// QueueLIFOAfter overrides queue.DefaultLIFOAfter for the Switchyard
+	// policy, the wait after which a backlogged class serves newest first;
+	// negative keeps every class in EDF order always, for comparisons.
 	QueueLIFOAfter time.Duration
 }
 
@@ -121,12 +142,15 @@ type Outcome struct {
 	// Status is "ok", "failed" or "shed"; SLOMet only for ok.
 	Status string
 	SLOMet bool
+	// Code is the error code of a failed or shed request.
+	Code   string
 	Worker string // empty unless placed
 	// Submitted, Placed and Done are virtual times (zero Placed when never
 	// placed); TTFT and ITL are seconds, for finished requests.
 	Submitted, Placed, Done time.Time
 	TTFT, ITL               float64
 	Preemptions             int
+	Attempts                int
 }
 
 func (c *Config) fill() {
@@ -142,9 +166,21 @@ func (c *Config) fill() {
 	if c.DispatchLatency <= 0 {
 		c.DispatchLatency = 2 * time.Millisecond
 	}
+	if c.Tick <= 0 {
+		c.Tick = 25 * time.Millisecond
+	}
 	if c.Drain <= 0 {
 		c.Drain = 5 * time.Minute
 	}
+}
+
+// RouterConfig is the router core's configuration for a run of policy p:
+// what the live router is built with (services/router), with the
+// simulator's breaker, retry and queue overrides. A bare routing.Core built
+// from it and fed a run's Inputs (Config.OnInput) answers the same Actions.
+func (c Config) RouterConfig(p placement.Policy, cost placement.CostModel) routing.Config {
+	return routing.Config{Policy: p, Cost: cost, Breaker: c.Breaker, Retry: c.Retry,
+		Queue: queue.Discipline{LIFOAfter: c.QueueLIFOAfter}}
 }
 
 // Replicas is the number of replicas the config describes.
@@ -170,7 +206,8 @@ const (
 type reqState struct {
 	status   uint8
 	sloMet   bool
-	worker   int32
+	worker   int32 // where the current attempt was dispatched, -1 for none
+	attempt  int32
 	submitAt int64
 	placeAt  int64
 	doneAt   int64
@@ -179,26 +216,29 @@ type reqState struct {
 	itl      float64 // seconds, mean per output token after the first
 	cached   int
 	gpuSec   float64
+	code     string
 }
 
 type simWorker struct {
-	id       string
-	idx      int32
-	pool     string
-	eng      *engine.Engine
-	rep      perf.Replica
-	busy     bool
-	last     engine.Step
-	kvSeq    uint64
-	hbSeq    uint64
-	done     uint64
-	carryGPU float64 // GPU-seconds of steps that emitted nothing yet
-	busyGPU  float64
-	hb       schemas.Heartbeat
-	byClass  map[string]int // hb.QueuedTokensByClass, reused
-	kvClass  map[string]int // hb.KVBlocksByClass, reused
-	models   [1]schemas.ModelState
-	kv       schemas.KVEvent
+	id      string
+	idx     int32
+	pool    string
+	eng     *engine.Engine
+	rep     perf.Replica
+	busy    bool
+	last    engine.Step
+	kvSeq   uint64
+	hbSeq   uint64
+	done    uint64
+	busyGPU float64
+	hb      schemas.Heartbeat
+	kv      schemas.KVEvent
+	fault   workerFault
+	// running maps a request on this engine to its attempt, so a late
+	// finish of an attempt the router re-placed is told apart.
+	running map[int32]int32
+	// deliveredAt is when each running request reached the engine.
+	deliveredAt map[int32]int64
 }
 
 // runner is one simulation in progress.
@@ -206,28 +246,26 @@ type runner struct {
 	cfg    Config
 	tr     *traces.Trace
 	pol    Policy
-	fleet  *fleet.Fleet
+	core   *routing.Core
+	view   admission.FleetView
 	pred   *perf.Predictor
 	ws     []*simWorker
 	byWID  map[string]int32
 	reqs   []reqState
-	preq   []placement.Request
+	adm    []schemas.Admitted
 	byID   map[string]int32
 	next   []int32 // next workflow step of each request, -1 if none
 	wfFail map[string]bool
 	h      eventHeap
 	now    int64
-	queue  []int32 // FIFO hand-off for gateway-style policies
-	cq     *queue.Queue[int32]
-	expBuf []queue.Item[int32]
-	// recent holds completion times of the last throughputWindow, the
-	// fleet throughput the admitter's shedder divides queue depth by.
-	recent  []int64
+	// tickAt is when the next queued-work tick fires (0: none armed).
+	tickAt  int64
 	pending map[string]int
+	kinds   []admission.ReplicaKind
 	open    int // requests not yet resolved
 	steps   uint64
-	doneFn  func(requestID, workerID string)
 	as      *autoscaler // nil for a fixed fleet
+	rel     Reliability
 }
 
 func at(ns int64) time.Time { return Epoch.Add(time.Duration(ns)) }
@@ -239,28 +277,21 @@ func Run(cfg Config, tr *traces.Trace, pol Policy) (*Result, error) {
 	if len(tr.Requests) == 0 {
 		return nil, errors.New("sim: empty trace")
 	}
+	if err := cfg.checkFaults(); err != nil {
+		return nil, err
+	}
 	start := time.Now()
+	pred := perf.NewPredictor(cfg.Catalog)
 	r := &runner{
-		cfg: cfg, tr: tr, pol: pol,
-		fleet:  fleet.New(fleet.Options{}),
-		pred:   perf.NewPredictor(cfg.Catalog),
-		byWID:  make(map[string]int32),
-		reqs:   make([]reqState, len(tr.Requests)),
-		preq:   make([]placement.Request, len(tr.Requests)),
-		byID:   make(map[string]int32, len(tr.Requests)),
-		next:   make([]int32, len(tr.Requests)),
-		wfFail: make(map[string]bool),
-	}
-	if o, ok := pol.Policy.(interface {
-		Done(requestID, workerID string)
-	}); ok {
-		r.doneFn = o.Done
-	}
-	if pol.ClassQueue {
-		r.cq = queue.New[int32](nil)
-		if cfg.QueueLIFOAfter != 0 {
-			r.cq.SetLIFOAfter(cfg.QueueLIFOAfter)
-		}
+		cfg: cfg, tr: tr, pol: pol, pred: pred,
+		core:    routing.New(cfg.RouterConfig(pol.Policy, pred)),
+		byWID:   make(map[string]int32),
+		reqs:    make([]reqState, len(tr.Requests)),
+		adm:     make([]schemas.Admitted, len(tr.Requests)),
+		byID:    make(map[string]int32, len(tr.Requests)),
+		next:    make([]int32, len(tr.Requests)),
+		wfFail:  make(map[string]bool),
+		pending: make(map[string]int, len(schemas.Priorities)),
 	}
 	if err := r.buildFleet(); err != nil {
 		return nil, err
@@ -270,33 +301,48 @@ func Run(cfg Config, tr *traces.Trace, pol Policy) (*Result, error) {
 			return nil, err
 		}
 	}
+	if err := r.scheduleFaults(); err != nil {
+		return nil, err
+	}
 	r.buildRequests()
+	r.h.push(int64(sweepEvery), evSweep, 0)
 	r.loop()
 	res := r.result(pol.Name)
+	res.Reliability = r.rel
 	res.WallSeconds = time.Since(start).Seconds()
 	return res, nil
 }
 
+// sweepEvery is how often the router ticks with nothing queued, so its
+// breakers, reaper and forgetting run (the live router's idle tick).
+const sweepEvery = 500 * time.Millisecond
+
+// newWorker builds one replica's engine.
+func (r *runner) newWorker(gpu string, tp int, id string) (*simWorker, error) {
+	rep, err := perf.NewReplica(r.cfg.Catalog, gpu, r.cfg.Model, r.cfg.Dtype, max(tp, 1))
+	if err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	eng, err := engine.New(engine.Config{
+		Replica: rep, MaxBatch: r.cfg.MaxBatch, TokenBudget: r.cfg.TokenBudget,
+		KVBlocks: r.cfg.KVBlocks, Spec: engine.SpecConfig{Seed: uint64(r.cfg.Seed) + uint64(len(r.ws))},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	w := &simWorker{id: id, idx: int32(len(r.ws)), pool: gpu, eng: eng, rep: rep,
+		running: map[int32]int32{}, deliveredAt: map[int32]int64{}}
+	r.ws = append(r.ws, w)
+	r.byWID[w.id] = w.idx
+	return w, nil
+}
+
 func (r *runner) buildFleet() error {
-	n := 0
 	for _, g := range r.cfg.GPUs {
-		tp := max(g.TP, 1)
-		rep, err := perf.NewReplica(r.cfg.Catalog, g.GPU, r.cfg.Model, r.cfg.Dtype, tp)
-		if err != nil {
-			return fmt.Errorf("sim: %w", err)
-		}
 		for i := 0; i < g.Count; i++ {
-			eng, err := engine.New(engine.Config{
-				Replica: rep, MaxBatch: r.cfg.MaxBatch, TokenBudget: r.cfg.TokenBudget,
-				KVBlocks: r.cfg.KVBlocks, Spec: engine.SpecConfig{Seed: uint64(r.cfg.Seed) + uint64(n)},
-			})
-			if err != nil {
-				return fmt.Errorf("sim: %w", err)
+			if _, err := r.newWorker(g.GPU, g.TP, fmt.Sprintf("%s-%02d", g.GPU, i)); err != nil {
+				return err
 			}
-			w := &simWorker{id: fmt.Sprintf("%s-%02d", g.GPU, i), idx: int32(n), pool: g.GPU, eng: eng, rep: rep}
-			r.ws = append(r.ws, w)
-			r.byWID[w.id] = w.idx
-			n++
 		}
 	}
 	// Heartbeats are staggered over one period, as independent workers'
@@ -314,6 +360,7 @@ func (r *runner) buildRequests() {
 		q := &r.tr.Requests[i]
 		r.byID[q.ID] = int32(i)
 		r.next[i] = -1
+		r.reqs[i].worker = -1
 		if w := q.Workflow; w != nil && w.Prev >= 0 {
 			r.next[w.Prev] = int32(i)
 		}
@@ -341,13 +388,27 @@ func (r *runner) loop() {
 			if r.as != nil && !r.as.beat(r, w) {
 				break // retired
 			}
+			if w.fault.dead {
+				break // a dead worker beats no more
+			}
 			r.heartbeat(w)
 			r.h.push(r.now+int64(r.cfg.HeartbeatInterval), evHeartbeat, w.idx)
-			r.tryPlace()
 		case evDeliver:
-			r.deliver(ev.a)
+			r.deliver(ev.a, ev.b)
 		case evArrive:
 			r.arrive(ev.a)
+		case evAdmit:
+			r.apply(routing.Input{Kind: routing.InAdmitted, Admitted: &r.adm[ev.a]})
+		case evTick:
+			if r.tickAt == ev.at {
+				r.tickAt = 0
+				r.apply(routing.Input{Kind: routing.InTick})
+			}
+		case evSweep:
+			r.apply(routing.Input{Kind: routing.InTick})
+			r.h.push(r.now+int64(sweepEvery), evSweep, 0)
+		case evFault:
+			r.fault(ev.a)
 		case evReady, evControl:
 			r.as.event(r, ev)
 		}
@@ -365,6 +426,7 @@ func (r *runner) loop() {
 			continue
 		}
 		r.reqs[i].status = stFailed
+		r.reqs[i].code = "cut_off"
 		if r.reqs[i].doneAt == 0 {
 			r.reqs[i].doneAt = r.now
 		}
@@ -374,119 +436,182 @@ func (r *runner) loop() {
 	}
 }
 
+// apply gives the router core one input at the current virtual time and
+// carries out what it answers.
+func (r *runner) apply(in routing.Input) {
+	in.At = at(r.now)
+	acts := r.core.Apply(in, nil)
+	if r.cfg.OnInput != nil {
+		r.cfg.OnInput(in, acts)
+	}
+	for k := range acts {
+		r.act(&acts[k])
+	}
+	if r.core.Queued() > 0 && r.tickAt == 0 {
+		r.tickAt = r.now + int64(r.cfg.Tick)
+		r.h.push(r.tickAt, evTick, 0)
+	}
+}
+
+// act carries out one of the core's actions, as the router shell does.
+func (r *runner) act(a *routing.Action) {
+	switch a.Kind {
+	case routing.ActDispatch:
+		i, ok := r.byID[a.ID]
+		if !ok {
+			return
+		}
+		st := &r.reqs[i]
+		wi, ok := r.byWID[a.Worker]
+		if !ok {
+			return
+		}
+		st.status, st.worker, st.placeAt = stPlaced, wi, r.now
+		st.attempt = int32(a.Held.Adm.Attempt)
+		r.h.pushAB(r.now+int64(r.cfg.DispatchLatency), evDeliver, i, st.attempt)
+	case routing.ActFail:
+		i, ok := r.byID[a.ID]
+		if !ok || r.resolved(i) {
+			return
+		}
+		status := stFailed
+		if a.Err != nil {
+			r.reqs[i].code = a.Err.Code
+			if a.Err.Code == schemas.CodeShed {
+				status = stShed
+			}
+		}
+		r.resolve(i, status)
+	case routing.ActSnapshot:
+		// The router saw a gap in a worker's KV events and asks for its
+		// whole cache, as the live worker answers over request/reply.
+		if wi, ok := r.byWID[a.Worker]; ok && !r.ws[wi].fault.dead {
+			w := r.ws[wi]
+			w.kv = schemas.KVEvent{WorkerID: w.id, Seq: w.kvSeq, Kind: schemas.KVSnapshot, Hashes: w.eng.CachedHashes(), At: at(r.now)}
+			r.apply(routing.Input{Kind: routing.InKV, KV: &w.kv})
+		}
+	case routing.ActEvent:
+		r.rel.count(a.Event)
+	}
+}
+
+func (r *runner) resolved(i int32) bool {
+	switch r.reqs[i].status {
+	case stOK, stFailed, stShed, stSkipped:
+		return true
+	}
+	return false
+}
+
+// arrive is a request reaching the admitter: it becomes the admitter's
+// envelope, passes the admitter's delay step (shed or defer, for policies
+// behind Switchyard's admitter), and goes to the router core.
 func (r *runner) arrive(i int32) {
 	q := &r.tr.Requests[i]
 	st := &r.reqs[i]
 	st.submitAt = r.now
-	// The request reaches placement the way it reaches the live router: as
-	// the admitter's envelope, converted by placement.FromAdmitted.
-	adm := schemas.Admitted{
+	adm := &r.adm[i]
+	*adm = schemas.Admitted{
 		Request: schemas.Request{ID: q.ID, Model: r.cfg.Model, MaxTokens: q.OutputTokens, Priority: q.Priority},
 		Tenant:  q.Tenant, Priority: q.Priority, Model: r.cfg.Model, SubmittedAt: at(r.now),
 		PromptTokens: q.PromptTokens, BlockHashes: q.BlockHashes,
+		TTFTTargetMs: float64(q.TTFTTarget) / float64(time.Millisecond),
+		TPOTTargetMs: float64(q.TPOTTarget) / float64(time.Millisecond),
 	}
 	if q.Deadline > 0 {
 		adm.Deadline = at(r.now + int64(q.Deadline))
 	}
-	var wfStart time.Time
 	if w := q.Workflow; w != nil {
 		adm.Request.Workflow = &schemas.Workflow{ID: w.ID, Step: w.Step, Of: w.Of, DeadlineMs: w.Deadline.Milliseconds()}
 		first := i
 		for r.tr.Requests[first].Workflow.Prev >= 0 {
 			first = int32(r.tr.Requests[first].Workflow.Prev)
 		}
-		wfStart = at(r.reqs[first].submitAt)
+		adm.WorkflowStartedAt = at(r.reqs[first].submitAt)
 	}
-	r.preq[i] = placement.FromAdmitted(&adm, r.cfg.Dtype, wfStart)
-	p := &r.preq[i]
-	if r.pol.ClassQueue {
-		if v := r.shed(q, p.Deadline); v.Shed {
+	st.status = stQueued
+	if r.pol.Admission {
+		switch until, shed := r.delay(adm); {
+		case shed != nil:
+			st.code = shed.Code
 			r.resolve(i, stShed)
+			return
+		case !until.IsZero():
+			// Deferred: the admitter publishes it scheduled for later.
+			r.h.push(until.Sub(Epoch).Nanoseconds(), evAdmit, i)
 			return
 		}
 	}
-	st.status = stQueued
-	if r.cq != nil {
-		_ = r.cq.Push(queue.Item[int32]{
-			ID: q.ID, Priority: q.Priority, Deadline: p.Deadline,
-			MinService: r.minService(q), Enqueued: at(r.now), Payload: i,
-		})
-	} else {
-		r.queue = append(r.queue, i)
-	}
-	r.tryPlace()
+	r.apply(routing.Input{Kind: routing.InAdmitted, Admitted: adm})
 }
 
-// maxTries bounds how many queued requests one retry pass offers to the
-// policy, so an overloaded run does not go quadratic in the queue length.
-const maxTries = 64
-
-func (r *runner) tryPlace() {
-	if r.cq != nil {
-		r.tryPlaceClassQueue()
-		return
-	}
-	if len(r.queue) == 0 {
-		return
-	}
+// delay is the admitter's delay step (admission.Decide, step 7) over the
+// admitter's fleet view: shed what would miss its deadline behind the
+// queue, defer batch work while the fleet is busy.
+func (r *runner) delay(a *schemas.Admitted) (until time.Time, shed *schemas.Error) {
 	now := at(r.now)
-	kept := r.queue[:0]
-	tries := 0
-	for k, i := range r.queue {
-		if tries >= maxTries {
-			kept = append(kept, r.queue[k:]...)
-			break
-		}
-		tries++
-		d := r.place(i, now)
-		switch {
-		case d.OK():
-			r.dispatch(i, d)
-		case d.Unresolvable:
-			r.resolve(i, stFailed)
-		default:
-			kept = append(kept, i)
-		}
+	for _, p := range schemas.Priorities {
+		r.pending[p] = r.core.QueuedClass(p)
 	}
-	r.queue = kept
+	load := r.view.Load(r.pending, now)
+	r.kinds = r.view.Kinds(now, a.Model, r.kinds)
+	es, ok := admission.RooflineEstimate(r.pred, r.kinds, a.Model, a.PromptTokens, a.Request.MaxTokens)
+	if !ok {
+		return time.Time{}, nil
+	}
+	sh := admission.Shedder{Margin: r.shedMargins()}
+	if v := sh.Check(a.Priority, now, a.Deadline, es.Latency, load); v.Shed {
+		return time.Time{}, v.Error
+	}
+	wait, _ := sh.Wait(a.Priority, load)
+	if t, ok, _ := (admission.DeferPolicy{}).Defer(a.Priority, now, a.Deadline, es.Latency, wait, load); ok {
+		return t, nil
+	}
+	return time.Time{}, nil
 }
 
-func (r *runner) dispatch(i int32, d *placement.Decision) {
-	q := &r.tr.Requests[i]
+// deliver is a dispatch reaching its worker.
+func (r *runner) deliver(i, attempt int32) {
 	st := &r.reqs[i]
-	w := r.ws[r.byWID[d.Worker.ID]]
-	st.status = stPlaced
-	st.worker = w.idx
-	st.placeAt = r.now
-	// Booked through placement's Decision.Booking, which the live router
-	// uses too: the prompt tokens net of the cached prefix.
-	prefill, output, blocks := d.Booking(q.PromptTokens, q.OutputTokens)
-	_ = r.fleet.Reserve(w.id, q.ID, q.Priority, prefill, output, blocks, at(r.now))
-	r.h.push(r.now+int64(r.cfg.DispatchLatency), evDeliver, i)
-}
-
-func (r *runner) deliver(i int32) {
-	q := &r.tr.Requests[i]
-	st := &r.reqs[i]
+	if r.resolved(i) || st.attempt != attempt || st.worker < 0 {
+		return
+	}
 	w := r.ws[st.worker]
+	if w.fault.dead {
+		return // lost with the worker; its breaker will notice
+	}
+	q := &r.tr.Requests[i]
+	adm := &r.adm[i]
+	if e := engine.RefuseLate(adm, at(r.now), w.id); e != nil {
+		r.finishError(w, i, e)
+		return
+	}
 	err := w.eng.Add(engine.Sequence{
 		ID: q.ID, PromptTokens: q.PromptTokens, BlockHashes: q.BlockHashes,
-		MaxTokens: q.OutputTokens, Arrival: at(st.submitAt),
-		// As the live worker does: the engine's waiting queue is ordered by class.
-		Priority: max(0, schemas.PriorityRank(q.Priority)),
-		Critical: q.Priority == schemas.PriorityCritical,
+		MaxTokens: q.OutputTokens, Arrival: at(r.now),
+		Priority: engine.PriorityOf(adm.Priority), Critical: adm.Priority == schemas.PriorityCritical,
 	})
 	if err != nil {
-		r.fleet.Unreserve(q.ID)
-		r.resolve(i, stFailed)
+		r.finishError(w, i, schemas.Errf(schemas.CodeUnplaceable, "", "worker %s cannot run it: %v", w.id, err))
 		return
 	}
+	w.running[i] = attempt
+	w.deliveredAt[i] = r.now
 	r.kick(w)
+}
+
+// finishError is a worker's error result: it resolves the request and
+// releases it in the router, whose breaker learns from its code.
+func (r *runner) finishError(w *simWorker, i int32, e *schemas.Error) {
+	r.reqs[i].code = e.Code
+	r.resolve(i, stFailed)
+	r.apply(routing.Input{Kind: routing.InReleased, ID: r.tr.Requests[i].ID,
+		Result: &routing.ResultSummary{Status: schemas.StatusFailed, Code: e.Code, WorkerID: w.id}})
 }
 
 // kick starts w's next step if it is idle and has work.
 func (r *runner) kick(w *simWorker) {
-	if w.busy || !w.eng.HasWork() {
+	if w.busy || w.fault.dead || !w.eng.HasWork() {
 		return
 	}
 	st := w.eng.Step(at(r.now))
@@ -496,70 +621,64 @@ func (r *runner) kick(w *simWorker) {
 	}
 	w.busy = true
 	w.last = st
-	r.h.push(r.now+int64(st.Duration), evStepEnd, w.idx)
+	r.h.push(r.now+w.fault.stretch(st.Duration), evStepEnd, w.idx)
 }
 
 func (r *runner) stepEnd(w *simWorker) {
-	st := &w.last
 	w.busy = false
+	if w.fault.dead {
+		return
+	}
+	st := &w.last
 	if len(st.Stored) > 0 {
 		r.kvEvent(w, schemas.KVStored, st.Stored)
 	}
 	if len(st.Evicted) > 0 {
 		r.kvEvent(w, schemas.KVEvicted, st.Evicted)
 	}
-	// GPU time is attributed like the live worker does, split over the
-	// sequences that emitted; a prefill-only step's time is carried to the
-	// step that emits the first token of those prefills.
 	w.busyGPU += st.GPUSeconds
-	if n := len(st.Emitted); n > 0 {
-		share := (st.GPUSeconds + w.carryGPU) / float64(n)
-		w.carryGPU = 0
-		for _, e := range st.Emitted {
-			if i, ok := r.byID[e.ID]; ok {
-				r.reqs[i].gpuSec += share
-			}
-		}
-	} else {
-		w.carryGPU += st.GPUSeconds
-	}
-	fin := len(st.Finished) > 0
 	for _, f := range st.Finished {
 		r.finish(w, f)
 	}
 	r.kick(w)
-	if fin {
-		r.tryPlace()
-	}
 }
 
 func (r *runner) kvEvent(w *simWorker, kind string, hashes []uint64) {
 	w.kvSeq++
 	w.kv = schemas.KVEvent{WorkerID: w.id, Seq: w.kvSeq, Kind: kind, Hashes: hashes, At: at(r.now)}
-	r.fleet.ApplyKV(&w.kv, at(r.now))
+	r.apply(routing.Input{Kind: routing.InKV, KV: &w.kv})
 }
 
+// finish is a worker's ok result for request f.ID. The first final result
+// wins, as the live result ledger makes it: a finish of an attempt the
+// router already re-placed or answered is dropped.
 func (r *runner) finish(w *simWorker, f engine.Finished) {
 	i, ok := r.byID[f.ID]
 	if !ok {
 		return
 	}
-	q := &r.tr.Requests[i]
+	attempt := w.running[i]
+	delivered := w.deliveredAt[i]
+	delete(w.running, i)
+	delete(w.deliveredAt, i)
 	st := &r.reqs[i]
-	w.done++
-	r.fleet.Unreserve(q.ID)
-	if r.doneFn != nil {
-		r.doneFn(q.ID, w.id)
+	st.gpuSec += f.GPUSeconds
+	if r.resolved(i) || st.attempt != attempt || st.worker != w.idx {
+		return
 	}
+	w.done++
 	st.cached = f.CachedTokens
 	st.preempt = int32(f.Preemptions)
-	st.ttft = f.FirstTokenAt.Sub(at(st.submitAt)).Seconds()
+	ttft := f.FirstTokenAt.Sub(at(st.submitAt))
+	var itl time.Duration
 	if f.OutputTokens > 1 {
-		st.itl = f.FinishedAt.Sub(f.FirstTokenAt).Seconds() / float64(f.OutputTokens-1)
+		itl = f.FinishedAt.Sub(f.FirstTokenAt) / time.Duration(f.OutputTokens-1)
 	}
-	st.sloMet = st.ttft <= q.TTFTTarget.Seconds() && st.itl <= q.TPOTTarget.Seconds()
-	r.recent = append(r.recent, r.now)
+	st.ttft, st.itl = ttft.Seconds(), itl.Seconds()
+	st.sloMet = slo.Met(slo.Observed{OK: true, TTFT: ttft, ITL: itl, Finished: f.FinishedAt}, slo.TargetOf(&r.adm[i]))
 	r.resolve(i, stOK)
+	r.apply(routing.Input{Kind: routing.InReleased, ID: f.ID, Result: &routing.ResultSummary{
+		Status: schemas.StatusOK, WorkerID: w.id, WorkMs: float64(r.now-delivered) / 1e6}})
 }
 
 // resolve records i's final status and releases or skips the rest of its
@@ -597,136 +716,27 @@ func (r *runner) resolve(i int32, status uint8) {
 	r.h.push(r.now+int64(r.tr.Requests[nx].Workflow.ToolGap), evArrive, nx)
 }
 
-// heartbeat publishes w's state into the fleet the way the live worker's
-// heartbeat does (services/worker builds the same fields from the same
-// engine.State).
+// heartbeat publishes w's state to the router core and the admitter's
+// fleet view, built as the live worker builds it (engine.FillHeartbeat).
 func (r *runner) heartbeat(w *simWorker) {
-	s := w.eng.State()
+	if w.fault.silent {
+		return
+	}
 	w.hbSeq++
-	g := w.rep.GPU
-	total := uint64(g.HBMBytes()) * uint64(w.rep.TP)
-	used := uint64(float64(total)*perf.DefaultMemUtil*(1-float64(s.KVBlocksFree)/float64(max(1, s.KVBlocksTotal)))) + uint64(w.rep.WeightBytes())
-	w.models[0] = schemas.ModelState{Name: w.rep.Model.Name, Dtype: w.rep.Dtype, State: s.Weights, LoadSeconds: w.rep.LoadSeconds(schemas.WeightCold)}
-	// One map per worker, refilled each heartbeat: the fleet copies it.
-	w.byClass = s.ClassMap(w.byClass)
-	w.kvClass = s.KVClassMap(w.kvClass)
-	w.hb = schemas.Heartbeat{
-		WorkerID: w.id, Pool: w.pool, GPU: g.Name, Arch: g.Arch, Simulated: true, Backend: "sim", TP: w.rep.TP,
-		HBMTotalBytes: total, HBMFreeBytes: total - min(total, used),
-		KVBlocksTotal: s.KVBlocksTotal, KVBlocksFree: s.KVBlocksFree, BlockSize: tokens.BlockSize,
-		Utilization: s.Utilization, Models: w.models[:],
-		Running: s.Running, Waiting: s.Waiting, QueuedTokens: s.QueuedTokens, MaxBatch: s.MaxBatch, QueuedTokensByClass: w.byClass,
-		KVBlocksByClass: w.kvClass, TokensPerSec: s.TokensPerSec, SpecDecode: s.SpecDecode,
-		KVSeq: w.kvSeq, Seq: w.hbSeq, SentAt: at(r.now), PricePerHour: w.rep.PricePerHour(),
-		CompletedTotal: w.done,
-		Draining:       r.as != nil && r.as.draining(w.idx),
-	}
-	r.fleet.ApplyHeartbeat(&w.hb, at(r.now))
-}
-
-// tryPlaceClassQueue offers queued requests to the policy in the class
-// queue's order (weighted classes, EDF inside a class). Requests no worker
-// can take now go back in; expired ones fail with deadline exceeded rather
-// than burn GPU time on an answer nobody can use.
-func (r *runner) tryPlaceClassQueue() {
-	now := at(r.now)
-	r.expBuf = r.cq.Pass(now, maxBlocked, r.expBuf[:0], func(it queue.Item[int32]) queue.Outcome {
-		i := it.Payload
-		d := r.place(i, now)
-		switch {
-		case d.OK():
-			r.dispatch(i, d)
-			return queue.Placed
-		case d.Unresolvable:
-			r.resolve(i, stFailed)
-			return queue.Answered
-		}
-		return queue.Blocked
-	})
-	for _, e := range r.expBuf {
-		r.resolve(e.Payload, stFailed)
-	}
-}
-
-// maxBlocked is how many requests a pass may find unplaceable before it
-// stops, as in the live router (routing.Config.MaxBlocked's default).
-const maxBlocked = 16
-
-// place asks the policy and reports the decision to Config.OnPlace.
-func (r *runner) place(i int32, now time.Time) *placement.Decision {
-	d := r.pol.Place(r.fleet, &r.preq[i], now)
-	if r.cfg.OnPlace != nil {
-		r.cfg.OnPlace(r.fleet, &r.preq[i], now, d)
-	}
-	return d
-}
-
-// minService is the request's fastest possible service on the fleet's
-// fastest replica class, alone and fully cached: the queue's expiry bar,
-// which must not expire a request some worker could still serve in time.
-func (r *runner) minService(q *traces.Request) time.Duration {
-	best := 0.0
-	for k, g := range r.cfg.GPUs {
-		// Best case: the whole prompt but its last token is cached.
-		s := r.pred.PrefillSeconds(g.GPU, r.cfg.Model, r.cfg.Dtype, max(g.TP, 1), 1, q.PromptTokens-1) +
-			r.pred.DecodeSeconds(g.GPU, r.cfg.Model, r.cfg.Dtype, max(g.TP, 1), q.OutputTokens, 1, q.PromptTokens)
-		if k == 0 || s < best {
-			best = s
-		}
-	}
-	return time.Duration(best * float64(time.Second))
-}
-
-// throughputWindow is how far back completions count as recent throughput.
-const throughputWindow = int64(30 * time.Second)
-
-// shed asks the admitter's shedder (internal/admission) whether q would
-// miss its deadline behind the work queued in the router: the same check
-// the live admitter makes, with the router queue's per-class depth and the
-// fleet's recent completion rate as its Load.
-func (r *runner) shed(q *traces.Request, deadline time.Time) admission.ShedVerdict {
-	if deadline.IsZero() {
-		return admission.ShedVerdict{}
-	}
-	cut := r.now - throughputWindow
-	k := 0
-	for k < len(r.recent) && r.recent[k] < cut {
-		k++
-	}
-	r.recent = r.recent[k:]
-	if r.pending == nil {
-		r.pending = make(map[string]int, len(schemas.Priorities))
-	}
-	for _, p := range schemas.Priorities {
-		r.pending[p] = r.cq.LenClass(p)
-	}
-	span := float64(min(r.now, throughputWindow)) / 1e9
-	l := admission.Load{Pending: r.pending}
-	if span > 0 {
-		l.RequestsPerSec = float64(len(r.recent)) / span
-	}
-	return admission.Shedder{Margin: r.shedMargins()}.Check(q.Priority, at(r.now), deadline, r.service(q), l)
-}
-
-// service is the request's predicted service time alone and uncached on
-// the fleet's fastest replica class (the admitter's estimate of it).
-func (r *runner) service(q *traces.Request) time.Duration {
-	best := 0.0
-	for k, g := range r.cfg.GPUs {
-		s := r.pred.PrefillSeconds(g.GPU, r.cfg.Model, r.cfg.Dtype, max(g.TP, 1), q.PromptTokens, 0) +
-			r.pred.DecodeSeconds(g.GPU, r.cfg.Model, r.cfg.Dtype, max(g.TP, 1), q.OutputTokens, 1, q.PromptTokens)
-		if k == 0 || s < best {
-			best = s
-		}
-	}
-	return time.Duration(best * float64(time.Second))
+	hb := &w.hb
+	hb.WorkerID, hb.Pool, hb.Backend = w.id, w.pool, "sim"
+	hb.KVSeq, hb.Seq, hb.SentAt, hb.CompletedTotal = w.kvSeq, w.hbSeq, at(r.now), w.done
+	hb.Draining = r.as != nil && r.as.draining(w.idx)
+	w.eng.FillHeartbeat(hb)
+	r.view.Observe(*hb, at(r.now))
+	r.apply(routing.Input{Kind: routing.InHeartbeat, Heartbeat: hb})
 }
 
 func (r *runner) outcome(i int32, status uint8) {
 	st := &r.reqs[i]
 	o := Outcome{
 		Request: &r.tr.Requests[i], SLOMet: st.sloMet, Submitted: at(st.submitAt), Done: at(st.doneAt),
-		TTFT: st.ttft, ITL: st.itl, Preemptions: int(st.preempt),
+		TTFT: st.ttft, ITL: st.itl, Preemptions: int(st.preempt), Code: st.code, Attempts: int(st.attempt) + 1,
 	}
 	switch status {
 	case stOK:
@@ -736,7 +746,7 @@ func (r *runner) outcome(i int32, status uint8) {
 	default:
 		o.Status = "failed"
 	}
-	if st.placeAt > 0 {
+	if st.placeAt > 0 && st.worker >= 0 {
 		o.Placed = at(st.placeAt)
 		o.Worker = r.ws[st.worker].id
 	}

@@ -1,25 +1,29 @@
 package sim
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
-	"github.com/switchyard-ai/switchyard/internal/fleet"
 	"github.com/switchyard-ai/switchyard/internal/perf"
-	"github.com/switchyard-ai/switchyard/internal/placement"
+	"github.com/switchyard-ai/switchyard/internal/routing"
 	"github.com/switchyard-ai/switchyard/loadgen/traces"
 	"github.com/switchyard-ai/switchyard/schemas"
 )
 
+// mooncakeSlice reads the first n (≤ 1,000) requests of the Mooncake
+// conversation trace from the repository's slice of it (testdata/).
 func mooncakeSlice(t testing.TB, n int) *traces.Trace {
 	t.Helper()
-	p := filepath.Join("../../../shared/traces", "mooncake_fast25_conversation_t0000-2400s.jsonl")
+	p := filepath.Join("..", "..", "testdata", "traces", "mooncake_fast25_conversation_first1000.jsonl")
 	if _, err := os.Stat(p); err != nil {
-		t.Skipf("trace not present: %v", err)
+		t.Fatalf("trace slice missing from the repository: %v", err)
 	}
 	tr, err := traces.ReadMooncakeFile(p, traces.ReadOptions{Limit: n, Seed: 1})
 	if err != nil {
@@ -69,37 +73,122 @@ func TestDeterministic(t *testing.T) {
 	}
 }
 
-// TestSameDecisionAsLiveRouter: at every placement the simulator makes, a
-// fresh Placer given the same fleet and the request the live router would
-// build from the admitter's envelope (placement.FromAdmitted, as
-// services/router does) picks the same worker.
-func TestSameDecisionAsLiveRouter(t *testing.T) {
-	tr := mooncakeSlice(t, 120)
-	pred := perf.NewPredictor(nil)
-	live := placement.New(pred, placement.Options{})
-	checked := 0
+// TestSameActionsAsBareCore: the simulator holds no routing decision of
+// its own. Every Input it gives its router core is recorded (as the live
+// router journals them), fed to a bare routing.Core built the way the live
+// router builds one, and must draw the same Actions, input for input: on a
+// plain run, on an agentic trace with workflows and deadlines, and with a
+// worker killed, one slowed and one gone silent mid-trace, so breakers,
+// retries and the reaper are on the path.
+func TestSameActionsAsBareCore(t *testing.T) {
+	faults := []Fault{
+		{At: 8 * time.Second, Worker: "h100-01", Kind: FaultDie},
+		{At: 5 * time.Second, Worker: "h100-02", Kind: FaultSlow, Factor: 0.2},
+		{At: 12 * time.Second, Worker: "h100-03", Kind: FaultSilent},
+		{At: 30 * time.Second, Worker: "h100-03", Kind: FaultRecover},
+	}
+	agent := traces.Agentic(traces.AgenticConfig{Seed: 3, Duration: 30 * time.Second, WorkflowsPerSec: 1})
+	for _, tc := range []struct {
+		name   string
+		tr     *traces.Trace
+		policy string
+		faults []Fault
+	}{
+		{"mooncake", mooncakeSlice(t, 200).Scale(4), "switchyard", nil},
+		{"agentic", agent, "switchyard", nil},
+		{"mooncake with faults", mooncakeSlice(t, 200).Scale(4), "switchyard", faults},
+		{"llm-d flow control with faults", mooncakeSlice(t, 200).Scale(8), "llm-d", faults},
+		{"dynamo with faults", mooncakeSlice(t, 200).Scale(8), "dynamo", faults},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := small
+			cfg.Faults = tc.faults
+			var inputs [][]byte
+			var want [][]string
+			cfg.OnInput = func(in routing.Input, acts []routing.Action) {
+				b, err := json.Marshal(in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				inputs = append(inputs, b)
+				want = append(want, summarize(acts))
+			}
+			res := run(t, cfg, tc.tr, tc.policy)
+			pol, err := NewPolicy(tc.policy, perf.NewPredictor(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			bare := routing.New(cfg.RouterConfig(pol.Policy, perf.NewPredictor(nil)))
+			kinds := map[string]int{}
+			for k, b := range inputs {
+				var in routing.Input
+				if err := json.Unmarshal(b, &in); err != nil {
+					t.Fatal(err)
+				}
+				got := summarize(bare.Apply(in, nil))
+				if !slices.Equal(got, want[k]) {
+					t.Fatalf("input %d (%s at %v): the simulator's core answered %v, a bare core %v", k, in.Kind, in.At.Sub(Epoch), want[k], got)
+				}
+				for _, a := range got {
+					kinds[strings.SplitN(a, " ", 2)[0]]++
+				}
+			}
+			// A run that never dispatched, or with faults never retried,
+			// would prove nothing.
+			if kinds[routing.ActDispatch] < len(tc.tr.Requests)/2 {
+				t.Fatalf("only %d dispatches for %d requests: %v", kinds[routing.ActDispatch], len(tc.tr.Requests), kinds)
+			}
+			if tc.faults != nil && (res.Reliability.BreakerOpened == 0 || res.Reliability.Faults != len(tc.faults)) {
+				t.Fatalf("faults left no mark: %+v", res.Reliability)
+			}
+			t.Logf("%d inputs, actions %v, reliability %+v, SLO %.3f", len(inputs), kinds, res.Reliability, res.SLOAttainment)
+		})
+	}
+}
+
+// summarize is an action as a comparable line.
+func summarize(acts []routing.Action) []string {
+	out := make([]string, 0, len(acts))
+	for _, a := range acts {
+		line := a.Kind + " " + a.ID + " " + a.Worker
+		if a.Err != nil {
+			line += " " + a.Err.Code + ": " + a.Err.Message
+		}
+		if a.Event != nil {
+			line += " " + a.Event.Kind + " " + a.Event.Reason
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+// TestKilledWorker: a worker killed mid-trace. Its breaker opens when its
+// heartbeats stop, the work it held is re-placed within the retry budget,
+// and nothing is lost: every request ends with one outcome, and few fail.
+func TestKilledWorker(t *testing.T) {
+	tr := mooncakeSlice(t, 300).Scale(2)
 	cfg := small
-	cfg.OnPlace = func(f *fleet.Fleet, req *placement.Request, now time.Time, d *placement.Decision) {
-		adm := schemas.Admitted{
-			Request: schemas.Request{ID: req.ID, Model: req.Model, MaxTokens: req.OutputTokens, Priority: req.Priority},
-			Tenant:  req.Tenant, Priority: req.Priority, Model: req.Model, Deadline: req.Deadline,
-			PromptTokens: req.PromptTokens, BlockHashes: req.BlockHashes,
+	cfg.Faults = []Fault{{At: 20 * time.Second, Worker: "h100-00", Kind: FaultDie}}
+	outcomes := map[string]int{}
+	cfg.OnResolve = func(o Outcome) { outcomes[o.Request.ID]++ }
+	res := run(t, cfg, tr, "switchyard")
+	rl := res.Reliability
+	if rl.BreakerOpened < 1 || rl.Retried < 1 {
+		t.Fatalf("the dead worker's breaker did not open or nothing was re-placed: %+v", rl)
+	}
+	for id, n := range outcomes {
+		if n != 1 {
+			t.Errorf("%s resolved %d times", id, n)
 		}
-		lr := placement.FromAdmitted(&adm, "", time.Time{})
-		want := d.Worker
-		got := live.Place(f, &lr, now)
-		if (want == nil) != (got.Worker == nil) || (want != nil && want.ID != got.Worker.ID) {
-			t.Fatalf("%s: simulator chose %v, live path %v", req.ID, want, got.Worker)
-		}
-		checked++
 	}
-	pol, _ := NewPolicy("switchyard", pred)
-	if _, err := Run(cfg, tr, pol); err != nil {
-		t.Fatal(err)
+	if len(outcomes) != res.Requests || res.Finished+res.Failed+res.Shed != res.Requests {
+		t.Fatalf("lost requests: %d outcomes, %+v", len(outcomes), res)
 	}
-	if checked < len(tr.Requests) {
-		t.Fatalf("only %d placements checked for %d requests", checked, len(tr.Requests))
+	healthy := run(t, small, tr, "switchyard")
+	if lost := res.Failed - healthy.Failed; lost > rl.RetryRefused+res.Requests/50 {
+		t.Errorf("%d failed with the kill, %d without, %d retries refused: the re-placed work should mostly finish", res.Failed, healthy.Failed, rl.RetryRefused)
 	}
+	t.Logf("%+v; %d finished, %d failed (%d without the kill), %d shed of %d", rl, res.Finished, res.Failed, healthy.Failed, res.Shed, res.Requests)
 }
 
 // TestPrefixAwareBeatsRandomOnSharedPrefix is the llm-d benchmark's shape,

@@ -11,13 +11,16 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/tokens"
 )
 
-const tracesDir = "../../../shared/traces"
+// tracesDir holds slices of the real traces in ../../shared/traces, cut
+// to their first rows (testdata/README.md), so the tests run in a fresh
+// clone with nothing beside it.
+const tracesDir = "../../testdata/traces"
 
 func traceFile(t *testing.T, name string) string {
 	t.Helper()
 	p := filepath.Join(tracesDir, name)
 	if _, err := os.Stat(p); err != nil {
-		t.Skipf("trace %s not present: %v", name, err)
+		t.Fatalf("trace slice %s missing from the repository: %v", name, err)
 	}
 	return p
 }
@@ -71,10 +74,10 @@ func TestReadersDeterministic(t *testing.T) {
 		read func(seed int64) (*Trace, error)
 	}{
 		{"mooncake", func(s int64) (*Trace, error) {
-			return ReadMooncakeFile(traceFile(t, "mooncake_fast25_conversation_t0000-2400s.jsonl"), ReadOptions{Limit: 300, Seed: s})
+			return ReadMooncakeFile(traceFile(t, "mooncake_fast25_conversation_first1000.jsonl"), ReadOptions{Limit: 300, Seed: s})
 		}},
 		{"azure", func(s int64) (*Trace, error) {
-			return ReadAzureFile(traceFile(t, "azure_llm_2023_code.csv"), ReadOptions{Limit: 300, Seed: s})
+			return ReadAzureFile(traceFile(t, "azure_llm_2023_code_first1000.csv"), ReadOptions{Limit: 300, Seed: s})
 		}},
 		{"agentic", func(s int64) (*Trace, error) {
 			return Agentic(AgenticConfig{Seed: s, Duration: time.Minute}), nil
@@ -110,7 +113,7 @@ func TestReadersDeterministic(t *testing.T) {
 }
 
 func TestMooncakeFileStats(t *testing.T) {
-	tr, err := ReadMooncakeFile(traceFile(t, "mooncake_fast25_conversation_t0000-2400s.jsonl"), ReadOptions{Limit: 500, Seed: 1, NoJitter: true})
+	tr, err := ReadMooncakeFile(traceFile(t, "mooncake_fast25_conversation_first1000.jsonl"), ReadOptions{Limit: 500, Seed: 1, NoJitter: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -273,8 +273,7 @@ func (w *Worker) onDispatch(ctx context.Context, m jetstream.Msg) {
 			return
 		}
 	}
-	if !d.Admitted.Deadline.IsZero() && w.sh.Now().After(d.Admitted.Deadline) {
-		e := schemas.Errf(schemas.CodeDeadlineExceeded, "", "deadline passed before worker %s could start it; not computed", w.cfg.ID)
+	if e := engine.RefuseLate(&d.Admitted, w.sh.Now(), w.cfg.ID); e != nil {
 		w.finish(ctx, d, m, svc.ErrorResult(id, d.Admitted.Tenant, d.Admitted.Priority, e, w.sh.Now()))
 		return
 	}
@@ -320,7 +319,7 @@ func (w *Worker) onDispatch(ctx context.Context, m jetstream.Msg) {
 		BlockHashes:  d.Admitted.BlockHashes,
 		MaxTokens:    d.Admitted.Request.MaxTokens,
 		Arrival:      now,
-		Priority:     max(0, schemas.PriorityRank(d.Admitted.Priority)),
+		Priority:     engine.PriorityOf(d.Admitted.Priority),
 		Critical:     d.Admitted.Priority == schemas.PriorityCritical,
 	})
 	if err == nil {
