@@ -49,6 +49,7 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	stage := fs.Duration("stage", 60*time.Second, "shared-prefix: duration of each ladder stage")
 	parallel := fs.Int("parallel", runtime.GOMAXPROCS(0), "runs in parallel")
 	autoscale := fs.Bool("autoscale", false, "also run each policy with the control loop scaling the fleet (internal/control in virtual time); --gpus is then the starting fleet")
+	autoscaleOnly := fs.Bool("autoscale-only", false, "autoscale: run only the autoscaled variants, not each policy on the fixed starting fleet as well")
 	asMin := fs.Int("autoscale-min", 1, "autoscale: fewest replicas per pool")
 	asMax := fs.Int("autoscale-max", 64, "autoscale: most replicas per pool")
 	ctlInterval := fs.Duration("control-interval", 2*time.Second, "autoscale: controller decision interval")
@@ -125,7 +126,9 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	var variants []variant
 	for _, n := range names {
-		variants = append(variants, variant{strings.TrimSpace(n), false, ""})
+		if !*autoscale || !*autoscaleOnly {
+			variants = append(variants, variant{strings.TrimSpace(n), false, ""})
+		}
 		if *autoscale {
 			for _, p := range plannerList {
 				variants = append(variants, variant{strings.TrimSpace(n), true, p})
