@@ -134,10 +134,22 @@ type Kill struct {
 	BackAfterS float64 `json:"back_after_s"`
 }
 
-// Report is loadgen's counters (the demo's --json fields) plus the kills.
+// Exit is a service that ended on its own — not killed by the drill —
+// and was restarted, as a supervisor (systemd, Kubernetes) would. Each is
+// a finding: the service gave up where it could have retried.
+type Exit struct {
+	At   time.Time `json:"at"`
+	Name string    `json:"name"`
+	// LastLog is the last line it logged (its error).
+	LastLog string `json:"last_log"`
+}
+
+// Report is loadgen's counters (the demo's --json fields) plus the kills
+// and the exits the drill restarted.
 type Report struct {
 	tally.Summary
 	Kills     []Kill         `json:"kills"`
+	Exits     []Exit         `json:"exits"`
 	KillsBy   map[string]int `json:"kills_by_role"`
 	Seed      uint64         `json:"seed"`
 	DurationS float64        `json:"duration_s"`
@@ -156,6 +168,9 @@ type run struct {
 	procs []*proc // every service, in start order
 	by    map[string][]*proc
 	rng   *rand.Rand
+	// down is the process the drill killed and has not restarted yet.
+	down  *proc
+	exits []Exit
 }
 
 type natsNode struct {
@@ -199,16 +214,18 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	// The load has ended (or ctx did): loadgen now waits for the last
 	// answers, bounded by its --drain.
-	select {
-	case <-lg.done:
-	case <-ctx.Done():
-		return Report{}, fmt.Errorf("chaos: stopped before loadgen finished: %w", ctx.Err())
+	if _, err := r.sleep(ctx, cfg.Duration+5*time.Minute, lg); err != nil {
+		return Report{}, err
+	}
+	if lg.running() {
+		return Report{}, fmt.Errorf("chaos: stopped before loadgen finished: %w", context.Cause(ctx))
 	}
 	line := lg.lastOut()
 	var rep Report
 	if err := json.Unmarshal([]byte(line), &rep.Summary); err != nil || !strings.HasPrefix(line, "{") {
 		return Report{}, fmt.Errorf("chaos: loadgen gave no JSON summary (%q):\n%s", line, lg.tail(15))
 	}
+	rep.Exits = r.exits
 	rep.Kills, rep.Seed, rep.DurationS, rep.Rate = kills, cfg.Seed, cfg.Duration.Seconds(), cfg.Rate
 	rep.KillsBy = map[string]int{}
 	for _, k := range kills {
@@ -291,7 +308,11 @@ func (r *run) startSystem(ctx context.Context) error {
 	for r.leader() == nil {
 		select {
 		case <-sctx.Done():
-			return fmt.Errorf("chaos: no router took the lease: %w", sctx.Err())
+			var tails []string
+			for _, p := range r.by[RoleRouter] {
+				tails = append(tails, fmt.Sprintf("--- %s:\n%s", p.name, p.tail(8)))
+			}
+			return fmt.Errorf("chaos: no router took the lease: %w\n%s", sctx.Err(), strings.Join(tails, "\n"))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -432,20 +453,11 @@ func (r *run) killLoop(ctx context.Context, stopAt time.Time, lg *proc) ([]Kill,
 		gap = min(max(gap, r.cfg.KillEvery/4), 3*r.cfg.KillEvery)
 		at := time.Now().Add(gap)
 		if at.After(stopAt) {
-			wait := time.Until(stopAt)
-			select {
-			case <-ctx.Done():
-			case <-lg.done:
-			case <-time.After(max(wait, 0)):
-			}
-			return kills, nil
+			_, err := r.sleep(ctx, time.Until(stopAt), lg)
+			return kills, err
 		}
-		select {
-		case <-ctx.Done():
-			return kills, nil
-		case <-lg.done:
-			return kills, nil // loadgen ended early: its summary says why
-		case <-time.After(gap):
+		if done, err := r.sleep(ctx, gap, lg); done || err != nil {
+			return kills, err // loadgen ended early: its summary says why
 		}
 		role := roles[turn%len(roles)]
 		k, err := r.killOne(ctx, role)
@@ -453,6 +465,28 @@ func (r *run) killLoop(ctx context.Context, stopAt time.Time, lg *proc) ([]Kill,
 			return kills, err
 		}
 		kills = append(kills, k)
+	}
+}
+
+// sleep waits d, restarting services that exit meanwhile; done is true
+// when ctx or loadgen ended first.
+func (r *run) sleep(ctx context.Context, d time.Duration, lg *proc) (done bool, err error) {
+	end := time.Now().Add(d)
+	for {
+		if err := r.reviveAll(); err != nil {
+			return true, err
+		}
+		left := time.Until(end)
+		if left <= 0 {
+			return false, nil
+		}
+		select {
+		case <-ctx.Done():
+			return true, nil
+		case <-lg.done:
+			return true, nil
+		case <-time.After(min(left, 500*time.Millisecond)):
+		}
 	}
 }
 
@@ -472,11 +506,13 @@ func (r *run) killOne(ctx context.Context, role string) (Kill, error) {
 	k := Kill{At: time.Now().UTC(), Role: role, Name: victim.name, Leader: role == RoleRouter && victim == leader}
 	r.cfg.Log.Info("chaos: kill -9", "role", role, "name", victim.name, "leader", k.Leader)
 	victim.kill()
+	r.down = victim
 	select {
 	case <-ctx.Done():
 		return k, nil
 	case <-time.After(r.cfg.Down):
 	}
+	r.down = nil
 	if err := victim.start(r.cfg.Binary); err != nil {
 		return k, err
 	}
@@ -498,19 +534,60 @@ func (r *run) killOne(ctx context.Context, role string) (Kill, error) {
 
 // waitUp waits until p serves: its ready line, or for a router (a standby
 // logs nothing until it leads) its connection on a NATS node.
+// A process that exits meanwhile is restarted (see revive).
 func (r *run) waitUp(ctx context.Context, p *proc) error {
 	if p.role != RoleRouter {
-		return p.waitReady(ctx)
+		for {
+			err := p.waitReady(ctx)
+			if err == nil || ctx.Err() != nil || p.running() {
+				return err
+			}
+			if err := r.revive(p); err != nil {
+				return err
+			}
+		}
 	}
 	want := "router-" + p.name
 	for !r.connected(want) {
 		if !p.running() {
-			return fmt.Errorf("chaos: %s exited before it connected:\n%s", p.name, p.tail(10))
+			if err := r.revive(p); err != nil {
+				return err
+			}
 		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("chaos: %s never connected to NATS: %w", p.name, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// maxExits bounds the restarts after exits in one run: a service that
+// keeps exiting is broken, not unlucky.
+const maxExits = 50
+
+// revive restarts p after it exited on its own, recording the exit.
+func (r *run) revive(p *proc) error {
+	last := strings.TrimSpace(p.tail(1))
+	r.exits = append(r.exits, Exit{At: time.Now().UTC(), Name: p.name, LastLog: last})
+	r.cfg.Log.Warn("chaos: exited on its own; restarting", "name", p.name, "last_log", last)
+	if len(r.exits) > maxExits {
+		return fmt.Errorf("chaos: %d services exited on their own; the last, %s:\n%s", len(r.exits), p.name, p.tail(10))
+	}
+	time.Sleep(time.Second)
+	return p.start(r.cfg.Binary)
+}
+
+// reviveAll restarts every service (not loadgen, not the one the drill
+// holds down) that exited on its own.
+func (r *run) reviveAll() error {
+	for _, p := range r.procs {
+		if p.role == "loadgen" || p == r.down || p.running() {
+			continue
+		}
+		if err := r.revive(p); err != nil {
+			return err
 		}
 	}
 	return nil
