@@ -68,6 +68,9 @@ type WorkflowDecision struct {
 	// budget (zero when the workflow has no deadline).
 	StepDeadline time.Time
 	MaxRetries   int
+	// StartedAt is when the workflow began (its first step's admission):
+	// the router splits the workflow's remaining budget from it.
+	StartedAt time.Time
 }
 
 // Decision is the outcome of Decide.
@@ -193,7 +196,11 @@ func Decide(in Input) Decision {
 	if r.Workflow != nil {
 		wd := &WorkflowDecision{MaxRetries: p.StepRetries()}
 		d.Workflow = wd
+		wd.StartedAt = in.Now
 		if st := in.Workflow; st != nil {
+			if !st.StartedAt.IsZero() {
+				wd.StartedAt = st.StartedAt
+			}
 			v := workflow.Assess(st, in.Now, wait+es.Latency)
 			if v.Doomed {
 				wd.Doomed, wd.Cancel, wd.GPUSecondsSaved = true, v.Cancel, es.GPUSeconds

@@ -25,6 +25,7 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/cache"
 	"github.com/switchyard-ai/switchyard/internal/catalog"
 	"github.com/switchyard-ai/switchyard/internal/intake"
+	"github.com/switchyard-ai/switchyard/internal/perf"
 	"github.com/switchyard-ai/switchyard/internal/workflow"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/svc"
@@ -55,8 +56,14 @@ type Config struct {
 	// Estimate predicts latency and GPU work; nil means the ladder
 	// estimator over the tenants' model ladder.
 	Estimate admission.Estimator
-	Shedder  admission.Shedder
-	Defer    admission.DeferPolicy
+	// Service predicts prefill and decode seconds on a replica kind
+	// (internal/perf's roofline model when nil): the estimate admission
+	// sheds and defers on is the request alone on the fastest kind of
+	// replica the live fleet serves its model on, as the simulator's is;
+	// Estimate is the fallback while no worker has been heard from.
+	Service admission.ServiceModel
+	Shedder admission.Shedder
+	Defer   admission.DeferPolicy
 	// Cache configures the response cache bucket; NoCache turns the cache
 	// off for every tenant.
 	Cache    cache.Config
@@ -134,6 +141,9 @@ func New(sh *svc.Shell, cfg Config) *Admitter {
 	}
 	if cfg.Estimate == nil {
 		cfg.Estimate = admission.LadderEstimator(cfg.Tenants.Ladder(), nil)
+	}
+	if cfg.Service == nil {
+		cfg.Service = perf.NewPredictor(nil)
 	}
 	a := &Admitter{sh: sh, cfg: cfg, quotas: admission.NewQuotas(),
 		polled: map[string]int{}, since: map[string]int{}, inflight: newInflight(100000)}
@@ -303,6 +313,7 @@ func (a *Admitter) handle(ctx context.Context, m jetstream.Msg) {
 	in.PricePerGPUHour = a.fleet.MeanPrice(now)
 	offers := a.fleet.Offers(now, a.move.scalable(now))
 	a.mu.Unlock()
+	in.Estimate = a.estimator(now)
 
 	d, steered := a.steerMove(&in, offers)
 	if !steered {
@@ -343,6 +354,22 @@ func (a *Admitter) retry(m jetstream.Msg, what, id string, err error) {
 	m.NakWithDelay(time.Second)
 }
 
+// estimator predicts a request alone on the fastest kind of replica the
+// live fleet serves its model on (admission.RooflineEstimate, the
+// simulator's estimate too), falling back to the configured estimator
+// while no worker serving anything has been heard from.
+func (a *Admitter) estimator(now time.Time) admission.Estimator {
+	return func(model string, promptTokens, maxTokens int) admission.Estimate {
+		a.mu.Lock()
+		kinds := a.fleet.Kinds(now, model, nil)
+		a.mu.Unlock()
+		if e, ok := admission.RooflineEstimate(a.cfg.Service, kinds, model, promptTokens, maxTokens); ok {
+			return e
+		}
+		return a.cfg.Estimate(model, promptTokens, maxTokens)
+	}
+}
+
 // admit publishes the admitted envelope — or, for a deferral, a schedule
 // that JetStream turns into it at d.DeferUntil — and records a workflow
 // step's start. The envelope carries the request id as Nats-Msg-Id, and so
@@ -351,6 +378,9 @@ func (a *Admitter) retry(m jetstream.Msg, what, id string, err error) {
 // drops it as a duplicate and the request still runs once.
 func (a *Admitter) admit(ctx context.Context, sub intake.Submission, d admission.Decision, now time.Time) error {
 	adm := intake.Admit(sub, d.Priority, d.Model, now, d.Deadline)
+	if d.Workflow != nil {
+		adm.WorkflowStartedAt = d.Workflow.StartedAt
+	}
 	target := subjects.Admitted(d.Priority, subjects.DeadlineBucket(d.Deadline.Sub(now)), sub.Tenant)
 	var out *nats.Msg
 	var err error
