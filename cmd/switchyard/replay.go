@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"html/template"
 	"io"
 	"os"
 	"sort"
@@ -19,6 +18,7 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/bus"
 	"github.com/switchyard-ai/switchyard/internal/catalog"
 	"github.com/switchyard-ai/switchyard/internal/perf"
+	"github.com/switchyard-ai/switchyard/internal/placement"
 	"github.com/switchyard-ai/switchyard/internal/replay"
 	"github.com/switchyard-ai/switchyard/internal/routing"
 	"github.com/switchyard-ai/switchyard/schemas"
@@ -165,30 +165,61 @@ func replayStreams(ctx context.Context, js jetstream.JetStream, cat *catalog.Cat
 	if policy == "" {
 		policy = recordedPolicy
 	}
-	cost := perf.NewPredictor(cat)
-	var decisions []replay.Decision
 	var journalStart time.Time
+	for _, j := range journals {
+		if len(j) > 0 && (journalStart.IsZero() || j[0].At.Before(journalStart)) {
+			journalStart = j[0].At
+		}
+	}
+	// A what-if is judged against the recorded policy replayed over the
+	// same inputs, both sides' outcomes predicted by the same cost model
+	// (replay.WhatIfBasis).
+	whatIf := policy != recordedPolicy
+	decisions, err := replayJournals(journals, cat, policy, whatIf)
+	if err != nil {
+		return replay.Report{}, err
+	}
+	baseline := decisions
+	if whatIf {
+		if baseline, err = replayJournals(journals, cat, recordedPolicy, true); err != nil {
+			return replay.Report{}, fmt.Errorf("recorded policy %q: %w", recordedPolicy, err)
+		}
+	}
+	rep := replay.Compare(win, policy, recordedPolicy, decisions, events, results, time.Second)
+	rep.JournalStart = journalStart
+	rep.Unresolved = unresolved
+	replay.Enrich(&rep, win, baseline, decisions, results)
+	return rep, nil
+}
+
+// replayJournals runs each router instance's journal through its own fresh
+// core under policy, instances in name order; evaluated predicts every
+// placement's outcome with the Switchyard placer (replay.RunEvaluated).
+func replayJournals(journals map[string][]routing.Input, cat *catalog.Catalog, policy string, evaluated bool) ([]replay.Decision, error) {
+	cost := perf.NewPredictor(cat)
 	names := make([]string, 0, len(journals))
 	for n := range journals {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	var decisions []replay.Decision
 	for _, n := range names {
-		j := journals[n]
-		if len(j) > 0 && (journalStart.IsZero() || j[0].At.Before(journalStart)) {
-			journalStart = j[0].At
-		}
 		pol, err := routing.PolicyNamed(policy, cat, cost)
 		if err != nil {
-			return replay.Report{}, err
+			return nil, err
 		}
 		core := routing.New(routing.Config{Policy: pol, Cost: cost})
-		decisions = append(decisions, replay.Run(core, j)...)
+		if !evaluated {
+			decisions = append(decisions, replay.Run(core, journals[n])...)
+			continue
+		}
+		eval, err := routing.PolicyNamed("switchyard-no-"+placement.AxisLatency, cat, cost)
+		if err != nil {
+			return nil, err
+		}
+		decisions = append(decisions, replay.RunEvaluated(core, journals[n], eval)...)
 	}
-	rep := replay.Compare(win, policy, recordedPolicy, decisions, events, results, time.Second)
-	rep.JournalStart = journalStart
-	rep.Unresolved = unresolved
-	return rep, nil
+	return decisions, nil
 }
 
 // readAdmitted reads, from the ADMITTED stream, the requests the journals
@@ -294,8 +325,22 @@ func printReplay(w io.Writer, r replay.Report) {
 		s := r.Tenants[t]
 		fmt.Fprintf(w, "  tenant %-10s requests %4d  ok %4d  SLO attainment %.3f\n", t, s.Requests, s.OK, s.SLOAttainment)
 	}
-	for _, d := range r.SlowPlacements {
-		fmt.Fprintf(w, "  slow placement %s (%s): %.0f ms queued\n", d.ID, d.Class, d.QueueMs)
+	for _, s := range r.Series {
+		fmt.Fprintf(w, "  %-10s %-11s requests %4d  SLO attainment %.3f\n", s.Tenant, s.Class, s.Requests, s.SLOAttainment)
+	}
+	for _, s := range r.Slowest {
+		fmt.Fprintf(w, "  slowest %s (%s/%s on %s): %.0f ms = queue %.0f + to first token %.0f + decode %.0f\n",
+			s.ID, s.Tenant, s.Class, s.Worker, s.TotalMs, s.QueueMs, s.PrefillMs, s.DecodeMs)
+	}
+	if c := r.Calibration; c != nil {
+		fmt.Fprintf(w, "  calibration: %d ok requests, predicted completion %.3f s, measured %.3f s, mean abs error %.3f s\n",
+			c.Compared, c.MeanPredictedS, c.MeanMeasuredS, c.MeanAbsErrorS)
+	}
+	if wi := r.WhatIf; wi != nil {
+		fmt.Fprintf(w, "  what-if %s vs recorded %s over %d requests: moved %d; predicted to meet the deadline %d -> %d (met->missed %d, missed->met %d); failed %d -> %d; mean predicted completion %.3f s -> %.3f s; GPU $%.5f -> $%.5f\n",
+			wi.Replayed.Policy, wi.Recorded.Policy, wi.Compared, wi.Moved, wi.Recorded.PredictedSLOMet, wi.Replayed.PredictedSLOMet,
+			wi.MetToMissed, wi.MissedToMet, wi.Recorded.Failed, wi.Replayed.Failed, wi.Recorded.MeanCompletionS, wi.Replayed.MeanCompletionS,
+			wi.Recorded.GPUUSD, wi.Replayed.GPUUSD)
 	}
 	fmt.Fprintf(w, "  placements by worker: recorded %v  replayed %v\n", r.RecordedByWorker, r.ReplayedByWorker)
 }
@@ -310,37 +355,9 @@ func describe(d *replay.Decision) string {
 	return "failed " + d.Code
 }
 
-var replayTmpl = template.Must(template.New("r").Funcs(template.FuncMap{
-	"bar": func(n, max int) int {
-		if max == 0 {
-			return 0
-		}
-		return n * 300 / max
-	},
-}).Parse(`<!doctype html><html><head><meta charset="utf-8"><title>Switchyard replay</title>
-<style>body{font:14px system-ui,sans-serif;margin:2em;max-width:1000px}table{border-collapse:collapse}td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left}.b{display:inline-block;height:10px;background:#3b82f6}.f{background:#ef4444}.s{background:#f59e0b}</style></head><body>
-<h1>Switchyard replay</h1>
-<p>Policy <b>{{.R.Policy}}</b> (recorded {{.R.RecordedPolicy}}). Requests {{.R.Requests}}, decisions {{.R.Decisions}}, <b>divergent {{.R.Divergent}}</b>, sheds {{.R.Sheds}}, breaker trips {{.R.BreakerTrips}}.</p>
-<h2>Timeline</h2><table><tr><th>second</th><th>placed / failed / shed</th></tr>
-{{range .R.Timeline}}<tr><td>{{.Start.Format "15:04:05"}}</td><td><span class="b" style="width:{{bar .Placed $.Max}}px"></span><span class="b f" style="width:{{bar .Failed $.Max}}px"></span><span class="b s" style="width:{{bar .Shed $.Max}}px"></span> {{.Placed}} / {{.Failed}} / {{.Shed}}</td></tr>{{end}}</table>
-<h2>Tenants</h2><table><tr><th>tenant</th><th>requests</th><th>ok</th><th>SLO attainment</th></tr>
-{{range $t, $s := .R.Tenants}}<tr><td>{{$t}}</td><td>{{$s.Requests}}</td><td>{{$s.OK}}</td><td>{{printf "%.3f" $s.SLOAttainment}}</td></tr>{{end}}</table>
-<h2>Divergences</h2>{{if not .R.Divergences}}<p>None: replay reproduced every recorded decision.</p>{{end}}<ul>{{range .R.Divergences}}<li>{{.ID}}</li>{{end}}</ul>
-<h2>Slow placements</h2><ul>{{range .R.SlowPlacements}}<li>{{.ID}} ({{.Class}}): {{printf "%.0f" .QueueMs}} ms</li>{{end}}</ul>
-</body></html>`))
-
 func writeReplayHTML(path string, r replay.Report) error {
-	max := 0
-	for _, b := range r.Timeline {
-		if t := b.Placed + b.Failed + b.Shed; t > max {
-			max = t
-		}
-	}
 	var sb strings.Builder
-	if err := replayTmpl.Execute(&sb, struct {
-		R   replay.Report
-		Max int
-	}{r, max}); err != nil {
+	if err := replay.WriteHTML(&sb, r); err != nil {
 		return err
 	}
 	return os.WriteFile(path, []byte(sb.String()), 0o644)

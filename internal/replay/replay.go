@@ -31,6 +31,11 @@ type Decision struct {
 	// QueueMs is submission to decision.
 	QueueMs float64 `json:"queue_ms"`
 	Class   string  `json:"class,omitempty"`
+	GPU     string  `json:"gpu,omitempty"`
+	// Predicted is the core's breakdown of a placement (report.go);
+	// Infeasible says why the cost model would refuse it (RunEvaluated).
+	Predicted  *Predicted `json:"predicted,omitempty"`
+	Infeasible string     `json:"infeasible,omitempty"`
 }
 
 // Same reports whether two decisions agree.
@@ -82,7 +87,7 @@ func Run(core *routing.Core, journal []routing.Input) []Decision {
 			switch a.Kind {
 			case routing.ActDispatch:
 				out = append(out, Decision{ID: a.ID, Tenant: a.Held.Adm.Tenant, Kind: "placed", Worker: a.Worker, At: in.At,
-					QueueMs: ms(in.At.Sub(a.Held.Adm.SubmittedAt)), Class: a.Held.Adm.Priority})
+					QueueMs: ms(in.At.Sub(a.Held.Adm.SubmittedAt)), Class: a.Held.Adm.Priority, GPU: a.GPU, Predicted: predictedOf(a.Terms)})
 			case routing.ActFail:
 				out = append(out, Decision{ID: a.ID, Tenant: a.Held.Adm.Tenant, Kind: "failed", Code: a.Err.Code, At: in.At,
 					QueueMs: ms(in.At.Sub(a.Held.Adm.SubmittedAt)), Class: a.Held.Adm.Priority})
@@ -156,6 +161,14 @@ type Report struct {
 	// PlacementsByWorker compares where work went: recorded vs replayed.
 	RecordedByWorker map[string]int `json:"recorded_by_worker"`
 	ReplayedByWorker map[string]int `json:"replayed_by_worker"`
+	// Filled by Enrich (report.go): outcomes per tenant and class in
+	// Bucket-long slices, the slowest requests with their breakdowns, the
+	// recorded policy's calibration, and a what-if's change in outcomes.
+	Bucket      time.Duration `json:"bucket_ns,omitempty"`
+	Series      []Series      `json:"series,omitempty"`
+	Slowest     []SlowRequest `json:"slowest,omitempty"`
+	Calibration *Calibration  `json:"calibration,omitempty"`
+	WhatIf      *WhatIf       `json:"what_if,omitempty"`
 }
 
 // Window bounds the report.

@@ -47,18 +47,21 @@ func WriteHTML(w io.Writer, rep Report) error {
 	var b strings.Builder
 	esc := html.EscapeString
 	fmt.Fprintf(&b, "<!doctype html><html><head><meta charset=\"utf-8\"><title>%s</title>", esc(rep.Title))
-	b.WriteString(`<style>body{font:14px system-ui,sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f4f4f4}td:first-child{text-align:left}pre{background:#f8f8f8;padding:1em;white-space:pre-wrap}svg{margin:1em 0;background:#fff}</style></head><body>`)
+	// Laid out for a 1000 px window: the results table has 15 columns, so
+	// it is set small with headers that wrap, and wide content scrolls in
+	// its own box rather than widening the page.
+	b.WriteString(`<style>body{font:14px system-ui,sans-serif;margin:1.5em;max-width:960px}table{border-collapse:collapse;font-size:12px;max-width:100%}td,th{border:1px solid #ccc;padding:2px 4px;text-align:right}th{background:#f4f4f4;font-weight:600}td:first-child{text-align:left;word-break:break-word}pre{background:#f8f8f8;padding:1em;white-space:pre-wrap;word-break:break-all}svg{margin:1em 0;background:#fff;max-width:100%}.wrap{max-width:100%;overflow-x:auto}</style></head><body>`)
 	fmt.Fprintf(&b, "<h1>%s</h1>", esc(rep.Title))
 	if rep.Command != "" {
 		fmt.Fprintf(&b, "<pre>%s</pre>", esc(rep.Command))
 	}
-	b.WriteString("<h2>Results</h2><table><tr><th>policy</th><th>requests</th><th>SLO attain.</th><th>tasks ok</th><th>goodput rps</th><th>goodput / GPU-h</th><th>$ / success</th><th>TTFT p50 ms</th><th>TTFT p99 ms</th><th>ITL p50 ms</th><th>ITL p99 ms</th><th>prefix hit</th><th>shed</th><th>failed</th><th>wasted GPU-s</th></tr>")
+	b.WriteString(`<h2>Results</h2><div class="wrap"><table><tr><th>policy</th><th>requests</th><th>SLO attain.</th><th>tasks ok</th><th>goodput rps</th><th>goodput / GPU-h</th><th>$ / success</th><th>TTFT p50 ms</th><th>TTFT p99 ms</th><th>ITL p50 ms</th><th>ITL p99 ms</th><th>prefix hit</th><th>shed</th><th>failed</th><th>wasted GPU-s</th></tr>`)
 	for _, r := range rep.Results {
 		fmt.Fprintf(&b, "<tr><td>%s</td><td>%d</td><td>%.3f</td><td>%d/%d</td><td>%.3f</td><td>%.1f</td><td>%.5f</td><td>%.0f</td><td>%.0f</td><td>%.1f</td><td>%.1f</td><td>%.3f</td><td>%d</td><td>%d</td><td>%.0f</td></tr>",
 			esc(r.Name), r.Requests, r.SLOAttainment, r.TasksSucceeded, r.Tasks, r.GoodputRPS, r.GoodputPerGPUHour, r.CostPerSuccessUSD,
 			r.TTFTP50ms, r.TTFTP99ms, r.ITLP50ms, r.ITLP99ms, r.PrefixHitRate, r.Shed, r.Failed, r.WastedGPUSeconds)
 	}
-	b.WriteString("</table><h3>SLO attainment by priority class</h3><table><tr><th>policy</th>")
+	b.WriteString(`</table></div><h3>SLO attainment by priority class</h3><div class="wrap"><table><tr><th>policy</th>`)
 	classes := classNames(rep.Results)
 	for _, c := range classes {
 		fmt.Fprintf(&b, "<th>%s</th>", esc(c))
@@ -72,7 +75,7 @@ func WriteHTML(w io.Writer, rep Report) error {
 		}
 		b.WriteString("</tr>")
 	}
-	b.WriteString("</table>")
+	b.WriteString("</table></div>")
 
 	b.WriteString("<h2>TTFT CDF</h2>")
 	cdf(&b, rep.Results, func(r *Result) []float64 { return r.TTFTs }, "TTFT (s, log)")
@@ -145,9 +148,7 @@ func cdf(b *strings.Builder, rs []*Result, get func(*Result) []float64, xlabel s
 	for e := llo; e <= lhi; e++ {
 		fmt.Fprintf(b, `<text x="%g" y="%g" font-size="10" text-anchor="middle">1e%g</text>`, px(math.Pow(10, e)), chartH-padB+14, e)
 	}
-	for _, y := range []float64{0, 0.5, 0.9, 0.99, 1} {
-		fmt.Fprintf(b, `<text x="%g" y="%g" font-size="10" text-anchor="end">%g</text><line x1="%g" x2="%g" y1="%g" y2="%g" stroke="#eee"/>`, padL-4, py(y)+3, y, padL, padL+plotW, py(y), py(y))
-	}
+	yTicks(b, []float64{0, 0.5, 0.9, 0.99, 1}, py, plotW)
 	fmt.Fprintf(b, `<text x="%g" y="%g" font-size="11" text-anchor="middle">%s</text>`, padL+plotW/2, chartH-6, html.EscapeString(xlabel))
 	var names []string
 	for i, r := range rs {
@@ -170,6 +171,31 @@ func cdf(b *strings.Builder, rs []*Result, get func(*Result) []float64, xlabel s
 	b.WriteString("</svg>")
 }
 
+// minLabelGap is the least distance, in px, between the centres of two
+// axis labels: 10 px text needs about 12 px of height, and an x label up
+// to about 6 px per character of width.
+const minLabelGap = 13.0
+
+// yTicks draws a grid line for every tick but a label only where it keeps
+// minLabelGap from every label already drawn, in the order given: on a CDF
+// 0.99 sits 3 px below 1, and the label given first wins.
+func yTicks(b *strings.Builder, ticks []float64, py func(float64) float64, plotW float64) {
+	var drawn []float64
+	for _, y := range ticks {
+		fmt.Fprintf(b, `<line x1="%g" x2="%g" y1="%g" y2="%g" stroke="#eee"/>`, padL, padL+plotW, py(y), py(y))
+		clear := true
+		for _, d := range drawn {
+			if math.Abs(py(y)-d) < minLabelGap {
+				clear = false
+			}
+		}
+		if clear {
+			drawn = append(drawn, py(y))
+			fmt.Fprintf(b, `<text x="%g" y="%g" font-size="10" text-anchor="end">%g</text>`, padL-4, py(y)+3, y)
+		}
+	}
+}
+
 func axes(b *strings.Builder, plotW float64) {
 	fmt.Fprintf(b, `<line x1="%g" y1="%g" x2="%g" y2="%g" stroke="#000"/><line x1="%g" y1="10" x2="%g" y2="%g" stroke="#000"/>`,
 		padL, chartH-padB, padL+plotW, chartH-padB, padL, padL, chartH-padB)
@@ -182,17 +208,39 @@ func sweepChart(b *strings.Builder, sweep []SweepPoint) {
 	for _, p := range sweep {
 		maxS = math.Max(maxS, p.Scale)
 	}
+	// Sweeps are usually geometric (0.25× … 16×): spread over a log axis
+	// they stay legible; a narrow sweep stays linear.
+	minS := math.Inf(1)
+	for _, p := range sweep {
+		if p.Scale > 0 {
+			minS = math.Min(minS, p.Scale)
+		}
+	}
+	logX := minS > 0 && !math.IsInf(minS, 1) && maxS/minS >= 8
 	px := func(s float64) float64 { return padL + s/maxS*plotW }
+	if logX {
+		px = func(s float64) float64 {
+			return padL + (math.Log(math.Max(s, minS))-math.Log(minS))/(math.Log(maxS)-math.Log(minS))*plotW
+		}
+	}
 	py := func(y float64) float64 { return chartH - padB - y*(chartH-padB-10) }
 	fmt.Fprintf(b, `<svg width="%g" height="%g" xmlns="http://www.w3.org/2000/svg">`, chartW, chartH)
 	axes(b, plotW)
+	last := math.Inf(-1)
 	for _, p := range sweep {
-		fmt.Fprintf(b, `<text x="%g" y="%g" font-size="10" text-anchor="middle">%g×</text>`, px(p.Scale), chartH-padB+14, p.Scale)
+		label := fmt.Sprintf("%g×", p.Scale)
+		// An x label needs its own width, about 6 px a character.
+		if x := px(p.Scale); x-last >= 6*float64(len([]rune(label)))+6 {
+			fmt.Fprintf(b, `<text x="%g" y="%g" font-size="10" text-anchor="middle">%s</text>`, x, chartH-padB+14, label)
+			last = x
+		}
 	}
-	for _, y := range []float64{0, 0.5, 0.9, 1} {
-		fmt.Fprintf(b, `<text x="%g" y="%g" font-size="10" text-anchor="end">%g</text><line x1="%g" x2="%g" y1="%g" y2="%g" stroke="#eee"/>`, padL-4, py(y)+3, y, padL, padL+plotW, py(y), py(y))
+	yTicks(b, []float64{0, 0.5, 0.9, 1}, py, plotW)
+	xlabel := "rate scale (× trace arrival rate)"
+	if logX {
+		xlabel += ", log"
 	}
-	fmt.Fprintf(b, `<text x="%g" y="%g" font-size="11" text-anchor="middle">rate scale (× trace arrival rate)</text>`, padL+plotW/2, chartH-6)
+	fmt.Fprintf(b, `<text x="%g" y="%g" font-size="11" text-anchor="middle">%s</text>`, padL+plotW/2, chartH-6, html.EscapeString(xlabel))
 	var names []string
 	for i, r := range sweep[0].Results {
 		names = append(names, r.Name)
