@@ -54,9 +54,13 @@ type GPUSpec struct {
 	GPU   string
 	Count int // replicas
 	TP    int // GPUs per replica (default 1)
+	// Model is the catalog model the pool serves ("" = Config.Model).
+	Model string
 }
 
-// ParseGPUs parses "h100:8,a100-80g:8" (optionally "h100:4:2" for TP 2).
+// ParseGPUs parses "h100:8,a100-80g:8" (optionally "h100:4:2" for TP 2,
+// and "h100:4@llama-3.1-70b" for a pool serving another model than the
+// run's).
 func ParseGPUs(s string) ([]GPUSpec, error) {
 	var out []GPUSpec
 	for _, part := range strings.Split(s, ",") {
@@ -64,8 +68,9 @@ func ParseGPUs(s string) ([]GPUSpec, error) {
 		if part == "" {
 			continue
 		}
+		part, model, _ := strings.Cut(part, "@")
 		f := strings.Split(part, ":")
-		g := GPUSpec{GPU: f[0], Count: 1, TP: 1}
+		g := GPUSpec{GPU: f[0], Count: 1, TP: 1, Model: strings.TrimSpace(model)}
 		var err error
 		if len(f) > 1 {
 			if g.Count, err = strconv.Atoi(f[1]); err != nil || g.Count < 1 {
@@ -318,8 +323,11 @@ func Run(cfg Config, tr *traces.Trace, pol Policy) (*Result, error) {
 const sweepEvery = 500 * time.Millisecond
 
 // newWorker builds one replica's engine.
-func (r *runner) newWorker(gpu string, tp int, id string) (*simWorker, error) {
-	rep, err := perf.NewReplica(r.cfg.Catalog, gpu, r.cfg.Model, r.cfg.Dtype, max(tp, 1))
+func (r *runner) newWorker(gpu, model string, tp int, id string) (*simWorker, error) {
+	if model == "" {
+		model = r.cfg.Model
+	}
+	rep, err := perf.NewReplica(r.cfg.Catalog, gpu, model, r.cfg.Dtype, max(tp, 1))
 	if err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
 	}
@@ -338,9 +346,13 @@ func (r *runner) newWorker(gpu string, tp int, id string) (*simWorker, error) {
 }
 
 func (r *runner) buildFleet() error {
+	seen := map[string]int{}
 	for _, g := range r.cfg.GPUs {
 		for i := 0; i < g.Count; i++ {
-			if _, err := r.newWorker(g.GPU, g.TP, fmt.Sprintf("%s-%02d", g.GPU, i)); err != nil {
+			// Pools of one GPU serving different models share a numbering.
+			n := seen[g.GPU]
+			seen[g.GPU]++
+			if _, err := r.newWorker(g.GPU, g.Model, g.TP, fmt.Sprintf("%s-%02d", g.GPU, n)); err != nil {
 				return err
 			}
 		}
@@ -511,9 +523,13 @@ func (r *runner) arrive(i int32) {
 	st := &r.reqs[i]
 	st.submitAt = r.now
 	adm := &r.adm[i]
+	model := q.Model
+	if model == "" {
+		model = r.cfg.Model
+	}
 	*adm = schemas.Admitted{
-		Request: schemas.Request{ID: q.ID, Model: r.cfg.Model, MaxTokens: q.OutputTokens, Priority: q.Priority},
-		Tenant:  q.Tenant, Priority: q.Priority, Model: r.cfg.Model, SubmittedAt: at(r.now),
+		Request: schemas.Request{ID: q.ID, Model: model, MaxTokens: q.OutputTokens, Priority: q.Priority},
+		Tenant:  q.Tenant, Priority: q.Priority, Model: model, SubmittedAt: at(r.now),
 		PromptTokens: q.PromptTokens, BlockHashes: q.BlockHashes,
 		TTFTTargetMs: float64(q.TTFTTarget) / float64(time.Millisecond),
 		TPOTTargetMs: float64(q.TPOTTarget) / float64(time.Millisecond),

@@ -229,9 +229,10 @@ func TestParseGPUs(t *testing.T) {
 		want []GPUSpec
 		err  bool
 	}{
-		{"h100:8", []GPUSpec{{"h100", 8, 1}}, false},
-		{"h100:8,a100-80g:4:2", []GPUSpec{{"h100", 8, 1}, {"a100-80g", 4, 2}}, false},
-		{"l4", []GPUSpec{{"l4", 1, 1}}, false},
+		{"h100:8", []GPUSpec{{"h100", 8, 1, ""}}, false},
+		{"h100:8,a100-80g:4:2", []GPUSpec{{"h100", 8, 1, ""}, {"a100-80g", 4, 2, ""}}, false},
+		{"l4", []GPUSpec{{"l4", 1, 1, ""}}, false},
+		{"h100:2@llama-3.1-70b,h100:2:2", []GPUSpec{{"h100", 2, 1, "llama-3.1-70b"}, {"h100", 2, 2, ""}}, false},
 		{"h100:x", nil, true},
 		{"", nil, true},
 	}
