@@ -306,6 +306,9 @@ func (r *run) startSystem(ctx context.Context) error {
 		}
 	}
 	for r.leader() == nil {
+		if err := r.reviveAll(); err != nil {
+			return err
+		}
 		select {
 		case <-sctx.Done():
 			var tails []string
