@@ -4,15 +4,17 @@
 // to first token is measured where it happens, each chunk is handed to a
 // callback, and cancelling the context aborts the HTTP request (the server
 // then stops the sequence). ScrapeMetrics reads the server's Prometheus
-// /metrics for KV-cache usage and queue depth, under vLLM's current and
-// deprecated names and SGLang's. For Ollama, which has no /metrics, the
+// /metrics for KV-cache usage and queue depth through
+// internal/backend/enginemetrics. For Ollama, which has no /metrics, the
 // native API (ollama.go) describes models, lists the loaded ones, and loads
 // and unloads them, so weight warmth comes from the engine.
 //
 // What is verified where: internal/enginetest drives a real Ollama (llama.cpp
 // inside) serving a generated tiny model through this package and the whole
 // system; vLLM and SGLang are verified only against their recorded wire
-// formats (openai_test.go). vLLM's ZMQ KV-event stream is not read here.
+// formats (openai_test.go). vLLM's ZMQ KV-event stream is read by
+// internal/backend/vllmkv, which the worker runs beside this backend when
+// given --vllm-kv-endpoint.
 package openai
 
 import (
@@ -24,10 +26,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/switchyard-ai/switchyard/internal/backend/enginemetrics"
 	"github.com/switchyard-ai/switchyard/schemas"
 )
 
@@ -230,18 +232,6 @@ type Metrics struct {
 	PrefixHitRate float64
 }
 
-// metric families, current names first (gpu-model.md §9). vLLM V1 renamed
-// gpu_cache_usage_perc to kv_cache_usage_perc and gpu_prefix_cache_* to
-// prefix_cache_*; the old names remain on older servers.
-var (
-	kvUsageNames  = []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"}
-	runningNames  = []string{"vllm:num_requests_running", "sglang:num_running_reqs"}
-	waitingNames  = []string{"vllm:num_requests_waiting", "sglang:num_queue_reqs"}
-	hitsNames     = []string{"vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"}
-	queriesNames  = []string{"vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"}
-	sglangHitRate = "sglang:cache_hit_rate"
-)
-
 // ScrapeMetrics fetches and parses BaseURL/metrics.
 func (c *Client) ScrapeMetrics(ctx context.Context) (Metrics, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.BaseURL+"/metrics", nil)
@@ -259,80 +249,15 @@ func (c *Client) ScrapeMetrics(ctx context.Context) (Metrics, error) {
 	return ParseMetrics(resp.Body)
 }
 
-// ParseMetrics reads a Prometheus text exposition page. Samples of one
-// metric with different labels (several engines or models) are summed for
+// ParseMetrics reads a Prometheus text exposition page through
+// enginemetrics, the one parser of engine metrics (vLLM's current and
+// deprecated names, SGLang's). Several engines' samples are summed for
 // counts and maxed for usage.
 func ParseMetrics(r io.Reader) (Metrics, error) {
-	vals := map[string][]float64{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		name, rest := line, ""
-		if i := strings.IndexAny(line, "{ "); i >= 0 {
-			name, rest = line[:i], line[i:]
-		}
-		if strings.HasPrefix(rest, "{") {
-			j := strings.LastIndexByte(rest, '}')
-			if j < 0 {
-				return Metrics{}, fmt.Errorf("openai: metrics: unterminated labels in %q", line)
-			}
-			rest = rest[j+1:]
-		}
-		fields := strings.Fields(rest)
-		if len(fields) == 0 {
-			return Metrics{}, fmt.Errorf("openai: metrics: no value in %q", line)
-		}
-		v, err := strconv.ParseFloat(fields[0], 64)
-		if err != nil {
-			return Metrics{}, fmt.Errorf("openai: metrics: bad value in %q", line)
-		}
-		vals[name] = append(vals[name], v)
+	s, err := enginemetrics.ParseSnapshot(r)
+	if err != nil {
+		return Metrics{PrefixHitRate: -1}, fmt.Errorf("openai: metrics: %w", err)
 	}
-	if err := sc.Err(); err != nil {
-		return Metrics{}, err
-	}
-	m := Metrics{PrefixHitRate: -1}
-	first := func(names []string) ([]float64, string) {
-		for _, n := range names {
-			if v, ok := vals[n]; ok {
-				return v, n
-			}
-		}
-		return nil, ""
-	}
-	sum := func(v []float64) (s float64) {
-		for _, x := range v {
-			s += x
-		}
-		return s
-	}
-	if v, n := first(kvUsageNames); n != "" {
-		for _, x := range v {
-			m.KVUsage = max(m.KVUsage, x)
-		}
-		m.Engine = strings.SplitN(n, ":", 2)[0]
-	}
-	if v, n := first(runningNames); n != "" {
-		m.Running = sum(v)
-		m.Engine = strings.SplitN(n, ":", 2)[0]
-	}
-	if v, _ := first(waitingNames); v != nil {
-		m.Waiting = sum(v)
-	}
-	if h, _ := first(hitsNames); h != nil {
-		if q, _ := first(queriesNames); q != nil && sum(q) > 0 {
-			m.PrefixHitRate = sum(h) / sum(q)
-		}
-	}
-	if v, ok := vals[sglangHitRate]; ok && len(v) > 0 {
-		m.PrefixHitRate = v[0]
-	}
-	if m.Engine == "" {
-		return m, errors.New("openai: metrics: no vLLM or SGLang metrics found")
-	}
-	return m, nil
+	return Metrics{Engine: s.Engine, KVUsage: max(0, s.KVUsage), Running: max(0, s.Running), Waiting: max(0, s.Waiting),
+		PrefixHitRate: s.PrefixHitRate}, nil
 }
