@@ -52,11 +52,18 @@ func (s *moveState) followPools(nc *nats.Conn, cat *catalog.Catalog, now func() 
 			log.Debug("ignored replicas message", "subject", m.Subject, "err", err)
 			return
 		}
+		// A started worker loads from local disk: placement's cold state,
+		// the same price its warmth axis charges. The message names no
+		// tensor-parallel degree, so the pool runs on the fewest GPUs the
+		// weights fit (a 70B model needs two H100s).
 		cold := 0.0
-		if rep, err := perf.NewReplica(cat, r.GPU, r.Model, "", 1); err == nil {
-			// A started worker loads from local disk: placement's cold
-			// state, the same price its warmth axis charges.
-			cold = rep.LoadSeconds(schemas.WeightCold)
+		for tp := 1; tp <= 8 && cold == 0; tp *= 2 {
+			if rep, err := perf.NewReplica(cat, r.GPU, r.Model, "", tp); err == nil {
+				cold = rep.LoadSeconds(schemas.WeightCold)
+			}
+		}
+		if cold == 0 {
+			log.Debug("replicas message for a pool the catalog cannot size", "pool", r.Pool, "gpu", r.GPU, "model", r.Model)
 		}
 		s.mu.Lock()
 		if s.pools == nil {

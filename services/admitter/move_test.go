@@ -3,12 +3,15 @@ package admitter
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/switchyard-ai/switchyard/internal/bus/bustest"
+	"github.com/switchyard-ai/switchyard/internal/control"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/svc"
 	"github.com/switchyard-ai/switchyard/subjects"
@@ -97,5 +100,57 @@ func TestMoveOnlyWhereTheFleetServes(t *testing.T) {
 	}
 	if waited := time.Since(start); waited > 10*time.Second {
 		t.Errorf("answered after %s: that is the deadline, not at once", waited)
+	}
+}
+
+// TestWarmingHeldApart checks the count of requests waiting for a model:
+// held until their result or their deadline, per class.
+func TestWarmingHeldApart(t *testing.T) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	var s moveState
+	s.hold("a", schemas.PriorityCritical, now.Add(10*time.Second))
+	s.hold("b", schemas.PriorityCritical, now.Add(2*time.Second))
+	s.hold("c", schemas.PriorityBatch, now.Add(10*time.Second))
+	if got := s.warmingByClass(now); got[schemas.PriorityCritical] != 2 || got[schemas.PriorityBatch] != 1 {
+		t.Fatalf("held %v, want critical 2 batch 1", got)
+	}
+	s.done("a")
+	if got := s.warmingByClass(now.Add(5 * time.Second)); got[schemas.PriorityCritical] != 0 || got[schemas.PriorityBatch] != 1 {
+		t.Fatalf("after a's result and b's deadline: held %v, want critical 0 batch 1", got)
+	}
+}
+
+// TestScalablePoolsFollowController publishes the controller's desired
+// replicas for a pool at zero on the real server: the admitter then offers
+// the pool's model at its cold start, so it is not refused as unplaceable.
+func TestScalablePoolsFollowController(t *testing.T) {
+	nc := bustest.Start(t).NC
+	var s moveState
+	stop, err := s.followPools(nc, nil, time.Now, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	msg := control.ReplicasMsg{Pool: control.PoolKey("h100", "llama-3.1-70b"), GPU: "h100", Model: "llama-3.1-70b", Desired: 1, At: time.Now()}
+	m, err := svc.Encode(control.ReplicasSubject(msg.Pool), schemas.Msgpack, msg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.PublishMsg(m); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(s.scalable(time.Now())) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the controller's pool never became scalable")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	p := s.scalable(time.Now())[0]
+	if p.Model != "llama-3.1-70b" || p.ColdStartSeconds <= 0 {
+		t.Fatalf("pool %+v: want llama-3.1-70b with a cold start priced by perf", p)
+	}
+	if got := s.scalable(time.Now().Add(2 * poolMemory)); len(got) != 0 {
+		t.Fatalf("a pool no controller has sized for %s is still scalable: %+v", 2*poolMemory, got)
 	}
 }
