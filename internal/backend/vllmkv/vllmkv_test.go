@@ -648,3 +648,45 @@ func TestSubscriberMalformedFrames(t *testing.T) {
 		t.Fatalf("resyncs %q resident %d", rec.resyncs, rec.tr.Resident())
 	}
 }
+
+func TestSubscriberFollowsAnEngineThatRestartsOnItsPort(t *testing.T) {
+	// The engine process exits and a new one binds the same ports: the
+	// subscriber reconnects, sees the sequence start again, resyncs and
+	// follows (with the new engine's startup history from its replay).
+	base := freePortPair(t, 0, 1)
+	pubEP, replayEP := fmt.Sprintf("tcp://127.0.0.1:%d", base), fmt.Sprintf("tcp://127.0.0.1:%d", base+1)
+	p := vllmkvtest.Start(t, pubEP, replayEP, 10_000)
+	rec := follow(t, Config{Endpoint: pubEP, Replay: replayEP})
+	warmUp(t, p, rec)
+	for range 3 {
+		p.Publish(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeMap, 2, 0, vllmkvtest.Stored(nil, 16, prompt(40, 16), uint64(1))), false)
+	}
+	rec.waitFor(t, "the first engine's blocks", func() bool { return rec.tr.Resident() == 1 && len(rec.seqs) >= 4 })
+	rec.release()
+	p.Close()
+
+	p2 := vllmkvtest.Start(t, pubEP, replayEP, 10_000)
+	toks := prompt(41, 16)
+	p2.Publish(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeMap, 3, 0, vllmkvtest.Stored(nil, 16, toks, uint64(2))), false)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		p2.Publish(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeMap, 4, 0), false)
+		rec.mu.Lock()
+		ok := len(rec.resyncs) == 1 && slices.Equal(rec.tr.Hashes(), tokens.BlockHashes(toks))
+		rec.mu.Unlock()
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			t.Fatalf("never followed the restarted engine: seqs %v resyncs %q resident %d", rec.seqs, rec.resyncs, rec.tr.Resident())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if !strings.Contains(rec.resyncs[0], "restarted") || len(rec.malformed) != 0 {
+		t.Fatalf("resyncs %q malformed %v", rec.resyncs, rec.malformed)
+	}
+}

@@ -207,6 +207,7 @@ type Publisher struct {
 	buffer      []buffered
 	bufferSteps int
 	replays     int
+	close       func()
 }
 
 type buffered struct {
@@ -242,7 +243,7 @@ func Start(t testing.TB, pubEP, replayEP string, bufferSteps int) *Publisher {
 		wg.Add(1)
 		go func() { defer wg.Done(); p.serveReplay() }()
 	}
-	t.Cleanup(func() {
+	p.close = sync.OnceFunc(func() {
 		cancel()
 		p.pub.Close()
 		if p.router != nil {
@@ -250,8 +251,13 @@ func Start(t testing.TB, pubEP, replayEP string, bufferSteps int) *Publisher {
 		}
 		wg.Wait()
 	})
+	t.Cleanup(p.close)
 	return p
 }
+
+// Close stops the publisher as an engine that exits does: its sockets
+// close and their connections drop.
+func (p *Publisher) Close() { p.close() }
 
 // Endpoints are the bound PUB and replay endpoints, to dial.
 func (p *Publisher) Endpoints() (pub, replay string) {
