@@ -1,6 +1,9 @@
 package placement
 
-import "github.com/switchyard-ai/switchyard/internal/tokens"
+import (
+	"github.com/switchyard-ai/switchyard/internal/fleet"
+	"github.com/switchyard-ai/switchyard/internal/tokens"
+)
 
 // Axis: KV cache state.
 //
@@ -12,6 +15,22 @@ import "github.com/switchyard-ai/switchyard/internal/tokens"
 // shrink the KV blocks the request needs, which the headroom axis checks.
 //
 // Disabled: no worker is credited with a cached prefix.
+
+// kvPrepare matches the request's block hashes against the prefix index,
+// once per placement: p.touched lists the workers holding a prefix and
+// p.lens their lengths. With the axis off nothing matches.
+func kvPrepare(p *Placer, f *fleet.Fleet, r *Request) {
+	if p.on[axKV] {
+		p.touched = f.Prefix().Match(r.BlockHashes, p.lens, p.touched)
+	}
+}
+
+// kvMeasure is the axis's per-worker work: the prefill of the uncached
+// part, and the blocks the request needs, which the headroom axis checks.
+func kvMeasure(p *Placer, c *cand, r *Request) {
+	kvTerm(p, c, r)
+	kvBlocks(p, c, r)
+}
 
 func kvTerm(p *Placer, c *cand, r *Request) {
 	cached := cachedTokens(p, c.h, c.i, r)
@@ -45,7 +64,7 @@ func prefillSeconds(p *Placer, cl *class, r *Request, cached int) float64 {
 }
 
 // kvBlocks sizes the KV blocks the request needs beyond its cached prefix.
-// Only the headroom axis reads it, so it runs after the lower bound.
+// Only the headroom axis reads it; the lower bound does not.
 func kvBlocks(_ *Placer, c *cand, r *Request) {
 	cached := c.t.CachedTokens
 	bs := c.row.blockSize

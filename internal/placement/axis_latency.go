@@ -1,9 +1,6 @@
 package placement
 
-import (
-	"math"
-	"time"
-)
+import "math"
 
 // Axis: latency budget.
 //
@@ -19,7 +16,7 @@ import (
 //
 // Disabled: no deadline filter and no miss term.
 
-func latencyFilter(p *Placer, c *cand, r *Request, now time.Time) Reason {
+func latencyFilter(p *Placer, c *cand, r *Request) Reason {
 	t := &c.t
 	t.SlackSeconds = math.Inf(1)
 	if !p.on[axLatency] || math.IsInf(c.deadlineIn, 1) {

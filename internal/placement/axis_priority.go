@@ -17,7 +17,7 @@ package placement
 //
 // Disabled: every request is valued as standard and no ceiling applies.
 
-func priorityFilter(p *Placer, c *cand, _ *Request) Reason {
+func priorityFilter(p *Placer, c *cand, _ *Request, _ uint64) Reason {
 	if p.on[axPriority] && (c.usedFrac > p.rp.ceiling || c.t.QueueSeconds > p.rp.queueCeiling) {
 		return ReasonPriorityReserve
 	}

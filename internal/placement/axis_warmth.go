@@ -11,7 +11,7 @@ package placement
 //
 // Disabled: load_s is 0 everywhere (the router assumes every model is warm).
 
-func warmthTerm(p *Placer, c *cand, r *Request) Reason {
+func warmthTerm(p *Placer, c *cand, r *Request, _ uint64) Reason {
 	s := warmLoad(c.c, c.res)
 	if isInf(s) {
 		return ReasonCannotRun

@@ -1,6 +1,10 @@
 package placement
 
-import "time"
+import (
+	"math"
+
+	"github.com/switchyard-ai/switchyard/internal/fleet"
+)
 
 // Axis: workflow context.
 //
@@ -19,7 +23,7 @@ import "time"
 //
 // Disabled: workflow_factor is 1 and only the request's own deadline counts.
 
-func workflowTerm(p *Placer, c *cand, r *Request, _ time.Time) {
+func workflowTerm(p *Placer, c *cand, r *Request) {
 	c.t.WorkflowFactor = p.rp.workflowFactor
 	c.deadlineIn = effectiveDeadline(p, r, c.t.PrefillSeconds, c.t.DecodeSeconds)
 }
@@ -39,7 +43,18 @@ func effectiveDeadline(p *Placer, _ *Request, prefill, decode float64) float64 {
 	return d
 }
 
-// workflowFactor depends on the request alone, so Place computes it once.
+// workflowPrepare sets the request's workflow parameters, once per
+// placement: its factor, and whether (and over how many steps left) the
+// workflow's deadline is split, which the scan's bound reads too.
+func workflowPrepare(p *Placer, _ *fleet.Fleet, r *Request) {
+	p.rp.workflowFactor = workflowFactor(p, r)
+	p.rp.stepped, p.rp.stepsLeft = false, 0
+	if wf := r.Workflow; p.on[axWorkflow] && wf != nil && !math.IsInf(p.rp.workflowDeadlineIn, 1) {
+		p.rp.stepped, p.rp.stepsLeft = true, float64(max(wf.Of-wf.Step, 0))
+	}
+}
+
+// workflowFactor depends on the request alone, so it is computed once.
 func workflowFactor(p *Placer, r *Request) float64 {
 	wf := r.Workflow
 	if !p.on[axWorkflow] || wf == nil || wf.Of <= 0 || wf.Step <= 1 {

@@ -280,6 +280,8 @@ type Placer struct {
 	cost CostModel
 	opts Options
 	on   [numAxes]bool
+	// stages are the axes' hooks (axes.go), by stage.
+	stages stages
 
 	classes  []class
 	classIdx map[classKey]int32
@@ -303,6 +305,7 @@ type Placer struct {
 	excludedIdx []int32 // the request's Exclude, as Idx
 	cached      []cachedPrefill
 
+	req        Request // the request being placed, defaults filled in
 	rp         reqParams
 	byPriority []reqParams // params of each of schemas.Priorities, by rank
 	cand       cand
@@ -317,7 +320,7 @@ type Placer struct {
 // maps afterwards does not reach the placer.
 func New(cost CostModel, opts Options) *Placer {
 	opts.fill()
-	p := &Placer{cost: cost, opts: opts, classIdx: make(map[classKey]int32), modelIdx: make(map[modelKey]int32)}
+	p := &Placer{cost: cost, opts: opts, classIdx: make(map[classKey]int32), modelIdx: make(map[modelKey]int32), stages: newStages()}
 	for i := range p.on {
 		p.on[i] = !opts.Disabled[axisNames[i]]
 	}
@@ -417,7 +420,11 @@ type cand struct {
 // Place implements Policy.
 func (p *Placer) Place(f *fleet.Fleet, req *Request, now time.Time) *Decision {
 	p.epoch++
-	r := *req
+	// The request with its defaults filled in, kept in the placer so that
+	// handing it to the axes' hooks (calls through function values, which
+	// escape analysis cannot see into) does not put it on the heap.
+	p.req = *req
+	r := &p.req
 	if r.Dtype == "" {
 		r.Dtype = p.opts.DefaultDtype
 	}
@@ -437,9 +444,18 @@ func (p *Placer) Place(f *fleet.Fleet, req *Request, now time.Time) *Decision {
 	p.res = p.residencies(r.Model, r.Dtype)
 	p.grow(len(hot), f.Prefix().MaxWorker())
 	p.cached = p.cached[:0]
-	if p.on[axKV] {
-		p.touched = f.Prefix().Match(r.BlockHashes, p.lens, p.touched[:0])
+	if rank := schemas.PriorityRank(r.Priority); rank >= 0 {
+		p.rp = p.byPriority[rank]
+	} else {
+		p.rp = p.params(r.Priority)
 	}
+	p.rp.fp8 = isFP8(r.Dtype)
+	p.rp.deadlineIn, p.rp.workflowDeadlineIn = secondsUntil(r.Deadline, now), secondsUntil(r.WorkflowDeadline, now)
+	p.touched = p.touched[:0]
+	for _, prepare := range p.stages.prepare {
+		prepare(p, f, r)
+	}
+	p.rp.timeValue = p.rp.workflowFactor * p.rp.valueOfTime
 	// Per-request marks live in the rows' flags, which the scan reads
 	// anyway, rather than in arrays of their own: one cache line fewer per
 	// worker when another process has emptied the caches.
@@ -451,23 +467,6 @@ func (p *Placer) Place(f *fleet.Fleet, req *Request, now time.Time) *Decision {
 		}
 	}
 	p.mark(p.excludedIdx, rowExcluded, true)
-	if rank := schemas.PriorityRank(r.Priority); rank >= 0 {
-		p.rp = p.byPriority[rank]
-	} else {
-		p.rp = p.params(r.Priority)
-	}
-	p.rp.fp8 = isFP8(r.Dtype)
-	p.rp.deadlineIn, p.rp.workflowDeadlineIn = secondsUntil(r.Deadline, now), secondsUntil(r.WorkflowDeadline, now)
-	p.rp.workflowFactor = workflowFactor(p, &r)
-	if wf := r.Workflow; p.on[axWorkflow] && wf != nil && !math.IsInf(p.rp.workflowDeadlineIn, 1) {
-		p.rp.stepped, p.rp.stepsLeft = true, float64(max(wf.Of-wf.Step, 0))
-	}
-	p.rp.boundQueueCeiling = math.Inf(1)
-	if p.on[axPriority] {
-		p.rp.boundQueueCeiling = p.rp.queueCeiling
-	}
-	p.rp.boundDeadlines = p.on[axLatency]
-	p.rp.timeValue = p.rp.workflowFactor * p.rp.valueOfTime
 	var weight uint64
 	if p.opts.WeightBytes != nil {
 		weight = p.opts.WeightBytes(r.Model, r.Dtype)
@@ -479,7 +478,7 @@ func (p *Placer) Place(f *fleet.Fleet, req *Request, now time.Time) *Decision {
 	// A worker is fresh when heard from at or after cutoff: one time
 	// comparison per worker instead of a subtraction.
 	cutoff := now.Add(-f.Staleness())
-	p.scan(d, &r, weight, now, cutoff)
+	p.scan(d, r, weight, now, cutoff)
 	for _, w := range p.touched {
 		p.lens[w] = 0
 	}
@@ -521,7 +520,7 @@ func (p *Placer) mark(idx []int32, flag rowFlags, on bool) {
 // d.
 func (p *Placer) consider(d *Decision, i int32, r *Request, weight uint64, now time.Time) {
 	c := &p.cand
-	reason := p.evaluate(c, i, r, weight, now)
+	reason := p.evaluate(c, i, r, weight)
 	if reason == ReasonNone {
 		d.Considered++
 		p.keep(c.row.w, &c.t)
@@ -594,47 +593,6 @@ func (p *Placer) grow(nWorkers, nIndex int) {
 	for len(p.done) < n {
 		p.done = append(p.done, false)
 	}
-}
-
-// evaluate runs every filter and every scorer for the worker at Idx i, in
-// a fixed order: the cheap, unresolvable filters first so most rejections
-// cost little. It reads the placer's copy of the fleet (view), not the
-// fleet.Worker; scan has already passed the worker's exclusion, draining
-// and freshness checks and prepared its class.
-func (p *Placer) evaluate(c *cand, i int32, r *Request, weight uint64, now time.Time) Reason {
-	h := &p.view.hot[i]
-	*c = cand{i: i, h: h, row: &p.view.cold[i], c: &p.classes[h.class]}
-	queueTerm(p, c, r)
-	kvTerm(p, c, r)
-	decodeTerm(p, c, r)
-	kvBlocks(p, c, r)
-
-	// Filters and terms, one axis at a time; each axis file says what it
-	// reads and why. Terms that later filters need come first.
-	c.res = p.residencyAt(i, r)
-	if reason := gpuFilter(p, c, r, weight); reason != ReasonNone {
-		return reason
-	}
-	if reason := warmthTerm(p, c, r); reason != ReasonNone {
-		return reason
-	}
-	if reason := headroomFilter(p, c, r, weight); reason != ReasonNone {
-		return reason
-	}
-	if reason := priorityFilter(p, c, r); reason != ReasonNone {
-		return reason
-	}
-	headroomTerm(p, c, r)
-	workflowTerm(p, c, r, now)
-	completion(c)
-	if reason := latencyFilter(p, c, r, now); reason != ReasonNone {
-		return reason
-	}
-	priorityTerm(p, c, r)
-	gpuCostTerm(p, c, r)
-	delayTerm(p, c, r)
-	total(c)
-	return ReasonNone
 }
 
 // queueTerm predicts the wait behind work already on the worker: prompt
