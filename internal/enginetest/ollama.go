@@ -276,9 +276,11 @@ func (s *Ollama) CreateTiny(ctx context.Context, name string, o gguf.TinyOptions
 		return fmt.Errorf("enginetest: %w", err)
 	}
 	// The prompt alone, no chat markup: the model has no chat template and
-	// a request's tokens are exactly its text's.
+	// a request's tokens are exactly its text's. One thread: llama.cpp's
+	// worker threads spin while they wait, and on a small shared machine
+	// several of them slow a model this size down a hundredfold.
 	modelfile := filepath.Join(s.dir, name+".Modelfile")
-	if err := os.WriteFile(modelfile, []byte("FROM "+path+"\nTEMPLATE {{ .Prompt }}\n"), 0o644); err != nil {
+	if err := os.WriteFile(modelfile, []byte("FROM "+path+"\nTEMPLATE {{ .Prompt }}\nPARAMETER num_thread 1\n"), 0o644); err != nil {
 		return fmt.Errorf("enginetest: %w", err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
