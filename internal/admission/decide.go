@@ -166,7 +166,16 @@ func Decide(in Input) Decision {
 
 	ladder := in.Tenants.Ladder()
 	cx := EstimateComplexity(r, d.PromptTokens)
-	mv := ChooseModel(p, ladder, in.Known, r, cx)
+	// A move never lands on a model whose window cannot hold the request:
+	// "auto" picks the smallest adequate model that fits. When none fits,
+	// the pick without the window filter is refused below with
+	// context_too_long, which says why, rather than "no model allowed".
+	mv := ChooseModel(p, ladder, fitsWindow(in.Known, in.ContextWindow, r.Model, d.PromptTokens+r.MaxTokens), r, cx)
+	if mv.Error != nil && in.ContextWindow != nil {
+		if unfiltered := ChooseModel(p, ladder, in.Known, r, cx); unfiltered.Error == nil {
+			mv = unfiltered
+		}
+	}
 	if mv.Error != nil {
 		return reject(mv.Error)
 	}
@@ -271,6 +280,23 @@ func Decide(in Input) Decision {
 		in.Quotas.Charge(p, need, d.EstimatedCostUSD, in.Now)
 	}
 	return d
+}
+
+// fitsWindow narrows known to the models whose context window holds need
+// tokens (a model with no known window passes), for the move step's
+// candidates; the requested model itself is left to checkContext.
+func fitsWindow(known schemas.ModelLookup, window func(string) int, requested string, need int) schemas.ModelLookup {
+	if window == nil {
+		return known
+	}
+	return func(m string) bool {
+		if m != requested {
+			if w := window(m); w > 0 && need > w {
+				return false
+			}
+		}
+		return known == nil || known(m)
+	}
 }
 
 // checkContext refuses a request whose prompt plus max_tokens does not fit

@@ -229,3 +229,42 @@ func TestContextWindow(t *testing.T) {
 		})
 	}
 }
+
+// TestAutoMovesOnlyToModelsThatFit: "auto" picks the smallest adequate
+// model whose window holds the request, and refuses with context_too_long
+// (not "no model allowed") when none does.
+func TestAutoMovesOnlyToModelsThatFit(t *testing.T) {
+	// Windows need not grow along the ladder (llama-2-7b has 4k, the 1B
+	// Llama 3.2 128k): the tier a 20k-token prompt needs lands on an 8k model.
+	ts, err := NewTenants(Config{UnknownTenants: UnknownDefault, ModelLadder: []string{"s-128k", "m-8k", "l-8k", "xl-128k"},
+		Default: Profile{Priority: schemas.PriorityCritical, DefaultPriority: schemas.PriorityStandard, AllowAuto: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	window := func(m string) int {
+		return map[string]int{"s-128k": 131072, "m-8k": 8192, "l-8k": 8192, "xl-128k": 131072}[m]
+	}
+	cases := []struct {
+		name, prompt string
+		model, code  string
+	}{
+		{"short prompt: the smallest model", "hello", "s-128k", ""},
+		{"20k tokens: past the 8k models to one that holds it", strings.Repeat("context ", 10000), "xl-128k", ""},
+		{"over every window", strings.Repeat("context ", 70000), "", schemas.CodeContextTooLong},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := schemas.Request{ID: "r", Model: "auto", Prompt: c.prompt, MaxTokens: 64, Metadata: map[string]string{"task": TaskClassify}}
+			d := Decide(Input{Now: t0, Tenant: "t", Request: &r, Tenants: ts, ContextWindow: window, Load: Load{Slots: 8, FreeSlots: 8}})
+			if c.code != "" {
+				if d.Error == nil || d.Error.Code != c.code {
+					t.Fatalf("decision %s %v, want %s", d.Action, d.Error, c.code)
+				}
+				return
+			}
+			if d.Error != nil || d.Model != c.model {
+				t.Fatalf("model %q (%v; %v), want %q", d.Model, d.Error, d.Reasons, c.model)
+			}
+		})
+	}
+}
