@@ -109,15 +109,17 @@ func TestPrometheusScrapesUpAndGateway(t *testing.T) {
 
 	dir := t.TempDir()
 	promAddr := freeAddr(t)
-	conf := fmt.Sprintf(`global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-scrape_configs:
-  - job_name: switchyard-up
-    static_configs: [{targets: [%q]}]
-  - job_name: switchyard-gateway
-    static_configs: [{targets: [%q]}]
-`, r.upMetrics, r.gatewayMetrics)
+	// deploy/prometheus/up.yml, the config the docs give for up and a
+	// gateway, on this test's ports and scraped every second.
+	tmpl, err := os.ReadFile("../../deploy/prometheus/up.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := strings.NewReplacer(`"127.0.0.1:9100"`, strconv.Quote(r.upMetrics), `"127.0.0.1:9200"`, strconv.Quote(r.gatewayMetrics),
+		"scrape_interval: 5s", "scrape_interval: 1s", "evaluation_interval: 15s", "evaluation_interval: 1s").Replace(string(tmpl))
+	if !strings.Contains(conf, r.upMetrics) || !strings.Contains(conf, r.gatewayMetrics) {
+		t.Fatalf("deploy/prometheus/up.yml no longer names 127.0.0.1:9100 and 127.0.0.1:9200:\n%s", tmpl)
+	}
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
