@@ -2,15 +2,31 @@ package placement
 
 import "strings"
 
-// Axis: GPU generation.
+// Axis: GPU generation (row AxisGPU in axes.go).
 //
-// Reads the worker's GPU, architecture and TP (heartbeat), the model's
-// weight size (Options.WeightBytes), and the cost model's speed and $/hour
-// for that GPU. Why: generations differ several-fold in both speed and
-// price, so the same request is fast-and-dear on one and slow-and-cheap on
-// another; and some cannot run it at all. The capability checks are hard,
-// unresolvable filters. The speed shows up in every seconds term (they are
-// all asked of the cost model for this GPU); the price is gpu_usd.
+// Why: generations differ several-fold in both speed and price, so the
+// same request is fast-and-dear on one and slow-and-cheap on another; and
+// some cannot run it at all.
+//
+// Reads: the worker's GPU, architecture and TP and its own $/hour
+// (heartbeat), its total HBM against the model's weight size
+// (Options.WeightBytes), the request's model and dtype, and the cost
+// model's speed and catalog price for that GPU.
+//
+// Filters: dtype_unsupported (FP8 weights on an architecture without FP8
+// tensor cores), model_too_large (the weights exceed total HBM and are not
+// already there), cannot_run (the cost model has no figure for this
+// GPU): hard and unresolvable. Term: gpu_usd, the GPU-seconds the request
+// occupies (its load and prefill, its share of the batch's decode) at the
+// worker's own price or its class's; the speed shows up in every seconds
+// term, since each is asked of the cost model for this GPU.
+//
+// Trade-offs: costing by class (GPU, TP) rather than by worker is what
+// keeps a placement to a handful of cost-model calls, so two workers of
+// one class differ only by what they report (queue, batch, cache,
+// residency, own price), not by a per-worker speed; a worker slower than
+// its catalog entry is seen only through its queue. The price is the
+// marginal GPU-seconds, not the idle cost of a worker left empty.
 //
 // Disabled: every worker is costed as Options.ReferenceGPU at its price,
 // i.e. the router treats the fleet as uniform. The capability filters stay.

@@ -2,18 +2,23 @@ package placement
 
 import "github.com/switchyard-ai/switchyard/internal/tokens"
 
-// Axis: memory headroom.
+// Axis: memory headroom (row AxisHeadroom in axes.go).
 //
-// Reads the worker's KV blocks total/free and HBM free (heartbeat) net of
-// the router's own bookings (fleet.Reserve), and the blocks each class
-// holds (heartbeat kv_blocks_by_class). Why: a request that does not fit
-// in free KV blocks makes the engine preempt running sequences, which then
-// recompute their prefill; and a model that is not loaded needs free HBM
-// for its weights. Those are busy-now filters. Among workers that fit, a
-// fuller cache is likelier to preempt under the next burst: the term
-// preempt_s is that probability times the seconds a preempted request
-// loses (its prefill plus decode), with the risk rising quadratically from
-// Options.HeadroomKnee to a full cache.
+// Why: a request that does not fit in free KV blocks makes the engine
+// preempt running sequences, which then recompute their prefill; and a
+// model that is not loaded needs free HBM for its weights.
+//
+// Reads: the worker's KV blocks total and free and its free HBM
+// (heartbeat), net of the router's own bookings (fleet.Reserve,
+// Worker.BookedBlocks), the blocks each class holds (heartbeat
+// kv_blocks_by_class), and the blocks the request needs beyond its
+// cached prefix (the KV axis's blocks).
+//
+// Filters: would_preempt and hbm_busy, both busy-now. Term: among
+// workers that fit, a fuller cache is likelier to preempt under the next
+// burst: preempt_s is that probability times the seconds a preempted
+// request loses (its prefill plus decode), with the risk rising
+// quadratically from Options.HeadroomKnee to a full cache.
 //
 // The engine lets a waiting sequence preempt strictly lower classes
 // (internal/engine), so for the classes in Options.Reclaim (critical by
@@ -29,6 +34,13 @@ import "github.com/switchyard-ai/switchyard/internal/tokens"
 // cheaper one can take the request; before, a long critical prompt under
 // overload found every worker full of lower classes' KV and could not be
 // placed at all.
+//
+// Trade-offs: the fill is a heartbeat old, corrected only by the router's
+// own bookings, so other routers' placements and the engine's own growth
+// (decode adds blocks) since then are not seen; the knee and the
+// quadratic are a shape chosen for ranking, not a fitted probability.
+// Nothing of the axis is in the scan's lower bound (its terms only add),
+// so it never prunes, only filters and ranks what is evaluated.
 //
 // Disabled: no KV or HBM filter and no preemption or reclaim term (the
 // router places as if memory were unlimited; the engine preempts).

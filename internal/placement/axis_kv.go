@@ -5,14 +5,26 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/tokens"
 )
 
-// Axis: KV cache state.
+// Axis: KV cache state (row AxisKV in axes.go).
 //
-// Reads the prefix index (KV events): how many of the request's leading
-// blocks the worker already holds. Why: a cached prefix skips its prefill,
-// which dominates time-to-first-token for long agentic prompts, and a retry
-// elsewhere pays it again. The term is the prefill time of the uncached
-// part; saved_s reports the seconds the cache saved. The cached blocks also
-// shrink the KV blocks the request needs, which the headroom axis checks.
+// Why: a cached prefix skips its prefill, which dominates
+// time-to-first-token for long agentic prompts, and a retry elsewhere pays
+// it again.
+//
+// Reads: the prefix index (KV events' block hashes): how many of the
+// request's leading blocks the worker already holds; the worker's block
+// size; the request's block hashes and token counts.
+//
+// Term: prefill_s of the uncached part; saved_s reports the seconds the
+// cache saved. The cached blocks also shrink the KV blocks the request
+// needs (blocks), which the headroom axis checks. No filter.
+//
+// Trade-offs: the index is as fresh as the KV events the router has
+// applied, so a block evicted since reads as cached until its event
+// arrives (a gap forces a snapshot: see internal/fleet); only the longest
+// leading run counts, not blocks held further in. The holders of a prefix
+// are bounded one by one before any group, since a group's bound assumes
+// no cache: a request matching thousands of workers would read them all.
 //
 // Disabled: no worker is credited with a cached prefix.
 

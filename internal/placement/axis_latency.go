@@ -2,17 +2,29 @@ package placement
 
 import "math"
 
-// Axis: latency budget.
+// Axis: latency budget (row AxisLatency in axes.go).
 //
-// Reads the request's deadline (or the tighter per-step deadline the
-// workflow axis derives) and the predicted completion time. Why: work that
-// will finish after its deadline is wasted GPU time, so a worker whose
-// predicted completion misses it is filtered, as unresolvable when even
-// the bare prefill and decode miss (no amount of waiting helps there) and
-// busy-now when queueing or loading is to blame. Among the rest, thin slack
-// is a risk: the term miss_usd is P(miss) times the class's miss penalty,
-// with P(miss) from a normal prediction error
-// of Options.PredictionError × completion_s.
+// Why: work that will finish after its deadline is wasted GPU time, and
+// thin slack is a risk worth paying to avoid.
+//
+// Reads: the request's deadline (or the tighter per-step deadline the
+// workflow axis derives) and the predicted completion time.
+//
+// Filters: a worker whose predicted completion misses the deadline is
+// rejected, as deadline_unreachable when even the bare prefill and decode
+// at a batch of one miss (no amount of waiting helps there) and
+// deadline_busy when queueing or loading is to blame. Term: among the
+// rest, miss_usd is P(miss) times the class's miss penalty, with P(miss)
+// from a normal prediction error of Options.PredictionError ×
+// completion_s.
+//
+// Trade-offs: the error is one relative figure for every worker and
+// request, not a per-GPU calibrated spread, and the normal tail is the
+// Abramowitz–Stegun polynomial (error under 2.5e-4) rather than erfc, for
+// speed. Because P(miss) only rises with completion and falls with the
+// deadline, the scan can price it in its bounds (groupBound,
+// refinedBound), which is what lets a batch request with a tight deadline
+// skip the slow groups.
 //
 // Disabled: no deadline filter and no miss term.
 

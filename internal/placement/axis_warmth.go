@@ -1,13 +1,24 @@
 package placement
 
-// Axis: weight warmth.
+// Axis: weight warmth (row AxisWarmth in axes.go).
 //
-// Reads the model's residency on the worker (heartbeat: hot, sleeping,
-// loading, cold or absent, with the worker's own load-time estimate) and
-// the cost model's load time from that state. Why: a cold start is tens of
-// seconds against a sub-second request, so a warm slower GPU usually beats
-// a cold fast one; no anchor router scores base-weight residency. The term
-// is load_s, seconds added before prefill can start.
+// Why: a cold start is tens of seconds against a sub-second request, so a
+// warm slower GPU usually beats a cold fast one; no anchor router scores
+// base-weight residency.
+//
+// Reads: the model's residency on the worker (heartbeat models: hot,
+// sleeping, loading, cold or absent, with the worker's own load-time
+// estimate) and the cost model's load time from that state.
+//
+// Filters: cannot_run when the load cannot happen (an unknown state, or a
+// cost model with no figure). Term: load_s, seconds added before prefill
+// can start.
+//
+// Trade-offs: the worker's own estimate, when it gives one, wins over the
+// cost model's, so a worker misreporting its disk speed is believed; load_s
+// counts the request's own wait, not the others' that a load on a busy
+// worker also stalls (delay_s carries that). Groups bound as if hot, so
+// cold workers in a competitive group are read one by one.
 //
 // Disabled: load_s is 0 everywhere (the router assumes every model is warm).
 

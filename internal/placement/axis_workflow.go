@@ -6,20 +6,29 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/fleet"
 )
 
-// Axis: workflow context.
+// Axis: workflow context (row AxisWorkflow in axes.go).
 //
-// Reads the request's workflow position (step k of n) and the workflow's
-// deadline. Why: in an agentic chain, a late or failed step wastes every
-// step before it, so (1) the closer a workflow is to finishing, the more
-// its time is worth: workflow_factor = 1 + FinishWeight × (k−1)/n
-// multiplies value_of_time, favouring fast placements for steps that
-// finish workflows; and (2) the workflow's deadline is split across the
-// steps left: this step must finish early enough to leave the remaining
-// n−k steps, each estimated at this step's own prefill+decode, before the
+// Why: in an agentic chain, a late or failed step wastes every step
+// before it.
+//
+// Reads: the request's workflow position (step k of n) and the workflow's
+// deadline.
+//
+// Term: (1) the closer a workflow is to finishing, the more its time is
+// worth: workflow_factor = 1 + FinishWeight × (k−1)/n multiplies
+// value_of_time, favouring fast placements for steps that finish
+// workflows; and (2) the workflow's deadline is split across the steps
+// left: this step must finish early enough to leave the remaining n−k
+// steps, each estimated at this step's own prefill+decode, before the
 // workflow deadline. That per-step deadline feeds the latency axis, so a
 // step that would doom its workflow on a slow worker is not put there.
 // Steps of one workflow share their prefix, so the KV axis keeps them on
-// the worker that holds it.
+// the worker that holds it. No filter of its own.
+//
+// Trade-offs: the steps left are assumed to cost what this one does on
+// this worker, which overstates a chain whose later steps are short and
+// understates one that grows; the factor is linear in the fraction done,
+// with FinishWeight chosen, not fitted.
 //
 // Disabled: workflow_factor is 1 and only the request's own deadline counts.
 

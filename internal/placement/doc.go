@@ -6,7 +6,10 @@
 // The pipeline is Filter → Score → Pick, in the style of the Kubernetes
 // scheduler framework and Nomad's feasibility-then-rank iterators. Each of
 // the seven axes of DESIGN.md lives in its own axis_*.go file with its hard
-// filter (if any) and its cost term. Every term is a prediction in seconds
+// filter (if any) and its cost term, and is declared as a row of the table
+// in axes.go: the fleet and request fields it reads, its filters, terms
+// and bound, and its hooks, which the evaluator runs stage by stage. Every
+// term is a prediction in seconds
 // or US dollars, never an arbitrary score, and they meet in one formula:
 //
 //	completion_s = queue_s + load_s + prefill_s + decode_s + preempt_s
@@ -47,10 +50,11 @@
 // workers are then evaluated cheapest bound first, and one whose bound
 // exceeds the Explain-th best total so far is skipped (Decision.Skipped),
 // which cannot change the outcome because every other term only adds.
-// Workers are taken a cost class (GPU, TP) at a time and, within a class,
-// a group at a time (the workers whose batch falls in one decode bucket),
-// cheapest group bound first, so a group too slow, too dear or too busy
-// to compete is skipped without its workers being read. A skipped
+// Workers are taken a decode bucket of a cost class (GPU, TP; a bucket is
+// an octave of batch sizes) at a time, cheapest bucket bound first across
+// classes, and within a bucket a group at a time (a quarter of the
+// octave), so a group too slow, too dear, too busy or too likely to miss
+// the deadline to compete is skipped without its workers being read. A skipped
 // worker's filters never ran, so it has no rejection reason; when fewer
 // than Explain workers pass, none is skipped and every rejection has its
 // reason.

@@ -19,17 +19,20 @@ import (
 // they are skipped rather than evaluated and rejected one by one, which
 // was the placement latency tail.
 //
-// Workers are taken a cost class (GPU, TP) at a time, the class with the
-// lowest bound first, and within a class by group: the workers whose
-// batch falls in one decode bucket. A group's bound is that of a hot,
-// uncached worker with the best of each of its members' queue, batch and
-// price (groupBound). The workers holding a cached prefix of the request
-// come before all classes, one by one, since group bounds do not cover
-// them. Once a group's bound exceeds the bar, none of its workers can
-// enter the list, and they are skipped without their rows being read: for
-// an interactive request most of the fleet is GPUs too slow to compete,
-// for a batch request GPUs too dear, or batches too small to share a GPU
-// cheaply or too big to join without delaying them.
+// Workers are taken a decode bucket of a cost class (GPU, TP) at a time,
+// the bucket with the lowest bound first whatever its class, and within a
+// bucket by group: the workers whose batch falls in one quarter of the
+// bucket's octave. A group's bound is that of a hot, uncached worker with
+// the best of each of its members' queue, batch and price, plus miss_usd
+// at that worker's completion (groupBound); a bucket's is the same over
+// all its groups. The workers holding a cached prefix of the request come
+// before all buckets, one by one, since group bounds do not cover them.
+// Once a bound exceeds the bar, none of the bucket's or group's workers
+// can enter the list, and they are skipped without their rows being read:
+// for an interactive request most of the fleet is GPUs too slow to
+// compete, for a batch request GPUs too dear or too slow for its
+// deadline, or batches too small to share a GPU cheaply or too big to
+// join without delaying them.
 //
 // The trade: a skipped worker's filters never ran, so it is counted in
 // Skipped, not listed in Rejections with a reason. Rejections hold every
