@@ -10,6 +10,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -136,6 +137,17 @@ func mergeSeries(w io.Writer, text []byte) {
 		}
 		s.f += f
 	}
+	// Samples of one metric family (a histogram's _bucket, _sum and _count
+	// included) are written together, in the order families first
+	// appeared: the text format wants a family's lines in one group, and
+	// the sets interleave them.
+	famOrder := map[string]int{}
+	for _, s := range order {
+		if _, ok := famOrder[family(s.key)]; !ok {
+			famOrder[family(s.key)] = len(famOrder)
+		}
+	}
+	sort.SliceStable(order, func(i, j int) bool { return famOrder[family(order[i].key)] < famOrder[family(order[j].key)] })
 	bw := bufio.NewWriter(w)
 	for _, s := range order {
 		for _, c := range s.extra {
@@ -156,6 +168,21 @@ func mergeSeries(w io.Writer, text []byte) {
 		bw.WriteByte('\n')
 	}
 	bw.Flush()
+}
+
+// family is the metric family of a series key: its name without labels
+// and without a histogram's _bucket, _sum or _count suffix.
+func family(key string) string {
+	name := key
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		name = key[:i]
+	}
+	for _, suf := range []string{"_bucket", "_sum", "_count"} {
+		if base, ok := strings.CutSuffix(name, suf); ok {
+			return base
+		}
+	}
+	return name
 }
 
 func formatFloat(f float64) string {

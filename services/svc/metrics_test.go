@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -64,6 +65,24 @@ func TestRegistryMergesIdenticalSeries(t *testing.T) {
 	}
 	if _, ok := got["go_goroutines"]; !ok {
 		t.Error("process metrics missing")
+	}
+	// Each family's lines form one group, though every set wrote them
+	// apart.
+	var families []string
+	for _, line := range strings.Split(buf.String(), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, "go_") || strings.HasPrefix(line, "process_") {
+			continue
+		}
+		name := line[:strings.IndexAny(line, "{ ")]
+		for _, suf := range []string{"_bucket", "_sum", "_count"} {
+			name = strings.TrimSuffix(name, suf)
+		}
+		if n := len(families); n == 0 || families[n-1] != name {
+			if slices.Contains(families, name) {
+				t.Errorf("family %s is split:\n%s", name, buf.String())
+			}
+			families = append(families, name)
+		}
 	}
 }
 
