@@ -157,7 +157,7 @@ func TestPrometheusScrapesUpAndGateway(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		lgErr = runLoadgen(ctx, []string{"--nats", r.natsURL, "--rate", "40", "--duration", "6s", "--json", "--drain", "20s"}, &lgOut)
+		lgErr = runLoadgen(ctx, []string{"--nats", r.natsURL, "--rate", "25", "--duration", "6s", "--json", "--drain", "20s"}, &lgOut)
 	}()
 	var gwMu sync.Mutex
 	gwStatus := map[int]int{}
