@@ -61,6 +61,14 @@ func WatchDeferrals(ctx context.Context, js jetstream.JetStream, rec Record, ite
 		return nil, fmt.Errorf("defer events consumer: %w", err)
 	}
 	d := &Deferrals{byID: map[string]Deferral{}, caughtUp: make(chan struct{})}
+	// With no defer event since the batch began there is nothing to catch
+	// up on: say so now rather than after a fetch's empty wait.
+	if st, err := js.Stream(ctx, subjects.StreamEvents); err == nil {
+		last, err := st.GetLastMsgForSubject(ctx, subjects.Event("admitter", DeferKind))
+		if errors.Is(err, jetstream.ErrMsgNotFound) || (err == nil && last.Time.Before(start)) {
+			d.markCaughtUp()
+		}
+	}
 	go func() {
 		defer d.markCaughtUp()
 		for ctx.Err() == nil {
