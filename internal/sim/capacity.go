@@ -7,6 +7,7 @@ package sim
 // ≥ 0.90, and each high class (critical, interactive) ≥ 0.99.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -117,7 +118,9 @@ type PolicyCapacity struct {
 // scale that met it below the first scale found to fail it: the geometric
 // sweep stops at the first failure, and the bisection between the last
 // pass and that failure keeps its bracket, never searching above it.
-func FindCapacity(cfg Config, tr *traces.Trace, policies []string, s CapacitySearch) ([]PolicyCapacity, error) {
+//
+// ctx ends the search between runs.
+func FindCapacity(ctx context.Context, cfg Config, tr *traces.Trace, policies []string, s CapacitySearch) ([]PolicyCapacity, error) {
 	s.fill()
 	for _, n := range policies {
 		if _, err := NewPolicy(n, perf.NewPredictor(nil)); err != nil {
@@ -137,7 +140,7 @@ func FindCapacity(cfg Config, tr *traces.Trace, policies []string, s CapacitySea
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			out[i], errs[i] = searchPolicy(cfg, tr, n, s)
+			out[i], errs[i] = searchPolicy(ctx, cfg, tr, n, s)
 		}()
 	}
 	wg.Wait()
@@ -160,6 +163,7 @@ type capKey struct {
 }
 
 type policySearch struct {
+	ctx   context.Context
 	cfg   Config
 	tr    *traces.Trace
 	name  string
@@ -170,14 +174,14 @@ type policySearch struct {
 	fleet map[int][]GPUSpec
 }
 
-func searchPolicy(cfg Config, tr *traces.Trace, name string, s CapacitySearch) (PolicyCapacity, error) {
+func searchPolicy(ctx context.Context, cfg Config, tr *traces.Trace, name string, s CapacitySearch) (PolicyCapacity, error) {
 	base := cfg.Replicas()
 	gpus := 0
 	for _, g := range cfg.GPUs {
 		gpus += g.Count * max(g.TP, 1)
 	}
 	pc := PolicyCapacity{Name: name, Replicas: base, GPUs: gpus}
-	ps := &policySearch{cfg: cfg, tr: tr, name: name, s: s, base: base, memo: map[capKey]*Result{}, pc: &pc, fleet: map[int][]GPUSpec{}}
+	ps := &policySearch{ctx: ctx, cfg: cfg, tr: tr, name: name, s: s, base: base, memo: map[capKey]*Result{}, pc: &pc, fleet: map[int][]GPUSpec{}}
 	var err error
 	if pc.ScaleAtSLO90, pc.FailSLO90, err = ps.bar(func(r *Result) bool { return r.SLOAttainment >= s.SLOTarget }); err != nil {
 		return pc, err
@@ -216,6 +220,9 @@ func (ps *policySearch) run(scale float64, n int) (*Result, error) {
 	k := capKey{scale, n}
 	if r, ok := ps.memo[k]; ok {
 		return r, nil
+	}
+	if err := ps.ctx.Err(); err != nil {
+		return nil, fmt.Errorf("sim: capacity %s: %w", ps.name, err)
 	}
 	pol, err := NewPolicy(ps.name, perf.NewPredictor(nil))
 	if err != nil {

@@ -108,7 +108,8 @@ type ScenarioTrace struct {
 	Bursts []Burst `json:"bursts,omitempty"`
 }
 
-// ModelPhase is the model popularity from At (trace time) on.
+// ModelPhase is the model popularity from At on, in the trace's own time
+// (before bursts and rate scaling).
 type ModelPhase struct {
 	At      string             `json:"at"`
 	Weights map[string]float64 `json:"weights"`
