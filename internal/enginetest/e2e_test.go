@@ -13,6 +13,7 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/backend/openai"
 	"github.com/switchyard-ai/switchyard/internal/bus"
 	"github.com/switchyard-ai/switchyard/internal/catalog"
+	"github.com/switchyard-ai/switchyard/internal/control"
 	"github.com/switchyard-ai/switchyard/internal/stack"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/client"
@@ -252,5 +253,206 @@ func TestCancelAbortsOnTheEngine(t *testing.T) {
 		got, maxTokens, waited.Round(time.Millisecond), next.CompletionTokens, remaining.Round(time.Millisecond))
 	if n := storedResults(t, st, "long-1"); n != 1 {
 		t.Fatalf("%d final results stored", n)
+	}
+}
+
+// runningOn waits for the heartbeat of the worker running a request and
+// returns that worker's id.
+func runningOn(t *testing.T, hbs *heartbeats) string {
+	t.Helper()
+	return hbs.waitFor(t, "a worker reports the request running", 20*time.Second, func(hb schemas.Heartbeat) bool { return hb.Running > 0 }).WorkerID
+}
+
+// TestEngineKilledMidStream: the engine under a streaming request dies.
+// The request gets exactly one final result (backend_error naming the
+// engine), its token stream is closed, the worker reports itself draining
+// while nothing answers at the engine's address, the rest of the fleet
+// serves the next request, and the worker takes work again once the engine
+// is back.
+func TestEngineKilledMidStream(t *testing.T) {
+	engines := []*Ollama{startEngine(t, 2, "tiny"), startEngine(t, 2, "tiny")}
+	st := system(t, "tiny", engines[0].URL, engines[1].URL)
+	byWorker := map[string]*Ollama{"w1-cpu": engines[0], "w2-cpu": engines[1]}
+	cl := newClient(t, st, "kill")
+	hbs := watchHeartbeats(t, newNC(t, st))
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	s := follow(t, cl, tenant, "doomed-1")
+	if _, err := cl.Submit(ctx, tenant, &schemas.Request{ID: "doomed-1", Model: "tiny", Prompt: "keep talking", MaxTokens: 20000,
+		Stream: true, DeadlineMs: 600_000}); err != nil {
+		t.Fatal(err)
+	}
+	<-s.first
+	victim := runningOn(t, hbs)
+	engine := byWorker[victim]
+	if engine == nil {
+		t.Fatalf("request running on unknown worker %q", victim)
+	}
+	engine.Kill()
+	res, err := cl.Result(ctx, tenant, "doomed-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status == schemas.StatusOK || res.Error == nil || res.Error.Code != schemas.CodeBackendError ||
+		res.WorkerID != victim || !strings.Contains(res.Error.Message, engine.URL) {
+		t.Fatalf("result %+v", res)
+	}
+	s.waitDone(t, 10*time.Second)
+	hbs.waitFor(t, "the worker drains while its engine is gone", 10*time.Second, func(hb schemas.Heartbeat) bool {
+		return hb.WorkerID == victim && hb.Draining
+	})
+	next, err := cl.Do(ctx, tenant, &schemas.Request{ID: "after-kill", Model: "tiny", Prompt: "still there?", MaxTokens: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Status != schemas.StatusOK || next.WorkerID == victim {
+		t.Fatalf("next request: %+v", next)
+	}
+	if err := engine.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hbs.waitFor(t, "the worker serves again once its engine answers", 20*time.Second, func(hb schemas.Heartbeat) bool {
+		return hb.WorkerID == victim && !hb.Draining
+	})
+	// A kill is not a cancel: the doomed request was finished once, as an
+	// error, and nothing else answered it.
+	time.Sleep(time.Second)
+	if n := storedResults(t, st, "doomed-1"); n != 1 {
+		t.Fatalf("%d final results stored", n)
+	}
+}
+
+// TestWarmthFromTheEngine: two models on one engine. The heartbeat lists
+// both with their engine-read descriptions and reports which are loaded
+// (Ollama's /api/ps); a request for the second model, which only the
+// engine knows about, loads it, and the engine's own measure of that load
+// becomes the model's load_s; the controller's warmth decisions unload and
+// load it on the engine.
+func TestWarmthFromTheEngine(t *testing.T) {
+	o := startEngine(t, 1, "tiny-a", "tiny-b")
+	st := system(t, "tiny-a", o.URL)
+	cl := newClient(t, st, "warmth")
+	nc := newNC(t, st)
+	hbs := watchHeartbeats(t, nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	state := func(model string) func(schemas.Heartbeat) bool {
+		return func(hb schemas.Heartbeat) bool { _, ok := modelState(hb, model); return ok }
+	}
+	hb := hbs.waitFor(t, "the engine's second model is advertised", 10*time.Second, state("tiny-b"))
+	if b, _ := modelState(hb, "tiny-b"); b.Spec == nil || b.State != schemas.WeightCold {
+		t.Fatalf("tiny-b before any request: %+v", b)
+	}
+	res, err := cl.Do(ctx, tenant, &schemas.Request{ID: "warm-b", Model: "tiny-b", Prompt: "wake up", MaxTokens: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != schemas.StatusOK || res.Usage.CompletionTokens != 8 {
+		t.Fatalf("result %+v", res)
+	}
+	hb = hbs.waitFor(t, "tiny-b hot with a measured load time", 10*time.Second, func(hb schemas.Heartbeat) bool {
+		b, ok := modelState(hb, "tiny-b")
+		return ok && b.State == schemas.WeightHot && b.LoadSeconds > 0
+	})
+	b, _ := modelState(hb, "tiny-b")
+	if estimate := hb.Models[0].LoadSeconds; b.LoadSeconds > 5 {
+		t.Fatalf("tiny-b's load_s %.3f s looks like the roofline's guess, not the engine's load (tiny-a's estimate %.1f s)", b.LoadSeconds, estimate)
+	}
+	t.Logf("tiny-b loaded by the engine in %.3f s (the roofline guessed %.1f s for its first placement)", b.LoadSeconds, hb.Models[0].LoadSeconds)
+
+	worker := hb.WorkerID
+	warmth := func(s string) {
+		m, err := svc.Encode(control.WarmthSubject(worker), schemas.JSON, control.WarmthMsg{Worker: worker, Model: "tiny-b", State: s, Reason: "test"}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := nc.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	loaded := func() bool {
+		ps, err := o.Client("").Running(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range ps {
+			if openai.SameModel(l.Name, "tiny-b") {
+				return true
+			}
+		}
+		return false
+	}
+	if !loaded() {
+		t.Fatal("the heartbeat says hot but the engine does not hold tiny-b")
+	}
+	warmth(schemas.WeightCold)
+	hbs.waitFor(t, "tiny-b cold after the controller unloads it", 20*time.Second, func(hb schemas.Heartbeat) bool {
+		b, ok := modelState(hb, "tiny-b")
+		return ok && b.State == schemas.WeightCold && !loaded()
+	})
+	warmth(schemas.WeightHot)
+	hbs.waitFor(t, "tiny-b hot after the controller loads it", 20*time.Second, func(hb schemas.Heartbeat) bool {
+		b, ok := modelState(hb, "tiny-b")
+		return ok && b.State == schemas.WeightHot && loaded()
+	})
+}
+
+// TestRepeatedPromptFindsItsEngine: with two engines, a repeated long
+// prompt is routed to the worker whose engine computed it before, although
+// the other worker wins ties between idle workers (as an unrelated prompt
+// shows). Ollama publishes no KV events,
+// so the router assumes a dispatched prompt's blocks stay cached where it
+// ran (docs/engines.md, "Block hashes"); llama.cpp's prompt cache makes
+// that true for the slot's last prompt.
+func TestRepeatedPromptFindsItsEngine(t *testing.T) {
+	engines := []*Ollama{startEngine(t, 2, "tiny"), startEngine(t, 2, "tiny")}
+	st := system(t, "tiny", engines[0].URL, engines[1].URL)
+	cl := newClient(t, st, "prefix")
+	nc := newNC(t, st)
+	hbs := watchHeartbeats(t, nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	// Find the worker that wins ties between idle workers, and take its
+	// engine away, so the prompt first runs on the other one.
+	probe, err := cl.Do(ctx, tenant, &schemas.Request{ID: "tie-probe", Model: "tiny", Prompt: "who wins ties?", MaxTokens: 2})
+	if err != nil || probe.Status != schemas.StatusOK {
+		t.Fatalf("probe: %+v %v", probe, err)
+	}
+	tieWinner := probe.WorkerID
+	byWorker := map[string]*Ollama{"w1-cpu": engines[0], "w2-cpu": engines[1]}
+	byWorker[tieWinner].Kill()
+	hbs.waitFor(t, "the tie winner drains", 10*time.Second, func(hb schemas.Heartbeat) bool { return hb.WorkerID == tieWinner && hb.Draining })
+	prompt := strings.Repeat("The shared system prompt of an agent, long enough to span many KV blocks. ", 12)
+	first, err := cl.Do(ctx, tenant, &schemas.Request{ID: "prefix-1", Model: "tiny", Prompt: prompt + "Step one.", MaxTokens: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Status != schemas.StatusOK || first.WorkerID == tieWinner {
+		t.Fatalf("first run: %+v (tie winner %s has no engine)", first, tieWinner)
+	}
+	if err := byWorker[tieWinner].Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A restarted engine has nothing loaded; warm it, so that both workers
+	// are alike but for the prompt's blocks.
+	if err := byWorker[tieWinner].Ready(ctx, "tiny"); err != nil {
+		t.Fatal(err)
+	}
+	hbs.waitFor(t, "the tie winner serves again, warm", 20*time.Second, func(hb schemas.Heartbeat) bool {
+		m, _ := modelState(hb, "tiny")
+		return hb.WorkerID == tieWinner && !hb.Draining && m.State == schemas.WeightHot
+	})
+	// A different prompt still goes to the tie winner: the fleet is whole.
+	other, err := cl.Do(ctx, tenant, &schemas.Request{ID: "prefix-other", Model: "tiny", Prompt: "unrelated", MaxTokens: 2})
+	if err != nil || other.Status != schemas.StatusOK || other.WorkerID != tieWinner {
+		t.Fatalf("unrelated prompt: %+v %v (tie winner %s)", other, err, tieWinner)
+	}
+	again, err := cl.Do(ctx, tenant, &schemas.Request{ID: "prefix-2", Model: "tiny", Prompt: prompt + "Step two.", MaxTokens: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Status != schemas.StatusOK || again.WorkerID != first.WorkerID {
+		t.Fatalf("repeated prompt ran on %s, its prefix is on %s", again.WorkerID, first.WorkerID)
 	}
 }

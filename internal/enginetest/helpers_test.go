@@ -108,7 +108,7 @@ func system(t *testing.T, model string, urls ...string) *stack.Stack {
 	}
 	var fleet []stack.WorkerSpec
 	for _, u := range urls {
-		fleet = append(fleet, stack.WorkerSpec{GPU: "h100", Model: model, Backend: "openai", OpenAIURL: u})
+		fleet = append(fleet, stack.WorkerSpec{GPU: "cpu", Model: model, Backend: "openai", OpenAIURL: u})
 	}
 	st, err := stack.Start(context.Background(), stack.Config{Fleet: fleet, Catalog: cat})
 	if err != nil {
@@ -150,11 +150,13 @@ func watchHeartbeats(t *testing.T, nc *nats.Conn) *heartbeats {
 	return h
 }
 
-// waitFor polls cond on the recorded heartbeats until it holds.
+// waitFor waits for a heartbeat sent from now on for which cond holds.
 func (h *heartbeats) waitFor(t *testing.T, what string, d time.Duration, cond func(schemas.Heartbeat) bool) schemas.Heartbeat {
 	t.Helper()
 	deadline := time.Now().Add(d)
-	seen := 0
+	h.mu.Lock()
+	seen := len(h.all) // only what is reported from now on
+	h.mu.Unlock()
 	for time.Now().Before(deadline) {
 		h.mu.Lock()
 		for ; seen < len(h.all); seen++ {

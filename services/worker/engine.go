@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/switchyard-ai/switchyard/internal/backend/openai"
+	"github.com/switchyard-ai/switchyard/internal/catalog"
+	"github.com/switchyard-ai/switchyard/internal/perf"
 	"github.com/switchyard-ai/switchyard/schemas"
 )
 
@@ -27,8 +29,11 @@ type engineState struct {
 	available []string
 	// loadSeconds is the last real load time per engine model name.
 	loadSeconds map[string]float64
-	// specs describe the engine's other models (not the worker's own).
-	specs map[string]*schemas.ModelSpec
+	// specs describe the engine's other models (not the worker's own), and
+	// estimatedLoad is the roofline's load time for each until a real load
+	// is measured: a cold model with no load time is offered nowhere.
+	specs         map[string]*schemas.ModelSpec
+	estimatedLoad map[string]float64
 	// loading marks models a dispatch is loading now.
 	loading map[string]bool
 	// down is set while the engine refuses connections (killed, restarting):
@@ -62,12 +67,23 @@ func (w *Worker) noteReachability(err error) {
 }
 
 func newEngineState() engineState {
-	return engineState{loadSeconds: map[string]float64{}, specs: map[string]*schemas.ModelSpec{}, loading: map[string]bool{}}
+	return engineState{loadSeconds: map[string]float64{}, specs: map[string]*schemas.ModelSpec{}, estimatedLoad: map[string]float64{},
+		loading: map[string]bool{}}
 }
 
 // keepAlive is how long Ollama keeps a model loaded after its last use
 // when the worker loads it: Ollama's own default.
 const keepAlive = 5 * time.Minute
+
+// modelKey is the one spelling of an engine model name the maps use:
+// Ollama answers "tiny:latest" for a model requested as "tiny".
+func modelKey(model string) string {
+	k := strings.ToLower(model)
+	if !strings.Contains(k, ":") {
+		k += ":latest"
+	}
+	return k
+}
 
 func (e *engineState) isLoaded(model string) bool {
 	for _, m := range e.loaded {
@@ -136,6 +152,7 @@ func (w *Worker) scrapeEngine(ctx context.Context) bool {
 	}
 	w.mu.Unlock()
 	described := map[string]*schemas.ModelSpec{}
+	estimated := map[string]float64{}
 	for _, a := range undescribed {
 		spec, err := r.client.Describe(ctx, a)
 		if err != nil {
@@ -144,11 +161,13 @@ func (w *Worker) scrapeEngine(ctx context.Context) bool {
 			continue
 		}
 		described[a] = &spec
+		estimated[a] = w.estimateLoad(a, spec)
 	}
 	w.mu.Lock()
 	r.engine.loaded, r.engine.available = names, avail
 	for a, s := range described {
 		r.engine.specs[a] = s
+		r.engine.estimatedLoad[a] = estimated[a]
 	}
 	r.scraped = true
 	w.mu.Unlock()
@@ -177,7 +196,7 @@ func (w *Worker) remoteModels() []schemas.ModelState {
 			continue
 		}
 		out = append(out, schemas.ModelState{Name: strings.TrimSuffix(a, ":latest"), Dtype: w.cfg.Dtype,
-			State: w.engineWeightState(a), LoadSeconds: w.loadSeconds(a, 0), Spec: spec, ContextLength: spec.MaxContext})
+			State: w.engineWeightState(a), LoadSeconds: w.loadSeconds(a, r.engine.estimatedLoad[a]), Spec: spec, ContextLength: spec.MaxContext})
 	}
 	return out
 }
@@ -187,7 +206,7 @@ func (w *Worker) remoteModels() []schemas.ModelState {
 func (w *Worker) engineWeightState(model string) string {
 	e := &w.remote.engine
 	switch {
-	case e.loading[model]:
+	case e.loading[modelKey(model)]:
 		return schemas.WeightLoading
 	case e.isLoaded(model):
 		return schemas.WeightHot
@@ -198,7 +217,7 @@ func (w *Worker) engineWeightState(model string) string {
 // loadSeconds is the measured load time for model, else fallback. Callers
 // hold w.mu.
 func (w *Worker) loadSeconds(model string, fallback float64) float64 {
-	if s, ok := w.remote.engine.loadSeconds[model]; ok {
+	if s, ok := w.remote.engine.loadSeconds[modelKey(model)]; ok {
 		return s
 	}
 	return fallback
@@ -221,9 +240,10 @@ func (w *Worker) engineModel(model string) string {
 func (w *Worker) ensureLoaded(ctx context.Context, model string) {
 	r := w.remote
 	w.mu.Lock()
-	need := r.engine.ollama && !r.engine.isLoaded(model) && !r.engine.loading[model]
+	key := modelKey(model)
+	need := r.engine.ollama && !r.engine.isLoaded(model) && !r.engine.loading[key]
 	if need {
-		r.engine.loading[model] = true
+		r.engine.loading[key] = true
 	}
 	w.mu.Unlock()
 	if !need {
@@ -231,10 +251,10 @@ func (w *Worker) ensureLoaded(ctx context.Context, model string) {
 	}
 	d, err := r.client.Load(ctx, model, keepAlive)
 	w.mu.Lock()
-	delete(r.engine.loading, model)
+	delete(r.engine.loading, key)
 	if err == nil {
 		if d > 0 {
-			r.engine.loadSeconds[model] = d.Seconds()
+			r.engine.loadSeconds[key] = d.Seconds()
 		}
 		if !r.engine.isLoaded(model) {
 			r.engine.loaded = append(r.engine.loaded, model)
@@ -278,7 +298,7 @@ func (w *Worker) remoteWarmth(model, state, reason string) bool {
 		var d time.Duration
 		if d, err = r.client.Load(ctx, em, -1); err == nil && d > 0 {
 			w.mu.Lock()
-			r.engine.loadSeconds[em] = d.Seconds()
+			r.engine.loadSeconds[modelKey(em)] = d.Seconds()
 			w.mu.Unlock()
 		}
 	case schemas.WeightSleeping, schemas.WeightCold:
@@ -295,4 +315,18 @@ func (w *Worker) remoteWarmth(model, state, reason string) bool {
 	w.heartbeat()
 	w.sh.Emit(schemas.Event{Kind: "weights", WorkerID: w.cfg.ID, Reason: reason, Fields: map[string]any{"model": model, "state": state, "engine": "ollama"}})
 	return true
+}
+
+// estimateLoad is the roofline's cold-load time for an engine model on this
+// worker's GPU, from its description; 0 when the description does not fit.
+func (w *Worker) estimateLoad(name string, spec schemas.ModelSpec) float64 {
+	cat := catalog.Default().Learning()
+	if _, err := cat.Learn(name, spec); err != nil {
+		return 0
+	}
+	rep, err := perf.NewReplica(cat, w.cfg.GPU, name, w.cfg.Dtype, w.cfg.TP)
+	if err != nil {
+		return 0
+	}
+	return rep.LoadSeconds(schemas.WeightCold)
 }

@@ -159,17 +159,25 @@ func SameModel(a, b string) bool {
 }
 
 // Load makes model resident and keeps it so for keepAlive (negative: until
-// unloaded), returning the engine's own measure of the load time
-// (load_duration), which is 0 when the model was already resident.
+// unloaded), returning how long the load took: the engine's load_duration
+// when it reports one, else the call's own duration — Ollama answers a
+// load-only request only once the model is loaded, and v0.6.5 reports no
+// load_duration for it, so that is the load plus one loopback round trip.
+// A model already resident loads in about one round trip.
 func (c *Client) Load(ctx context.Context, model string, keepAlive time.Duration) (time.Duration, error) {
 	var out struct {
-		LoadDuration int64 `json:"load_duration"` // nanoseconds
+		LoadDuration int64  `json:"load_duration"` // nanoseconds
+		DoneReason   string `json:"done_reason"`
 	}
 	body := map[string]any{"model": model, "keep_alive": keepAliveValue(keepAlive), "stream": false}
+	start := time.Now()
 	if err := c.postJSON(ctx, "/api/generate", body, &out); err != nil {
 		return 0, err
 	}
-	return time.Duration(out.LoadDuration), nil
+	if out.LoadDuration > 0 {
+		return time.Duration(out.LoadDuration), nil
+	}
+	return time.Since(start), nil
 }
 
 // Unload evicts model from memory now (keep_alive 0).
