@@ -61,16 +61,34 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	asPlanFor := fs.String("autoscale-for", "all", "autoscale: size the fleet to serve all classes, or only the high classes (critical, interactive) with the rest on spare capacity: all|high")
 	asDamping := fs.Float64("trend-damping", 0, "autoscale: forecast trend damping per interval (0: the controller's default; 1: undamped)")
 	planners := fs.String("planner", control.PlannerSwitchyard, "autoscale: comma-separated planners sizing the fleet, each run on the same fleet: "+strings.Join(sim.PlannerNames(), "|"))
+	scenario := fs.String("scenario", "", "scenario file (JSON, or YAML by extension; loadgen/scenarios/): fleet, tenants, trace and faults in one file, instead of --gpus, --model, --trace and --format")
+	capacity := fs.Bool("capacity", false, "search each policy's capacity at SLO instead of one run: the highest rate scale with overall attainment ≥ 0.90 and with critical and interactive each ≥ 0.99, and the smallest fleet meeting both at 1×")
+	capTol := fs.Float64("capacity-tolerance", 0.05, "capacity: end the bisection when the failing scale is within 1+this of the passing one")
+	capMax := fs.Float64("capacity-max-scale", 64, "capacity: highest rate scale searched")
+	capFleet := fs.Int("capacity-max-fleet", 4, "capacity: search the smallest fleet up to this multiple of the given fleet; 0 skips the fleet search")
+	diagnose := fs.Float64("diagnose", 0, "capacity: also break each policy's outcomes down by class and GPU type at this rate scale (queue wait, TTFT and TPOT misses)")
 	fs.SetOutput(stdout)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *scenario != "" {
+		var clash []string
+		fs.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "gpus", "model", "trace", "format", "limit", "kv-blocks", "servegen-rate", "servegen-start", "servegen-lengths", "workflows-per-sec", "gen-duration", "stage":
+				clash = append(clash, "--"+f.Name)
+			}
+		})
+		if len(clash) > 0 {
+			return fmt.Errorf("--scenario describes the fleet and trace itself; drop %s (or edit the scenario)", strings.Join(clash, ", "))
+		}
 	}
 	highOnly, err := planHighOnly(*asPlanFor)
 	if err != nil {
 		return err
 	}
 	specs, err := sim.ParseGPUs(*gpus)
-	if err != nil {
+	if err != nil && *scenario == "" {
 		return err
 	}
 	names := strings.Split(*policies, ",")
@@ -95,12 +113,48 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(plannerList) == 0 {
 		plannerList = []string{control.PlannerSwitchyard}
 	}
-	sg := traces.ServeGenConfig{Seed: *seed, Start: *sgStart, Duration: *duration, RateScale: *sgRate}
-	tr, err := loadTrace(*format, *trace, traces.ReadOptions{Limit: *limit, Seed: *seed}, *seed, *workflowRate, *genDur, *stage, sg, *sgLengths)
-	if err != nil {
-		return err
+	var tr *traces.Trace
+	var cfg sim.Config
+	fleetText := fmt.Sprintf("fleet %s, model %s", *gpus, *model)
+	if *scenario != "" {
+		ls, err := sim.ReadScenarioFile(*scenario)
+		if err != nil {
+			return err
+		}
+		tr, cfg = ls.Trace, ls.Config
+		cfg.HeartbeatInterval = *heartbeat
+		if ls.Scenario.Drain == "" {
+			cfg.Drain = *drain
+		}
+		fleetText = "scenario " + ls.File + ": fleet " + describeFleet(cfg.GPUs) + ", model " + cfg.Model
+		if len(cfg.Faults) > 0 {
+			fleetText += fmt.Sprintf(", %d faults", len(cfg.Faults))
+		}
+	} else {
+		sg := traces.ServeGenConfig{Seed: *seed, Start: *sgStart, Duration: *duration, RateScale: *sgRate}
+		tr, err = loadTrace(*format, *trace, traces.ReadOptions{Limit: *limit, Seed: *seed}, *seed, *workflowRate, *genDur, *stage, sg, *sgLengths)
+		if err != nil {
+			return err
+		}
+		cfg = sim.Config{GPUs: specs, Model: *model, KVBlocks: *kvBlocks, HeartbeatInterval: *heartbeat, Drain: *drain, Seed: *seed}
 	}
-	cfg := sim.Config{GPUs: specs, Model: *model, KVBlocks: *kvBlocks, HeartbeatInterval: *heartbeat, Drain: *drain, Seed: *seed}
+	if *capacity {
+		base := tr
+		if *scenario == "" {
+			// The 1× of a capacity search is the trace as the flags cut it.
+			base = tr.Scale(*rate).Window(*duration)
+		} else if *rate != 1 {
+			base = tr.Scale(*rate)
+		}
+		var trimmed []string
+		for _, n := range names {
+			trimmed = append(trimmed, strings.TrimSpace(n))
+		}
+		return runCapacity(ctx, stdout, cfg, base, trimmed, fleetText, capacityOptions{
+			search:   sim.CapacitySearch{Tolerance: *capTol, MaxScale: *capMax, MaxFleetFactor: *capFleet, NoFleet: *capFleet == 0, Parallel: *parallel},
+			diagnose: *diagnose, json: *jsonOut,
+		})
+	}
 	scales := []float64{*rate}
 	if *sweep != "" {
 		scales = scales[:0]
@@ -115,7 +169,7 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	st := tr.Summarise()
 	fmt.Fprintf(stdout, "trace %s: %d requests over %v (%.2f req/s), mean prompt %.0f, mean output %.0f, ideal prefix hit %.1f %%\n",
 		tr.Name, st.Requests, st.Span.Round(time.Second), st.RatePerSec, st.MeanPrompt, st.MeanOutput, 100*st.IdealHitTokens)
-	fmt.Fprintf(stdout, "fleet %s, model %s\n", *gpus, *model)
+	fmt.Fprintln(stdout, fleetText)
 
 	// Each policy runs on the fixed fleet and, with --autoscale, again
 	// with the controller sizing it, so both compare in one table.
