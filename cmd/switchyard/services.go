@@ -13,6 +13,7 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/bus"
 	"github.com/switchyard-ai/switchyard/internal/cache"
 	"github.com/switchyard-ai/switchyard/internal/catalog"
+	"github.com/switchyard-ai/switchyard/internal/catalog/fleetlearn"
 	"github.com/switchyard-ai/switchyard/internal/perf"
 	"github.com/switchyard-ai/switchyard/internal/routing"
 	"github.com/switchyard-ai/switchyard/internal/workflow"
@@ -122,7 +123,15 @@ func runAdmitter(ctx context.Context, args []string, _ io.Writer) error {
 		return err
 	}
 	defer sh.NC.Drain()
-	return admitter.New(sh, admitter.Config{ModelKnown: func(m string) bool { _, ok := cat.Model(m); return ok },
+	// A model a live worker serves is known even if the catalog is not.
+	known := func(m string) bool { _, ok := cat.Model(m); return ok }
+	cat = cat.Learning()
+	served, err := fleetlearn.Follow(sh.NC, fleetlearn.Options{Catalog: cat, Log: sh.Log})
+	if err != nil {
+		return err
+	}
+	defer served.Stop()
+	return admitter.New(sh, admitter.Config{ModelKnown: served.KnownOrServed(known),
 		Tenants: tenants, Catalog: cat, Cache: cache.Config{Replicas: f.replicas}, Workflow: workflow.Config{Replicas: f.replicas}}).Run(ctx)
 }
 
@@ -140,6 +149,13 @@ func runRouter(ctx context.Context, args []string, _ io.Writer) error {
 		return err
 	}
 	defer sh.NC.Drain()
+	// The cost model covers the models workers describe, not only the catalog's.
+	cat = cat.Learning()
+	learner, err := fleetlearn.Follow(sh.NC, fleetlearn.Options{Catalog: cat, Log: sh.Log})
+	if err != nil {
+		return err
+	}
+	defer learner.Stop()
 	cost := perf.NewPredictor(cat)
 	pol, err := routing.PolicyNamed(*policy, cat, cost)
 	if err != nil {
@@ -179,6 +195,10 @@ func runWorker(ctx context.Context, args []string, _ io.Writer) error {
 	}
 	defer sh.NC.Drain()
 	if err := fault.Validate(); err != nil {
+		return err
+	}
+	// A real engine may serve a model the catalog lacks: ask it what it is.
+	if cat, err = worker.LearnServedModel(ctx, cat, worker.Config{ID: f.id, Model: *model, Backend: *backend, OpenAIURL: *openaiURL, OpenAIModel: *openaiModel}); err != nil {
 		return err
 	}
 	w, err := worker.New(sh, worker.Config{ID: f.id, Pool: *pool, GPU: *gpu, Model: *model, Dtype: *dtype, TP: *tp, SpeedUp: *speed, Catalog: cat,
