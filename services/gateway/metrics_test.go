@@ -72,3 +72,30 @@ func TestGatewayMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewayMetricsClientClosed: a client that leaves mid-stream is
+// counted as 499, with the TTFT of the chunks it did receive.
+func TestGatewayMetricsClientClosed(t *testing.T) {
+	set := metrics.NewSet()
+	e := start(t, InstantConfig{TokenDelay: 5 * time.Millisecond}, Config{Metrics: set})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	resp := post(t, ctx, e.url+"/v1/chat/completions", testKey,
+		`{"model":"llama-3.1-8b","stream":true,"messages":[{"role":"user","content":"x !hang"}],"max_tokens":8}`, nil)
+	buf := make([]byte, 1)
+	if _, err := resp.Body.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	resp.Body.Close()
+	key := `switchyard_gateway_requests_total{tenant="acme",model="llama-3.1-8b",status_code="499"}`
+	for end := time.Now().Add(5 * time.Second); scrapeSet(set)[key] != 1; {
+		if time.Now().After(end) {
+			t.Fatalf("%s = %v, want 1", key, scrapeSet(set)[key])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := scrapeSet(set)[`switchyard_gateway_time_to_first_token_seconds_count{tenant="acme",model="llama-3.1-8b"}`]; got != 1 {
+		t.Errorf("TTFT count %v, want 1", got)
+	}
+}
