@@ -15,6 +15,7 @@ import (
 
 	"github.com/switchyard-ai/switchyard/internal/admission"
 	"github.com/switchyard-ai/switchyard/internal/bus"
+	"github.com/switchyard-ai/switchyard/internal/catalog"
 	"github.com/switchyard-ai/switchyard/internal/stack"
 	"github.com/switchyard-ai/switchyard/services/svc"
 	"github.com/switchyard-ai/switchyard/subjects"
@@ -30,7 +31,7 @@ func runNATS(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if err := checkListen(*listen); err != nil {
+	if err := checkListen("nats", "--listen", *listen); err != nil {
 		return err
 	}
 	srv, err := bus.StartServer(bus.ServerConfig{Listen: *listen, StoreDir: *store, ConfigFile: *conf, HTTPPort: *httpPort, ServerName: *name})
@@ -46,16 +47,16 @@ func runNATS(ctx context.Context, args []string, stdout io.Writer) error {
 // checkListen fails at once, naming the cause, when addr cannot be bound:
 // the embedded server would otherwise only report, seconds later, that it
 // never became ready.
-func checkListen(addr string) error {
+func checkListen(what, flagName, addr string) error {
 	if addr == "" {
 		return nil
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
-			return fmt.Errorf("nats listen %s: address in use (another server is running there; stop it or pass --listen with another port)", addr)
+			return fmt.Errorf("%s listen %s: address in use (another server is running there; stop it or pass %s with another port)", what, addr, flagName)
 		}
-		return fmt.Errorf("nats listen %s: %w", addr, err)
+		return fmt.Errorf("%s listen %s: %w", what, addr, err)
 	}
 	return ln.Close()
 }
@@ -95,12 +96,21 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 	verbose := fs.Bool("v", false, "debug logging")
 	tenants := fs.String("tenants", "", "tenant profiles JSON (config/tenants.example.json): quotas, allowed priorities and models, budgets; default: every tenant may use every class and model")
 	scale := addAutoscaleFlags(fs, "run the controller and a local scaler: workers are started and drained as the controller decides")
+	backend := fs.String("backend", "sim", "sim (simulated GPUs) or openai: front running engines at --openai-url (up_engine.go)")
+	openaiURL := fs.String("openai-url", "", "openai backend: the engines' root URLs, comma-separated, one worker each")
+	engineGPU := fs.String("gpu", "h100", "openai backend: the hardware the engines run on (catalog name; cpu for a CPU engine)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	fleet, err := parseFleet(*fleetFlag, *model, "bf16")
 	if err != nil {
 		return err
+	}
+	var cat *catalog.Catalog
+	if *backend != "sim" {
+		if fleet, cat, err = engineFleet(ctx, *backend, *openaiURL, *engineGPU, *model); err != nil {
+			return err
+		}
 	}
 	if fleet == nil {
 		for i := 0; i < *workers; i++ {
@@ -113,11 +123,14 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 	}
-	if err := checkListen(*listen); err != nil {
+	if err := checkListen("nats", "--listen", *listen); err != nil {
+		return err
+	}
+	if err := checkListen("metrics", "--metrics", *metricsAddr); err != nil {
 		return err
 	}
 	logger := newLogger(*verbose)
-	cfg := stack.Config{Listen: *listen, StoreDir: *store, Fleet: fleet, MetricsAddr: *metricsAddr, SpeedUp: *speed, Logger: logger, Tenants: *tenants}
+	cfg := stack.Config{Listen: *listen, StoreDir: *store, Fleet: fleet, MetricsAddr: *metricsAddr, SpeedUp: *speed, Logger: logger, Tenants: *tenants, Catalog: cat}
 	ctlCfg, err := scale.config()
 	if err != nil {
 		return err
@@ -140,7 +153,11 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	st.Registry.AddCollector(svc.JetStreamCollector(expJS, subjects.StreamSubmit, subjects.StreamAdmitted, subjects.StreamDispatch, subjects.StreamResults))
-	fmt.Fprintf(stdout, "switchyard up: NATS %s, %d simulated workers (GPU timings from the roofline model; no real GPU)\n", st.URL, len(fleet))
+	if *backend == "sim" {
+		fmt.Fprintf(stdout, "switchyard up: NATS %s, %d simulated workers (GPU timings from the roofline model; no real GPU)\n", st.URL, len(fleet))
+	} else {
+		fmt.Fprintf(stdout, "switchyard up: NATS %s, %d workers fronting real engines at %s, serving %s (not simulated)\n", st.URL, len(fleet), *openaiURL, *model)
+	}
 	if st.MetricsAddr != "" {
 		fmt.Fprintf(stdout, "metrics: http://%s/metrics\n", st.MetricsAddr)
 	}
@@ -148,7 +165,7 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "tenant profiles: %s\n", *tenants)
 	}
 	fmt.Fprintf(stdout, "try, subscribing first: nats --server %s sub 'sy.result.acme.>'\n", st.URL)
-	fmt.Fprintf(stdout, "then: nats --server %s pub sy.submit.acme '{\"model\":\"llama-3.1-8b\",\"prompt\":\"hello\",\"max_tokens\":16}' -H Nats-Msg-Id:req1\n", st.URL)
+	fmt.Fprintf(stdout, "then: nats --server %s pub sy.submit.acme '{\"model\":%q,\"prompt\":\"hello\",\"max_tokens\":16}' -H Nats-Msg-Id:req1\n", st.URL, *model)
 	<-ctx.Done()
 	slog.Info("shutting down: workers drain first")
 	_ = os.Stdout.Sync()

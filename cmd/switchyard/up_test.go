@@ -179,6 +179,10 @@ func TestUpAddressInUse(t *testing.T) {
 	if d := time.Since(start); d > 3*time.Second {
 		t.Fatalf("took %s to fail", d)
 	}
+	err = runUp(ctx, []string{"--listen", freeAddr(t), "--metrics", ln.Addr().String()}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "metrics listen") || !strings.Contains(err.Error(), "address in use") {
+		t.Fatalf("up with a taken --metrics port: %v", err)
+	}
 }
 
 // TestUpMetricsOneSeriesEach: `up`'s /metrics, with three workers that
