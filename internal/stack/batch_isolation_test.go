@@ -283,24 +283,27 @@ func submitIsoBatch(ctx context.Context, js jetstream.JetStream, nc *nats.Conn) 
 // so a request moving on meanwhile is found in its later state, never in
 // none.
 func accountBatch(ctx context.Context, js jetstream.JetStream, rec batch.Record, f *batchFate) error {
-	// Let the admitter decide everything submitted: until then a request
-	// is only in SUBMIT.
-	adm, err := js.Consumer(ctx, subjects.StreamSubmit, admitter.ConsumerName)
-	if err != nil {
-		return err
-	}
-	for {
-		info, err := adm.Info(ctx)
+	// Let the admitter decide everything submitted, on both lanes (batch
+	// files go to sy.batch.<tenant>, decided by their own consumer): until
+	// then a request is only in SUBMIT.
+	for _, lane := range []string{admitter.ConsumerName, admitter.BatchConsumerName} {
+		adm, err := js.Consumer(ctx, subjects.StreamSubmit, lane)
 		if err != nil {
 			return err
 		}
-		if info.NumPending == 0 && info.NumAckPending == 0 {
-			break
+		for {
+			info, err := adm.Info(ctx)
+			if err != nil {
+				return err
+			}
+			if info.NumPending == 0 && info.NumAckPending == 0 {
+				break
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("admitter never caught up: %d pending, %d unacked", info.NumPending, info.NumAckPending)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("admitter never caught up: %d pending, %d unacked", info.NumPending, info.NumAckPending)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 	scheduled, err := msgIDs(ctx, js, subjects.StreamAdmitted, admitter.ScheduleSubject(isoBatch, "*"))
 	if err != nil {
