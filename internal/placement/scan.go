@@ -126,11 +126,17 @@ func (p *Placer) scan(d *Decision, r *Request, weight uint64, now, cutoff time.T
 				continue
 			}
 			start := len(p.order)
-			for _, i := range members[g] {
+			byQueue := p.view.byQueue[g][p.rp.rank]
+			cut := p.queueCut(cl, &groups[g], lo, byQueue)
+			touched := 0
+			for _, i := range byQueue[:cut] {
 				if hot[i].flags&rowTouched == 0 { // the others were bounded above
 					p.bound(d, i, r, cutoff)
+				} else {
+					touched++
 				}
 			}
+			d.Skipped += len(byQueue) - cut - (int(p.touchedIn[g]) - touched)
 			p.settle(d, p.order[start:], r, weight, now)
 		}
 	}
@@ -217,6 +223,42 @@ func (p *Placer) settle(d *Decision, batch []bounded, r *Request, weight uint64,
 // fastest decode, widest decode sharing and lowest price, each taken over
 // the members apart; shaved as lowerBound is. NaN never skips a group.
 func (p *Placer) groupBound(cl *class, gr *group, lo int) float64 {
+	return p.groupBoundAt(cl, gr, lo, gr.minQueue[p.rp.rank])
+}
+
+// queueCut is how many of byQueue (group gr's members by queue, for the
+// request's class rank) the scan must read: those before the first whose
+// queue alone, with the group's best of everything else, bounds over the
+// bar. The bound only rises with the queue, so the rest cannot beat the
+// bar either. A binary search, after one look at the longest queue, which
+// in most groups read is under the bar.
+func (p *Placer) queueCut(cl *class, gr *group, lo int, byQueue []int32) int {
+	n := len(byQueue)
+	if n == 0 || !(p.bar < math.Inf(1)) {
+		return n
+	}
+	hot, rank := p.view.hot, p.rp.rank
+	over := func(j int) bool { return p.groupBoundAt(cl, gr, lo, hot[byQueue[j]].queue[rank]) > p.bar }
+	if !over(n - 1) {
+		return n
+	}
+	lo2, hi := 0, n-1 // over(hi) holds
+	for lo2 < hi {
+		mid := int(uint(lo2+hi) >> 1)
+		if over(mid) {
+			hi = mid
+		} else {
+			lo2 = mid + 1
+		}
+	}
+	return lo2
+}
+
+// groupBoundAt is groupBound for a member whose queue, for the request's
+// class rank, is queuedTokens, and the group's best of everything else;
+// +Inf when that queue is over the request's queue ceiling, as lowerBound
+// has it.
+func (p *Placer) groupBoundAt(cl *class, gr *group, lo int, queuedTokens int) float64 {
 	decode := cl.decodeAt[lo]
 	if gr.maxFrac > 0 && lo+1 < decodeBuckets {
 		// As decodeInterp computes it, at the group's two extremes: it is
@@ -226,8 +268,11 @@ func (p *Placer) groupBound(cl *class, gr *group, lo int) float64 {
 	}
 	price := min(cl.pricePerSecond, gr.minOwnPricePerSecond)
 	queue := 0.0
-	if q := gr.minQueue[p.rp.rank]; q > 0 {
-		queue = float64(q) * cl.queueRate
+	if queuedTokens > 0 {
+		queue = float64(queuedTokens) * cl.queueRate
+	}
+	if queue > p.rp.boundQueueCeiling {
+		return math.Inf(1) // lowerBound has every such member at +Inf
 	}
 	prefill := cl.prefillFull
 	gpu := (prefill + decode*gr.minInvBatch) * price

@@ -1,9 +1,11 @@
 package placement
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -411,6 +413,58 @@ func TestPlacerMovesBetweenFleets(t *testing.T) {
 		want := New(BenchCost(), Options{}).Place(f, &reqs[i], now)
 		if gw != want.Worker || gt != want.Terms || gs != want.Skipped || gr != len(want.Rejections) {
 			t.Fatalf("request %d on fleet %d: shared placer picked %v, a new one %v", i, i%2+1, gw, want.Worker)
+		}
+	}
+}
+
+// A kept placer's queue orders stay exact through bookings, releases and
+// heartbeats that move workers' queues, batches and classes: each group's
+// byQueue[k] is its members ordered by queue[k], then Idx.
+func TestQueueOrdersFollowTheFleet(t *testing.T) {
+	f, reqs := Synthetic(SyntheticConfig{Workers: 200, Blocks: 5000, Requests: 300, Seed: 31}, now)
+	p := New(BenchCost(), Options{})
+	rng := rand.New(rand.NewPCG(31, 32))
+	var booked []string
+	for i := range reqs {
+		r := &reqs[i]
+		d := p.Place(f, r, now)
+		if d.OK() {
+			prefill, out, blocks := d.Booking(r.PromptTokens, r.OutputTokens)
+			if err := f.Reserve(d.Worker.ID, r.ID, r.Priority, prefill, out, blocks, now); err != nil {
+				t.Fatal(err)
+			}
+			booked = append(booked, r.ID)
+		}
+		if len(booked) > 0 && rng.IntN(3) == 0 {
+			k := rng.IntN(len(booked))
+			f.Unreserve(booked[k])
+			booked = slices.Delete(booked, k, k+1)
+		}
+		if rng.IntN(4) == 0 {
+			w := f.Workers()[rng.IntN(len(f.Workers()))]
+			f.ApplyHeartbeat(&schemas.Heartbeat{
+				WorkerID: w.ID, GPU: []string{"h100", "a100", "l4"}[rng.IntN(3)], TP: 1,
+				HBMTotalBytes: 80 << 30, HBMFreeBytes: 40 << 30, KVBlocksTotal: 50000, KVBlocksFree: 30000, BlockSize: 16,
+				Running: rng.IntN(40), QueuedTokens: rng.IntN(6000),
+				QueuedTokensByClass: map[string]int{schemas.PriorityBatch: rng.IntN(3000), schemas.PriorityInteractive: rng.IntN(1000)},
+			}, now)
+		}
+	}
+	p.Place(f, &reqs[0], now)
+	v := &p.view
+	for g, members := range v.members {
+		for k, q := range v.byQueue[g] {
+			if !slices.Equal(slices.Sorted(slices.Values(q)), members) {
+				t.Fatalf("group %d rank %d: queue order holds %v, members %v", g, k, q, members)
+			}
+			if !slices.IsSortedFunc(q, func(a, b int32) int {
+				if c := cmp.Compare(v.hot[a].queue[k], v.hot[b].queue[k]); c != 0 {
+					return c
+				}
+				return cmp.Compare(a, b)
+			}) {
+				t.Fatalf("group %d rank %d: not in queue order", g, k)
+			}
 		}
 	}
 }
