@@ -37,7 +37,7 @@ func runCapacity(ctx context.Context, stdout io.Writer, cfg sim.Config, tr *trac
 	if tol <= 0 {
 		tol = 0.05
 	}
-	fmt.Fprintf(stdout, "\ncapacity at SLO (rate scale × the trace's 1× load; geometric sweep ×2 from 1×, then bisection to within %.0f %%; the highest scale that met the bar below the first that failed it):\n", 100*tol)
+	fmt.Fprintf(stdout, "\ncapacity at SLO (overall: task attainment — workflows on agentic traces; high: critical and interactive requests each; rate scale × the trace's 1× load; geometric sweep ×2 from 1×, then bisection to within %.0f %%; the highest scale that met the bar below the first that failed it):\n", 100*tol)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "policy\tscale@SLO≥0.90\tfails at\tscale@high≥0.99\tfails at\tmin replicas\tmin GPUs\tof\tprobes\t")
 	for _, c := range caps {
@@ -96,7 +96,7 @@ func runCapacity(ctx context.Context, stdout io.Writer, cfg sim.Config, tr *trac
 	if o.diagnose > 0 {
 		fmt.Fprintf(stdout, "\nby class and GPU type at %g×:\n", o.diagnose)
 		tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "policy\tclass\tGPU\treqs\tmet\tmiss TTFT\tmiss TPOT\tfailed\tshed\twait mean ms\twait p99 ms\tTTFT p99 ms\tITL mean ms\tITL p99 ms\t")
+		fmt.Fprintln(tw, "policy\tclass\tmodel\tGPU\treqs\tmet\tmiss TTFT\tmiss TPOT\tfailed\tshed\twait mean ms\twait p99 ms\tTTFT p99 ms\tITL mean ms\tITL p99 ms\t")
 		for _, p := range policies {
 			_, ds, err := sim.Diagnose(cfg, tr.Scale(o.diagnose), p)
 			if err != nil {
@@ -104,7 +104,7 @@ func runCapacity(ctx context.Context, stdout io.Writer, cfg sim.Config, tr *trac
 			}
 			diags = append(diags, diag{p, o.diagnose, ds})
 			for _, d := range ds {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.1f\t%.1f\t\n", p, d.Class, d.Pool, d.Requests, d.Met,
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.1f\t%.1f\t\n", p, d.Class, d.Model, d.Pool, d.Requests, d.Met,
 					d.MissTTFT, d.MissTPOT, d.Failed, d.Shed, d.QueueWaitMeanMs, d.QueueWaitP99Ms, d.TTFTP99Ms, d.ITLMeanMs, d.ITLP99Ms)
 			}
 		}

@@ -5,6 +5,12 @@ package sim
 // meeting an attainment bar, and the smallest fleet that carries the
 // trace's own load within it. Two bars are searched: overall attainment
 // ≥ 0.90, and each high class (critical, interactive) ≥ 0.99.
+//
+// Overall attainment is of tasks (Result.TaskAttainment): requests, or
+// whole workflows on an agentic trace, where a chain whose steps each met
+// their targets but which missed its workflow deadline is a failure — else
+// a policy that runs doomed chains to the end would score as if it served
+// them. The high bar is per request of each class, as ByPriority counts.
 
 import (
 	"context"
@@ -78,7 +84,9 @@ func (s *CapacitySearch) fill() {
 type CapacityProbe struct {
 	Scale    float64 `json:"rate_scale"`
 	Replicas int     `json:"replicas"`
-	SLO      float64 `json:"slo_attainment"`
+	// SLO is request attainment, Task task attainment (the overall bar's).
+	SLO  float64 `json:"slo_attainment"`
+	Task float64 `json:"task_attainment"`
 	// High is each high class's attainment (absent: no such requests).
 	High   map[string]float64 `json:"high"`
 	Meets  bool               `json:"meets_slo90"`
@@ -183,7 +191,7 @@ func searchPolicy(ctx context.Context, cfg Config, tr *traces.Trace, name string
 	pc := PolicyCapacity{Name: name, Replicas: base, GPUs: gpus}
 	ps := &policySearch{ctx: ctx, cfg: cfg, tr: tr, name: name, s: s, base: base, memo: map[capKey]*Result{}, pc: &pc, fleet: map[int][]GPUSpec{}}
 	var err error
-	if pc.ScaleAtSLO90, pc.FailSLO90, err = ps.bar(func(r *Result) bool { return r.SLOAttainment >= s.SLOTarget }); err != nil {
+	if pc.ScaleAtSLO90, pc.FailSLO90, err = ps.bar(func(r *Result) bool { return r.TaskAttainment >= s.SLOTarget }); err != nil {
 		return pc, err
 	}
 	if pc.ScaleAtHigh99, pc.FailHigh99, err = ps.bar(func(r *Result) bool { return meetsHigh(r, s.HighTarget) }); err != nil {
@@ -239,8 +247,8 @@ func (ps *policySearch) run(scale float64, n int) (*Result, error) {
 		return nil, fmt.Errorf("sim: capacity %s at %g× on %d replicas: %w", ps.name, scale, n, err)
 	}
 	ps.memo[k] = r
-	p := CapacityProbe{Scale: scale, Replicas: n, SLO: r.SLOAttainment, High: map[string]float64{},
-		Meets: r.SLOAttainment >= ps.s.SLOTarget, MeetsH: meetsHigh(r, ps.s.HighTarget)}
+	p := CapacityProbe{Scale: scale, Replicas: n, SLO: r.SLOAttainment, Task: r.TaskAttainment, High: map[string]float64{},
+		Meets: r.TaskAttainment >= ps.s.SLOTarget, MeetsH: meetsHigh(r, ps.s.HighTarget)}
 	for _, cl := range HighClasses {
 		if cr, ok := r.ByPriority[cl]; ok {
 			p.High[cl] = cr.SLOAttainment
@@ -331,7 +339,7 @@ func (ps *policySearch) smallestFleet() (int, error) {
 		if err != nil {
 			return false, err
 		}
-		return r.SLOAttainment >= ps.s.SLOTarget && meetsHigh(r, ps.s.HighTarget), nil
+		return r.TaskAttainment >= ps.s.SLOTarget && meetsHigh(r, ps.s.HighTarget), nil
 	}
 	lo, hi := len(ps.cfg.GPUs)-1, ps.base // lo fails (fewer than one per pool), hi to check
 	good, err := okAt(hi)
@@ -423,10 +431,13 @@ func faultsOn(fs []Fault, pools []GPUSpec) []Fault {
 	return out
 }
 
-// ClassDiagnosis is where one class's requests on one GPU type lost or
+// ClassDiagnosis is where one class's requests for one model on one GPU
+// type lost or
 // kept their SLO, from the outcomes a run resolved (Config.OnResolve).
 type ClassDiagnosis struct {
 	Class string `json:"class"`
+	// Model is the model the requests asked for.
+	Model string `json:"model"`
 	// Pool is the GPU type that served the request's last attempt ("-"
 	// for requests never placed).
 	Pool     string `json:"pool"`
@@ -459,7 +470,7 @@ func Diagnose(cfg Config, tr *traces.Trace, policy string) (*Result, []ClassDiag
 		d               ClassDiagnosis
 		wait, ttft, itl []float64
 	}
-	by := map[[2]string]*acc{}
+	by := map[[3]string]*acc{}
 	prev := cfg.OnResolve
 	cfg.OnResolve = func(o Outcome) {
 		if prev != nil {
@@ -472,10 +483,14 @@ func Diagnose(cfg Config, tr *traces.Trace, policy string) (*Result, []ClassDiag
 				pool = pool[:i]
 			}
 		}
-		k := [2]string{o.Request.Priority, pool}
+		model := o.Request.Model
+		if model == "" {
+			model = cfg.Model
+		}
+		k := [3]string{o.Request.Priority, model, pool}
 		a := by[k]
 		if a == nil {
-			a = &acc{d: ClassDiagnosis{Class: k[0], Pool: k[1]}}
+			a = &acc{d: ClassDiagnosis{Class: k[0], Model: k[1], Pool: k[2]}}
 			by[k] = a
 		}
 		a.d.Requests++
@@ -523,6 +538,9 @@ func Diagnose(cfg Config, tr *traces.Trace, policy string) (*Result, []ClassDiag
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Class != out[j].Class {
 			return rank[out[i].Class] < rank[out[j].Class]
+		}
+		if out[i].Model != out[j].Model {
+			return out[i].Model < out[j].Model
 		}
 		return out[i].Pool < out[j].Pool
 	})
