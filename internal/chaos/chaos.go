@@ -169,7 +169,10 @@ type run struct {
 	by    map[string][]*proc
 	rng   *rand.Rand
 	// down is the process the drill killed and has not restarted yet.
-	down  *proc
+	down *proc
+	// decks deal each role's victims: a seeded shuffle of its processes,
+	// dealt out before the next shuffle, so every instance is hit in turn.
+	decks map[string][]*proc
 	exits []Exit
 }
 
@@ -440,8 +443,9 @@ func firstLine(s string) string {
 }
 
 // killLoop kills one process at a time until stopAt: the roles come round
-// in a seeded order (so a short run hits every role), the victim within a
-// role and the gaps between kills are drawn from the seed. A killed
+// in a seeded order (so a short run hits every role), the victims of a
+// role are dealt from a seeded shuffle of its processes (so every one is
+// hit in turn) and the gaps between kills are drawn from the seed. A killed
 // process stays down for Down, is restarted on the same id (and, for a
 // NATS node, the same store), and the next kill waits until it is ready.
 func (r *run) killLoop(ctx context.Context, stopAt time.Time, lg *proc) ([]Kill, error) {
@@ -471,6 +475,21 @@ func (r *run) killLoop(ctx context.Context, stopAt time.Time, lg *proc) ([]Kill,
 	}
 }
 
+// deal is the next victim of role from its deck, reshuffled when empty.
+func (r *run) deal(role string) *proc {
+	if r.decks == nil {
+		r.decks = map[string][]*proc{}
+	}
+	if len(r.decks[role]) == 0 {
+		deck := append([]*proc(nil), r.by[role]...)
+		r.rng.Shuffle(len(deck), func(i, j int) { deck[i], deck[j] = deck[j], deck[i] })
+		r.decks[role] = deck
+	}
+	p := r.decks[role][0]
+	r.decks[role] = r.decks[role][1:]
+	return p
+}
+
 // sleep waits d, restarting services that exit meanwhile; done is true
 // when ctx or loadgen ended first.
 func (r *run) sleep(ctx context.Context, d time.Duration, lg *proc) (done bool, err error) {
@@ -493,19 +512,17 @@ func (r *run) sleep(ctx context.Context, d time.Duration, lg *proc) (done bool, 
 	}
 }
 
-// killOne kills a random live process of role, keeps it down for Down and
-// restarts it, waiting until it serves again.
+// killOne kills the next process of role from its deck, keeps it down
+// for Down and restarts it, waiting until it serves again.
 func (r *run) killOne(ctx context.Context, role string) (Kill, error) {
-	var victim *proc
+	victim := r.deal(role)
 	var node *natsNode
-	leader := r.leader()
-	if role == RoleNATS {
-		node = r.nats[r.rng.IntN(len(r.nats))]
-		victim = node.proc
-	} else {
-		ps := r.by[role]
-		victim = ps[r.rng.IntN(len(ps))]
+	for _, nd := range r.nats {
+		if nd.proc == victim {
+			node = nd
+		}
 	}
+	leader := r.leader()
 	k := Kill{At: time.Now().UTC(), Role: role, Name: victim.name, Leader: role == RoleRouter && victim == leader}
 	r.cfg.Log.Info("chaos: kill -9", "role", role, "name", victim.name, "leader", k.Leader)
 	victim.kill()
