@@ -22,6 +22,7 @@ package control
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -31,6 +32,7 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/catalog"
 	"github.com/switchyard-ai/switchyard/internal/engine"
 	"github.com/switchyard-ai/switchyard/internal/perf"
+	"github.com/switchyard-ai/switchyard/internal/placement"
 	"github.com/switchyard-ai/switchyard/schemas"
 )
 
@@ -106,9 +108,11 @@ type Config struct {
 
 	// Damping. UpCooldown is the least time between two scale-ups (default
 	// 10 s); DownCooldown the least time after any change before a
-	// scale-down (default 30 s); DownWindow the stabilization window whose
-	// highest recommendation bounds a scale-down (default DownLeadTimes ×
-	// the pool's lead time, the cold-load time plus one interval);
+	// scale-down when DownWindow is set (default 30 s); DownWindow, when
+	// set, a fixed stabilization window whose highest recommendation
+	// bounds a scale-down, as the HPA's (by default there is none: each
+	// replica is released once it has been unneeded for the hold its
+	// level's recent returns of demand ask for, release.go);
 	// ZeroWindow the idle time before a pool with Min 0 goes to zero
 	// (default 5 min). MaxUpStep is the most replicas added per decision
 	// (default max(4, current)); MaxDownStep the most removed (default 1).
@@ -116,10 +120,16 @@ type Config struct {
 	UpCooldown, DownCooldown, DownWindow, ZeroWindow time.Duration
 	MaxUpStep, MaxDownStep                           int
 	Tolerance                                        float64
-	// DownLeadTimes sizes the default DownWindow in lead times (default
-	// 10: 314 s for llama-3.1-8b on an H100, about the HPA's default of
-	// 300 s).
+	// DownLeadTimes is the prior hold, in lead times, of a replica no
+	// longer needed before the pool has seen demand return (default 10:
+	// 314 s for llama-3.1-8b on an H100, about the HPA's default of
+	// 300 s). Once it has, the hold is fitted to the returns (release.go).
 	DownLeadTimes float64
+	// MissPenalty is the USD a missed request of each class costs, which
+	// prices a sudden return of demand against the GPU-time of holding a
+	// replica through a quiet spell (default placement.DefaultMissPenalty,
+	// the router's own values).
+	MissPenalty map[string]float64
 
 	// Forecast smoothing per interval: level (default one interval over
 	// the pool's lead time, 0.064 for llama-3.1-8b on an H100) and trend
@@ -211,6 +221,9 @@ func (c *Config) fill() {
 		c.TrendDamping = 0.8
 	}
 	deff(&c.DownLeadTimes, 10)
+	if c.MissPenalty == nil {
+		c.MissPenalty = maps.Clone(placement.DefaultMissPenalty)
+	}
 	if c.HeadroomZ == 0 {
 		c.HeadroomZ = 2.33
 	}
@@ -401,8 +414,12 @@ type poolState struct {
 	sloUpAt  time.Time // the last replica added for missed SLOs
 	arrivals []arrival // per interval, the last lead time's
 	calib    float64   // share of the modelled capacity SLO misses leave
-	lastAt   time.Time
-	haveLast bool
+	levels   []level   // per replica level, the recent gaps in demand for it
+	// highShareSeen and highPenalty are the high classes' share of recent
+	// results and their mean miss penalty, for pricing a sudden return.
+	highShareSeen, highPenalty float64
+	lastAt                     time.Time
+	haveLast                   bool
 }
 
 type rec struct {

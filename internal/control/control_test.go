@@ -190,8 +190,13 @@ func TestScaleUpUnderRisingQueueAndDownWhenIdle(t *testing.T) {
 			break
 		}
 	}
-	if held, window := time.Duration(first+1)*c.cfg.Interval, c.downWindow(c.pools[0]); held < window {
-		t.Errorf("first scale-down after %s, before the %s stabilization window (from %s)", held, window, start)
+	// Each replica is released only after its level's hold (release.go):
+	// at least a lead time, the prior until demand has been seen to return.
+	ps := c.pools[0]
+	lead := time.Duration((ps.rep.LoadSeconds(schemas.WeightCold) + c.cfg.Interval.Seconds()) * float64(time.Second))
+	hold, _ := c.holdFor(ps, peak, Mix{PromptTokens: 1024, OutputTokens: 256})
+	if held := time.Duration(first+1) * c.cfg.Interval; held < lead || held+c.cfg.Interval < hold {
+		t.Errorf("first scale-down after %s (from %s), before a lead time %s or the level's %s hold", held, start, lead, hold)
 	}
 	for i := 1; i < len(down); i++ {
 		if down[i-1]-down[i] > c.cfg.MaxDownStep {

@@ -41,6 +41,24 @@ func Capacity(rep perf.Replica, mix Mix, itl time.Duration) float64 {
 	return tps / math.Max(mix.OutputTokens, 1)
 }
 
+// BurstCapacity is one replica's modelled request starts per second while
+// it runs its target batch of decodes: prefill chunks of the engine's
+// default token budget share each step with the decodes, so the prompts of
+// a burst are taken in at budget ÷ step time ÷ prompt tokens. It is what a
+// replica keeps up with through a burst shorter than the requests it
+// admits; Capacity, the steady-state completion rate, bounds the mean.
+func BurstCapacity(rep perf.Replica, mix Mix, itl time.Duration) float64 {
+	in, out := math.Max(mix.PromptTokens, 1), math.Max(mix.OutputTokens, 1)
+	b := TargetBatch(rep, mix, itl)
+	ctx := int(in + out/2)
+	chunk := min(engine.DefaultTokenBudget, int(math.Ceil(in)))
+	step := rep.StepSeconds(perf.Batch{DecodeSeqs: b, DecodeContextTokens: b * ctx, PrefillTokens: chunk, PrefillSeqs: 1})
+	if step <= 0 {
+		return 0
+	}
+	return float64(chunk) / step / in
+}
+
 // SpecGain is the modelled ratio of output tokens per second with
 // speculative decoding to without, for a decode step of batch sequences at
 // mean context ctx. Spec verifies K draft tokens per sequence (plus K draft

@@ -126,6 +126,15 @@ func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, q
 		ps.calib += (1 - ps.calib) * min(1, c.cfg.Interval.Seconds()/c.cfg.CalibrationRecover.Seconds())
 	}
 	capU := Capacity(ps.rep, in.Mix, c.cfg.ITLTarget) * c.cfg.TargetUtilization * ps.calib
+	// A burst is held to the SLO by starting its requests in time, not by
+	// finishing them: what a replica must keep up with through a burst is
+	// its prefills alongside the decodes it is running, which for long
+	// outputs is many times the steady-state completion rate capU (a
+	// reasoning model's 1,400-token answers decode for a minute each; the
+	// batch absorbs the burst). The burst rate is planned against that
+	// start rate, expressed in capU's units.
+	burstCap := max(capU, BurstCapacity(ps.rep, in.Mix, c.cfg.ITLTarget)*c.cfg.TargetUtilization*ps.calib)
+	burst *= capU / burstCap
 	backlog := queued + float64(waiting)
 	// Headroom — the Poisson quantile and the burst rate — is bought only
 	// for the share of traffic held to the SLO: the lower classes' latency
@@ -150,6 +159,16 @@ func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, q
 		raw = ps.desired + 1
 		why = fmt.Sprintf("high-priority SLO attainment below %.0f%%: one more replica than the model asks; %s", c.cfg.SLOTarget*100, why)
 	}
+	// What the forecast alone (no burst term) asks for: a return of demand
+	// it drives is gradual and can be re-bought in time; one only the burst
+	// term asks for is sudden (release.go).
+	forecastNeed := share*planQ + (1-share)*plan
+	if c.cfg.PlanHighOnly {
+		forecastNeed = share * planQ
+	}
+	forecastRaw := ceilDiv(forecastNeed+backlog/c.cfg.DrainTarget.Seconds(), capU)
+	ps.observeLevels(now, raw, forecastRaw, lead)
+	ps.highShareSeen, ps.highPenalty = share, c.highPenalty(in.SLO)
 	rd := ReplicaDecision{Pool: ps.Key(), GPU: ps.GPU, Model: ps.Model, Current: current, Raw: raw,
 		ArrivalRate: rate, Forecast: plan, Capacity: capU, Backlog: int(backlog + 0.5)}
 
@@ -181,6 +200,22 @@ func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, q
 		default:
 			next = min(raw, old+c.maxUp(old))
 			reason = "scale up: " + why
+		}
+	case raw < old && c.cfg.DownWindow <= 0 && old > 1:
+		hold, fitted := c.holdFor(ps, old, in.Mix)
+		idle := ps.idle(old, now)
+		basis := fmt.Sprintf("fitted to %d recent returns of demand", fitted)
+		if fitted == 0 {
+			basis = "the prior: no return of demand seen yet"
+		}
+		switch {
+		case highMiss:
+			reason = "scale-down held: high-priority SLO attainment below target"
+		case idle < hold:
+			reason = fmt.Sprintf("scale-down held: replica %d unneeded for %s of its %s hold (%s)", old, idle.Round(time.Second), hold.Round(time.Second), basis)
+		default:
+			next = old - 1
+			reason = fmt.Sprintf("scale down: replica %d unneeded for %s, past its %s hold (%s); %s", old, idle.Round(time.Second), hold.Round(time.Second), basis, why)
 		}
 	case raw < old:
 		target, window := c.stabilized(ps, now)
@@ -268,6 +303,22 @@ func (c *Controller) stabilized(ps *poolState, now time.Time) (int, time.Duratio
 		return 1, c.cfg.ZeroWindow
 	}
 	return 0, c.cfg.ZeroWindow
+}
+
+// highPenalty is the high classes' miss penalty weighted by their recent
+// results (their largest penalty when none were judged).
+func (c *Controller) highPenalty(slo map[string]Attainment) float64 {
+	w, n, hi := 0.0, 0, 0.0
+	for _, cl := range c.cfg.HighClasses {
+		p := c.cfg.MissPenalty[cl]
+		hi = max(hi, p)
+		w += p * float64(slo[cl].Total)
+		n += slo[cl].Total
+	}
+	if n == 0 {
+		return hi
+	}
+	return w / float64(n)
 }
 
 // highShare is the high classes' share of the results judged in the SLO
