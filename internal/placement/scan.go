@@ -234,7 +234,7 @@ func (p *Placer) groupBound(cl *class, gr *group, lo int) float64 {
 // in most groups read is under the bar.
 func (p *Placer) queueCut(cl *class, gr *group, lo int, byQueue []int32) int {
 	n := len(byQueue)
-	if n == 0 || !(p.bar < math.Inf(1)) {
+	if n < queueCutMin || !(p.bar < math.Inf(1)) {
 		return n
 	}
 	hot, rank := p.view.hot, p.rp.rank
@@ -253,6 +253,11 @@ func (p *Placer) queueCut(cl *class, gr *group, lo int, byQueue []int32) int {
 	}
 	return lo2
 }
+
+// queueCutMin is the smallest group worth a queue cut: below it, reading
+// every member costs no more than the search (at 1,000 workers a group
+// has about six).
+const queueCutMin = 8
 
 // groupBoundAt is groupBound for a member whose queue, for the request's
 // class rank, is queuedTokens, and the group's best of everything else;
