@@ -30,6 +30,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		"bus":       runBenchBus,
 		"placement": runBenchPlacement,
 		"gateway":   runBenchGateway,
+		"engine":    runBenchEngine,
 	}
 	if len(args) == 0 {
 		names := make([]string, 0, len(benches))
