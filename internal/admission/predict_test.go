@@ -268,3 +268,29 @@ func TestAutoMovesOnlyToModelsThatFit(t *testing.T) {
 		})
 	}
 }
+
+func TestCheckWait(t *testing.T) {
+	placed := schemas.Result{WorkerID: "w1", Timing: schemas.Timing{QueueMs: 250}}
+	cases := []struct {
+		name      string
+		res       schemas.Result
+		predicted time.Duration
+		deferred  time.Duration
+		ok        bool
+		measured  time.Duration
+		err       time.Duration
+	}{
+		{"placed", placed, 50 * time.Millisecond, 0, true, 250 * time.Millisecond, -200 * time.Millisecond},
+		{"deferral is not queue wait", schemas.Result{WorkerID: "w1", Timing: schemas.Timing{QueueMs: 60250}}, 0, time.Minute, true, 250 * time.Millisecond, -250 * time.Millisecond},
+		{"never placed", schemas.Result{Status: schemas.StatusFailed, Timing: schemas.Timing{QueueMs: 5000}}, 0, 0, false, 0, 0},
+		{"served from cache", schemas.Result{WorkerID: "w1", FromCache: "exact"}, 0, 0, false, 0, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w, ok := CheckWait(schemas.PriorityStandard, c.predicted, c.deferred, c.res)
+			if ok != c.ok || (ok && (w.Measured != c.measured || w.Error() != c.err)) {
+				t.Fatalf("check %+v ok %v, want measured %v error %v ok %v", w, ok, c.measured, c.err, c.ok)
+			}
+		})
+	}
+}
