@@ -31,6 +31,7 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	sgRate := fs.Float64("servegen-rate", 1, "servegen: multiply every client's published rate (thins the workload, keeps its diurnal shape)")
 	sgStart := fs.Duration("servegen-start", 0, "servegen: offset into the rate data to start at")
 	sgLengths := fs.String("servegen-lengths", "", "servegen: length statistics file (default: servegen_client_length_stats.csv beside the first rates file)")
+	sgModels := fs.String("servegen-models", "", "servegen: the catalog model serving each ServeGen pool, e.g. m-large=llama-3.1-70b,mm-image=qwen2.5-7b (pools not named are served by --model; give pools of other models GPUs with --gpus h100:4@MODEL)")
 	gpus := fs.String("gpus", "h100:16", "replicas per GPU type: gpu:count[:tp],...")
 	model := fs.String("model", "llama-3.1-8b", "catalog model")
 	policies := fs.String("policies", "round-robin,least-loaded,llm-d,dynamo,sglang,switchyard", "comma-separated policies, or 'all'")
@@ -75,7 +76,7 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 		var clash []string
 		fs.Visit(func(f *flag.Flag) {
 			switch f.Name {
-			case "gpus", "model", "trace", "format", "limit", "kv-blocks", "servegen-rate", "servegen-start", "servegen-lengths", "workflows-per-sec", "gen-duration", "stage":
+			case "gpus", "model", "trace", "format", "limit", "kv-blocks", "servegen-rate", "servegen-start", "servegen-lengths", "servegen-models", "workflows-per-sec", "gen-duration", "stage":
 				clash = append(clash, "--"+f.Name)
 			}
 		})
@@ -132,7 +133,7 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	} else {
 		sg := traces.ServeGenConfig{Seed: *seed, Start: *sgStart, Duration: *duration, RateScale: *sgRate}
-		tr, err = loadTrace(*format, *trace, traces.ReadOptions{Limit: *limit, Seed: *seed}, *seed, *workflowRate, *genDur, *stage, sg, *sgLengths)
+		tr, err = loadTrace(*format, *trace, traces.ReadOptions{Limit: *limit, Seed: *seed}, *seed, *workflowRate, *genDur, *stage, sg, *sgLengths, *sgModels)
 		if err != nil {
 			return err
 		}
@@ -306,7 +307,7 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-func loadTrace(format, path string, o traces.ReadOptions, seed int64, wfRate float64, genDur, stage time.Duration, sg traces.ServeGenConfig, sgLengths string) (*traces.Trace, error) {
+func loadTrace(format, path string, o traces.ReadOptions, seed int64, wfRate float64, genDur, stage time.Duration, sg traces.ServeGenConfig, sgLengths, sgModels string) (*traces.Trace, error) {
 	switch format {
 	case "servegen":
 		if path == "" {
@@ -316,14 +317,22 @@ func loadTrace(format, path string, o traces.ReadOptions, seed int64, wfRate flo
 		if err != nil {
 			return nil, err
 		}
-		// The simulator serves one model per run: a workload of several
-		// pools is run one pool at a time (their fleets are separate).
-		models := map[string]bool{}
-		for i := range tr.Requests {
-			models[tr.Requests[i].Model] = true
+		// ServeGen names its pools (m-large, deepseek-r1, mm-image), not
+		// catalog models: each request goes to the model its pool maps to,
+		// "" (the run's --model) where none is given.
+		to := map[string]string{}
+		for _, kv := range strings.Split(sgModels, ",") {
+			if kv = strings.TrimSpace(kv); kv == "" {
+				continue
+			}
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || strings.TrimSpace(k) == "" || strings.TrimSpace(v) == "" {
+				return nil, fmt.Errorf("--servegen-models %q: want pool=model,...", kv)
+			}
+			to[strings.TrimSpace(k)] = strings.TrimSpace(v)
 		}
-		if len(models) > 1 {
-			return nil, fmt.Errorf("--format servegen: %s mixes %d model pools; the simulator serves one model per run, so pass one rates file per run", path, len(models))
+		for i := range tr.Requests {
+			tr.Requests[i].Model = to[tr.Requests[i].Model]
 		}
 		return tr, nil
 	case "mooncake", "azure":
