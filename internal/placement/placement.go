@@ -478,7 +478,7 @@ func (p *Placer) Place(f *fleet.Fleet, req *Request, now time.Time) *Decision {
 	// A worker is fresh when heard from at or after cutoff: one time
 	// comparison per worker instead of a subtraction.
 	cutoff := now.Add(-f.Staleness())
-	p.scan(d, r, weight, now, cutoff)
+	p.scan(d, r, weight, cutoff)
 	for _, w := range p.touched {
 		p.lens[w] = 0
 	}
@@ -518,7 +518,7 @@ func (p *Placer) mark(idx []int32, flag rowFlags, on bool) {
 
 // consider fully evaluates the worker at Idx i and records the outcome in
 // d.
-func (p *Placer) consider(d *Decision, i int32, r *Request, weight uint64, now time.Time) {
+func (p *Placer) consider(d *Decision, i int32, r *Request, weight uint64) {
 	c := &p.cand
 	reason := p.evaluate(c, i, r, weight)
 	if reason == ReasonNone {

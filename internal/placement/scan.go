@@ -52,7 +52,7 @@ type bounded struct {
 // order, which costs more evaluations but never a long sort.
 const sortLimit = 128
 
-func (p *Placer) scan(d *Decision, r *Request, weight uint64, now, cutoff time.Time) {
+func (p *Placer) scan(d *Decision, r *Request, weight uint64, cutoff time.Time) {
 	p.bar = math.Inf(1)
 	p.order = p.order[:0]
 	hot := p.view.hot
@@ -64,7 +64,7 @@ func (p *Placer) scan(d *Decision, r *Request, weight uint64, now, cutoff time.T
 			p.bound(d, wi, r, cutoff)
 		}
 	}
-	p.settle(d, p.order, r, weight, now)
+	p.settle(d, p.order, r, weight)
 
 	p.bucketOrder = p.bucketOrder[:0]
 	for k := range p.classes {
@@ -137,7 +137,7 @@ func (p *Placer) scan(d *Decision, r *Request, weight uint64, now, cutoff time.T
 				}
 			}
 			d.Skipped += len(byQueue) - cut - (int(p.touchedIn[g]) - touched)
-			p.settle(d, p.order[start:], r, weight, now)
+			p.settle(d, p.order[start:], r, weight)
 		}
 	}
 }
@@ -181,7 +181,7 @@ func (p *Placer) bound(d *Decision, i int32, r *Request, cutoff time.Time) {
 // that, so that a few rejections still leave enough to set the bar) go
 // first; the rest are then sorted, if few, and evaluated while their
 // bounds are under the bar, which only falls.
-func (p *Placer) settle(d *Decision, batch []bounded, r *Request, weight uint64, now time.Time) {
+func (p *Placer) settle(d *Decision, batch []bounded, r *Request, weight uint64) {
 	k := min(max(2*p.opts.Explain, 4), 32)
 	p.cheapest = p.cheapest[:0]
 	for _, b := range batch {
@@ -194,7 +194,7 @@ func (p *Placer) settle(d *Decision, batch []bounded, r *Request, weight uint64,
 			break // the rest are higher: the pass below skips them
 		}
 		p.done[b.i] = true
-		p.visit(d, b, r, weight, now)
+		p.visit(d, b, r, weight)
 	}
 	p.rest = p.rest[:0]
 	for _, b := range batch {
@@ -210,7 +210,7 @@ func (p *Placer) settle(d *Decision, batch []bounded, r *Request, weight uint64,
 		slices.SortFunc(p.rest, byBound)
 	}
 	for _, b := range p.rest {
-		p.visit(d, b, r, weight, now)
+		p.visit(d, b, r, weight)
 	}
 	for _, b := range p.cheapest {
 		p.done[b.i] = false
@@ -312,12 +312,12 @@ func (p *Placer) groupBoundAt(cl *class, gr *group, lo int, queuedTokens int) fl
 // the few workers about to be evaluated because a full evaluation costs
 // several times more: for tight deadlines miss_usd is what separates
 // workers whose other terms are close.
-func (p *Placer) visit(d *Decision, b bounded, r *Request, weight uint64, now time.Time) {
+func (p *Placer) visit(d *Decision, b bounded, r *Request, weight uint64) {
 	if b.lb > p.bar || p.bar < math.Inf(1) && p.refinedBound(b.i, r) > p.bar {
 		d.Skipped++
 		return
 	}
-	p.consider(d, b.i, r, weight, now)
+	p.consider(d, b.i, r, weight)
 }
 
 // refinedBound is lowerBound plus miss_usd at the bound's completion:

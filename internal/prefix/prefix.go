@@ -7,7 +7,8 @@
 // allocating a map per placement. Because block hashes are chained, a hash
 // identifies its whole prefix; a worker's match length is the number of
 // leading request hashes it holds, and the walk stops at the first block no
-// remaining worker extends.
+// remaining worker extends. The hash-to-holders map is an open-addressed
+// table laid out for that walk (holders.go): one cache line per block.
 //
 // Memory is bounded per worker: each worker keeps its blocks in LRU order
 // (a store of an already-held block refreshes it), and storing past the
