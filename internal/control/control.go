@@ -121,9 +121,10 @@ type Config struct {
 	MaxUpStep, MaxDownStep                           int
 	Tolerance                                        float64
 	// DownLeadTimes is the prior hold, in lead times, of a replica no
-	// longer needed before the pool has seen demand return (default 10:
-	// 314 s for llama-3.1-8b on an H100, about the HPA's default of
-	// 300 s). Once it has, the hold is fitted to the returns (release.go).
+	// longer needed before the pool has seen demand return (default 1:
+	// until a return has been seen, it is taken as gradual, which a re-buy
+	// a lead time later serves). Once one has, the hold is fitted to the
+	// returns (release.go).
 	DownLeadTimes float64
 	// MissPenalty is the USD a missed request of each class costs, which
 	// prices a sudden return of demand against the GPU-time of holding a
@@ -220,7 +221,7 @@ func (c *Config) fill() {
 	if c.TrendDamping == 0 {
 		c.TrendDamping = 0.8
 	}
-	deff(&c.DownLeadTimes, 10)
+	deff(&c.DownLeadTimes, 1)
 	if c.MissPenalty == nil {
 		c.MissPenalty = maps.Clone(placement.DefaultMissPenalty)
 	}

@@ -32,8 +32,9 @@ import (
 // demand came back gradually are released at once. There is no window to
 // pick: the trace's own gaps set it, and they change with the time of day.
 // Until a level (or, failing that, any level of the pool) has seen a
-// return, the hold is the prior DownLeadTimes lead times; a level's hold is never under a lead
-// time.
+// return, the hold is the prior, DownLeadTimes lead times (one: a return
+// is taken as gradual until one has been seen sudden); a level's hold is
+// never under a lead time.
 
 // releaseGaps is how many recent gaps per level the hold is fitted on.
 const releaseGaps = 24

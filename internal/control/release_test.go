@@ -72,7 +72,7 @@ func TestHoldForPrior(t *testing.T) {
 	ps := c.pools[0]
 	mix := Mix{PromptTokens: 1024, OutputTokens: 256}
 	h, n := c.holdFor(ps, 3, mix)
-	if n != 0 || h != c.priorHold(ps) || h < 5*time.Minute {
+	if lead := ps.rep.LoadSeconds(schemas.WeightCold) + c.cfg.Interval.Seconds(); n != 0 || h != c.priorHold(ps) || h.Seconds() < lead-c.cfg.Interval.Seconds() {
 		t.Fatalf("prior hold %v from %d gaps", h, n)
 	}
 	ps.levels = make([]level, 8)
