@@ -153,7 +153,7 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		return runCapacity(ctx, stdout, cfg, base, trimmed, fleetText, capacityOptions{
 			search:   sim.CapacitySearch{Tolerance: *capTol, MaxScale: *capMax, MaxFleetFactor: *capFleet, NoFleet: *capFleet == 0, Parallel: *parallel},
-			diagnose: *diagnose, json: *jsonOut,
+			diagnose: *diagnose, json: *jsonOut, progress: os.Stderr,
 		})
 	}
 	scales := []float64{*rate}

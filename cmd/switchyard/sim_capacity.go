@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"text/tabwriter"
 
 	"github.com/switchyard-ai/switchyard/internal/sim"
@@ -18,6 +19,8 @@ type capacityOptions struct {
 	// GPU type at that rate scale.
 	diagnose float64
 	json     bool
+	// progress, when set, gets a line per probe.
+	progress io.Writer
 }
 
 // runCapacity is `switchyard sim --capacity`: each policy's capacity at
@@ -29,6 +32,14 @@ func runCapacity(ctx context.Context, stdout io.Writer, cfg sim.Config, tr *trac
 		tr.Name, st.Requests, st.Span.Round(1e9), st.RatePerSec, st.MeanPrompt, st.MeanOutput)
 	fmt.Fprintln(stdout, fleet)
 	s := o.search
+	if o.progress != nil {
+		var mu sync.Mutex
+		s.OnProbe = func(policy string, p sim.CapacityProbe, wall float64) {
+			mu.Lock()
+			defer mu.Unlock()
+			fmt.Fprintf(o.progress, "capacity: %s at %g× on %d replicas: task attainment %.3f, high %v (%.1fs)\n", policy, p.Scale, p.Replicas, p.Task, p.High, wall)
+		}
+	}
 	caps, err := sim.FindCapacity(ctx, cfg, tr, policies, s)
 	if err != nil {
 		return err

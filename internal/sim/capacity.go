@@ -48,6 +48,9 @@ type CapacitySearch struct {
 	NoFleet        bool
 	// Parallel is how many policies are searched at once (default 1).
 	Parallel int
+	// OnProbe, when set, sees every probe as it finishes (progress on long
+	// searches); calls may come from several goroutines at once.
+	OnProbe func(policy string, p CapacityProbe, wallSeconds float64)
 }
 
 func (s *CapacitySearch) fill() {
@@ -255,6 +258,9 @@ func (ps *policySearch) run(scale float64, n int) (*Result, error) {
 		}
 	}
 	ps.pc.Probes = append(ps.pc.Probes, p)
+	if ps.s.OnProbe != nil {
+		ps.s.OnProbe(ps.name, p, r.WallSeconds)
+	}
 	return r, nil
 }
 
