@@ -45,7 +45,12 @@ type class struct {
 	// exactly those, and bucket 0 for the deadline filter's batch of one,
 	// instead of the scan checking each bucket per worker.
 	buckets uint16
-	load    [stateUnknown + 1]float64 // load_s from each weightState in states
+	// ctx is the request's mean context during decode, and perCtxToken
+	// the seconds one more context token in the batch adds to each of the
+	// request's decode steps (the KV every step reads).
+	ctx         int
+	perCtxToken float64
+	load        [stateUnknown + 1]float64 // load_s from each weightState in states
 	// states is a mask of the weight states the request's model has been
 	// seen in on this class's workers (kept by reread; it only grows), so
 	// prepare fills load for those and the scan looks it up unchecked.
@@ -72,6 +77,10 @@ func (p *Placer) prepare(cl *class, r *Request) {
 	cl.pricePerSecond = cl.price / 3600
 	// The mean context during decode is the prompt plus half the output.
 	ctx := r.PromptTokens + r.OutputTokens/2
+	cl.ctx = ctx
+	const probe = 4096
+	cl.perCtxToken = max(0, p.cost.DecodeSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, 1, 1, ctx+probe)-
+		p.cost.DecodeSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, 1, 1, ctx)) / probe
 	for m := cl.buckets | 1; m != 0; m &= m - 1 {
 		i := bits.TrailingZeros16(m)
 		cl.decodeAt[i] = p.cost.DecodeSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, r.OutputTokens, 1<<i, ctx)
