@@ -139,9 +139,16 @@ func BenchmarkPlace10k(b *testing.B) {
 	for i := range reqs {
 		p.Place(f, &reqs[i], now)
 	}
+	lat := make([]time.Duration, 0, b.N)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		t := time.Now()
 		p.Place(f, &reqs[i%len(reqs)], now)
+		lat = append(lat, time.Since(t))
 	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, "p50_us")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds())/1e3, "p99_us")
 }
