@@ -914,13 +914,16 @@ func (e *Engine) attribute(gpuSec float64) {
 	}
 }
 
-// GPUSeconds is the GPU time attributed so far to a queued or running
-// sequence (0 when unknown): what a cancel wasted.
-func (e *Engine) GPUSeconds(id string) float64 {
-	if s, ok := e.byID[id]; ok {
-		return s.gpuSec
+// Progress is how far a queued or running sequence has come: the output
+// tokens it generated, its cached prompt tokens, and the GPU time
+// attributed to it — what a cancel reports it spent. ok is false when the
+// engine does not hold it.
+func (e *Engine) Progress(id string) (generated, cached int, gpuSeconds float64, ok bool) {
+	s, ok := e.byID[id]
+	if !ok {
+		return 0, 0, 0, false
 	}
-	return 0
+	return max(0, s.generated), s.cached, s.gpuSec, true
 }
 
 // account folds a step into the decayed rate counters, counting idle time

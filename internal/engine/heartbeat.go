@@ -38,7 +38,8 @@ func (e *Engine) FillHeartbeat(hb *schemas.Heartbeat) {
 	hb.QueuedTokensByClass = st.ClassMap(hb.QueuedTokensByClass)
 	hb.KVBlocksByClass = st.KVClassMap(hb.KVBlocksByClass)
 	hb.PricePerHour = e.rep.PricePerHour()
-	m := schemas.ModelState{Name: e.rep.Model.Name, Dtype: e.rep.Dtype, State: st.Weights, LoadSeconds: e.rep.LoadSeconds(schemas.WeightCold)}
+	m := schemas.ModelState{Name: e.rep.Model.Name, Dtype: e.rep.Dtype, State: st.Weights, LoadSeconds: e.rep.LoadSeconds(schemas.WeightCold),
+		ContextLength: e.rep.Model.MaxContext}
 	hb.Models = append(hb.Models[:0], m)
 }
 

@@ -481,7 +481,7 @@ func (w *Worker) onCancel(msg *nats.Msg) {
 		w.mu.Unlock()
 		return
 	}
-	spent := w.eng.GPUSeconds(c.RequestID)
+	generated, cached, spent, _ := w.eng.Progress(c.RequestID)
 	w.eng.Cancel(c.RequestID)
 	delete(w.inflight, c.RequestID)
 	w.mu.Unlock()
@@ -491,6 +491,9 @@ func (w *Worker) onCancel(msg *nats.Msg) {
 	res := svc.ErrorResult(c.RequestID, c.Tenant, j.d.Admitted.Priority, e, w.sh.Now())
 	res.WorkerID, res.Simulated, res.GPUSeconds = w.cfg.ID, true, spent
 	res.CostUSD = w.eng.CostUSD(spent)
+	// What was streamed before the cancel was computed and is billed: the
+	// usage says so, as OpenAI's does for an aborted stream.
+	res.Usage = schemas.Usage{PromptTokens: j.d.Admitted.PromptTokens, CompletionTokens: generated, CachedTokens: cached}
 	if j.stream {
 		w.publishTokens(j, 0, true)
 	}
