@@ -166,7 +166,9 @@ func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, q
 	if c.cfg.PlanHighOnly {
 		forecastNeed = share * planQ
 	}
-	forecastRaw := ceilDiv(forecastNeed+backlog/c.cfg.DrainTarget.Seconds(), capU)
+	// The backlog is left out: a burst that queues is exactly what the
+	// forecast did not see coming.
+	forecastRaw := ceilDiv(forecastNeed, capU)
 	ps.observeLevels(now, raw, forecastRaw, lead)
 	ps.highShareSeen, ps.highPenalty = share, c.highPenalty(in.SLO)
 	rd := ReplicaDecision{Pool: ps.Key(), GPU: ps.GPU, Model: ps.Model, Current: current, Raw: raw,
