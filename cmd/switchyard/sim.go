@@ -116,6 +116,7 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	var tr *traces.Trace
 	var cfg sim.Config
+	window := *duration
 	fleetText := fmt.Sprintf("fleet %s, model %s", *gpus, *model)
 	if *scenario != "" {
 		ls, err := sim.ReadScenarioFile(*scenario)
@@ -123,6 +124,9 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 		tr, cfg = ls.Trace, ls.Config
+		if window == 0 {
+			window = ls.Window
+		}
 		cfg.HeartbeatInterval = *heartbeat
 		if ls.Scenario.Drain == "" {
 			cfg.Drain = *drain
@@ -140,18 +144,14 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 		cfg = sim.Config{GPUs: specs, Model: *model, KVBlocks: *kvBlocks, HeartbeatInterval: *heartbeat, Drain: *drain, Seed: *seed}
 	}
 	if *capacity {
-		base := tr
-		if *scenario == "" {
-			// The 1× of a capacity search is the trace as the flags cut it.
-			base = tr.Scale(*rate).Window(*duration)
-		} else if *rate != 1 {
-			base = tr.Scale(*rate)
-		}
+		// The 1× of a capacity search is the first window of the trace at
+		// --rate-scale (a scenario's own rate_scale already applied).
+		base := tr.Scale(*rate)
 		var trimmed []string
 		for _, n := range names {
 			trimmed = append(trimmed, strings.TrimSpace(n))
 		}
-		return runCapacity(ctx, stdout, cfg, base, trimmed, fleetText, capacityOptions{
+		return runCapacity(ctx, stdout, cfg, base, window, trimmed, fleetText, capacityOptions{
 			search:   sim.CapacitySearch{Tolerance: *capTol, MaxScale: *capMax, MaxFleetFactor: *capFleet, NoFleet: *capFleet == 0, Parallel: *parallel},
 			diagnose: *diagnose, json: *jsonOut, progress: os.Stderr,
 		})
@@ -208,7 +208,7 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 			defer wg.Done()
 			for j := range ch {
 				jb := jobs[j]
-				t := tr.Scale(points[jb.si].Scale).Window(*duration)
+				t := tr.Scale(points[jb.si].Scale).Window(window)
 				v := variants[jb.pi]
 				pol, err := sim.NewPolicy(v.policy, perf.NewPredictor(nil))
 				c := cfg

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"text/tabwriter"
+	"time"
 
 	"github.com/switchyard-ai/switchyard/internal/sim"
 	"github.com/switchyard-ai/switchyard/loadgen/traces"
@@ -26,10 +27,10 @@ type capacityOptions struct {
 // runCapacity is `switchyard sim --capacity`: each policy's capacity at
 // SLO on the trace at its 1× load, as a table and, with --json, a last
 // line {"capacity":[{"name","scale_at_slo90","scale_at_high99","min_replicas",...}]}.
-func runCapacity(ctx context.Context, stdout io.Writer, cfg sim.Config, tr *traces.Trace, policies []string, fleet string, o capacityOptions) error {
-	st := tr.Summarise()
-	fmt.Fprintf(stdout, "trace %s: %d requests over %v (%.2f req/s at 1×), mean prompt %.0f, mean output %.0f\n",
-		tr.Name, st.Requests, st.Span.Round(1e9), st.RatePerSec, st.MeanPrompt, st.MeanOutput)
+func runCapacity(ctx context.Context, stdout io.Writer, cfg sim.Config, tr *traces.Trace, window time.Duration, policies []string, fleet string, o capacityOptions) error {
+	st := tr.Window(window).Summarise()
+	fmt.Fprintf(stdout, "trace %s: 1× load %d requests over %v (%.2f req/s), mean prompt %.0f, mean output %.0f; a probe at x× keeps the first %v of the trace scaled by x\n",
+		tr.Name, st.Requests, st.Span.Round(time.Second), st.RatePerSec, st.MeanPrompt, st.MeanOutput, windowText(window))
 	fmt.Fprintln(stdout, fleet)
 	s := o.search
 	if o.progress != nil {
@@ -40,7 +41,7 @@ func runCapacity(ctx context.Context, stdout io.Writer, cfg sim.Config, tr *trac
 			fmt.Fprintf(o.progress, "capacity: %s at %g× on %d replicas: task attainment %.3f, high %v (%.1fs)\n", policy, p.Scale, p.Replicas, p.Task, p.High, wall)
 		}
 	}
-	caps, err := sim.FindCapacity(ctx, cfg, tr, policies, s)
+	caps, err := sim.FindCapacity(ctx, cfg, tr, window, policies, s)
 	if err != nil {
 		return err
 	}
@@ -50,7 +51,7 @@ func runCapacity(ctx context.Context, stdout io.Writer, cfg sim.Config, tr *trac
 	}
 	fmt.Fprintf(stdout, "\ncapacity at SLO (overall: task attainment — workflows on agentic traces; high: critical and interactive requests each; rate scale × the trace's 1× load; geometric sweep ×2 from 1×, then bisection to within %.0f %%; the highest scale that met the bar below the first that failed it):\n", 100*tol)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\tscale@SLO≥0.90\tfails at\tscale@high≥0.99\tfails at\tmin replicas\tmin GPUs\tof\tprobes\t")
+	fmt.Fprintln(tw, "policy\tscale@SLO≥0.90\tfails at\tscale@high≥0.99\tfails at\tsearched to\tmin replicas\tmin GPUs\tof\tprobes\t")
 	for _, c := range caps {
 		minRep := "-"
 		if c.MinReplicas > 0 {
@@ -58,8 +59,8 @@ func runCapacity(ctx context.Context, stdout io.Writer, cfg sim.Config, tr *trac
 		} else if !s.NoFleet {
 			minRep = "none"
 		}
-		fmt.Fprintf(tw, "%s\t%g\t%s\t%g\t%s\t%s\t%d\t%d\t%d\t\n", c.Name, c.ScaleAtSLO90, failText(c.FailSLO90), c.ScaleAtHigh99, failText(c.FailHigh99),
-			minRep, c.MinGPUs, c.Replicas, len(c.Probes))
+		fmt.Fprintf(tw, "%s\t%g\t%s\t%g\t%s\t%g\t%s\t%d\t%d\t%d\t\n", c.Name, c.ScaleAtSLO90, failText(c.FailSLO90), c.ScaleAtHigh99, failText(c.FailHigh99),
+			c.MaxScale, minRep, c.MinGPUs, c.Replicas, len(c.Probes))
 	}
 	tw.Flush()
 	best := func(get func(sim.PolicyCapacity) float64) (string, float64) {
@@ -109,7 +110,7 @@ func runCapacity(ctx context.Context, stdout io.Writer, cfg sim.Config, tr *trac
 		tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "policy\tclass\tmodel\tGPU\treqs\tmet\tmiss TTFT\tmiss TPOT\tfailed\tshed\twait mean ms\twait p99 ms\tTTFT p99 ms\tITL mean ms\tITL p99 ms\t")
 		for _, p := range policies {
-			_, ds, err := sim.Diagnose(cfg, tr.Scale(o.diagnose), p)
+			_, ds, err := sim.Diagnose(cfg, tr.Scale(o.diagnose).Window(window), p)
 			if err != nil {
 				return err
 			}
@@ -133,6 +134,13 @@ func runCapacity(ctx context.Context, stdout io.Writer, cfg sim.Config, tr *trac
 		fmt.Fprintln(stdout, string(b))
 	}
 	return nil
+}
+
+func windowText(d time.Duration) string {
+	if d <= 0 {
+		return "all (no window: every probe runs every row)"
+	}
+	return d.String()
 }
 
 func failText(x float64) string {

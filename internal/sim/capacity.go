@@ -20,6 +20,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/switchyard-ai/switchyard/internal/perf"
 	"github.com/switchyard-ai/switchyard/loadgen/traces"
@@ -113,8 +114,11 @@ type PolicyCapacity struct {
 	// (replicas × TP).
 	MinReplicas int `json:"min_replicas"`
 	MinGPUs     int `json:"min_gpus"`
-	Replicas    int `json:"replicas"`
-	GPUs        int `json:"gpus"`
+	// MaxScale is the highest scale searched: CapacitySearch.MaxScale, or
+	// less where the window would outrun the trace.
+	MaxScale float64 `json:"max_scale"`
+	Replicas int     `json:"replicas"`
+	GPUs     int     `json:"gpus"`
 	// AtFailHigh99 is each class's attainment at FailHigh99 (which class
 	// broke the high bar first).
 	AtFailHigh99 map[string]float64 `json:"at_fail_high99,omitempty"`
@@ -122,7 +126,13 @@ type PolicyCapacity struct {
 }
 
 // FindCapacity searches each policy's capacity at SLO for tr on cfg's
-// fleet. tr is the 1× load; every probe scales its arrivals (Trace.Scale).
+// fleet. Every probe scales tr's arrivals (Trace.Scale) and, with window
+// > 0, keeps the arrivals of the first window of the scaled trace, so a
+// probe at x× is x times the requests over the same time: a sustained load,
+// not the trace's fixed rows squeezed into a burst that the fleet's batch
+// slots absorb whole. The search then stops at the scale where the window
+// would outrun the trace (PolicyCapacity.MaxScale). With window 0 every
+// probe runs all of tr's rows.
 //
 // Attainment is not strictly monotone in load (a heavier load can shift
 // which requests meet their targets), so each bar's answer is the highest
@@ -131,8 +141,18 @@ type PolicyCapacity struct {
 // pass and that failure keeps its bracket, never searching above it.
 //
 // ctx ends the search between runs.
-func FindCapacity(ctx context.Context, cfg Config, tr *traces.Trace, policies []string, s CapacitySearch) ([]PolicyCapacity, error) {
+func FindCapacity(ctx context.Context, cfg Config, tr *traces.Trace, window time.Duration, policies []string, s CapacitySearch) ([]PolicyCapacity, error) {
 	s.fill()
+	if window < 0 {
+		return nil, fmt.Errorf("sim: capacity: negative window %v", window)
+	}
+	if window > 0 && len(tr.Requests) > 0 {
+		fit := float64(tr.Requests[len(tr.Requests)-1].Arrival) / float64(window)
+		if fit < 1 {
+			return nil, fmt.Errorf("sim: capacity: the trace's arrivals span %v, less than the %v window", tr.Requests[len(tr.Requests)-1].Arrival, window)
+		}
+		s.MaxScale = min(s.MaxScale, roundDown(fit))
+	}
 	for _, n := range policies {
 		if _, err := NewPolicy(n, perf.NewPredictor(nil)); err != nil {
 			return nil, err
@@ -151,7 +171,7 @@ func FindCapacity(ctx context.Context, cfg Config, tr *traces.Trace, policies []
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			out[i], errs[i] = searchPolicy(ctx, cfg, tr, n, s)
+			out[i], errs[i] = searchPolicy(ctx, cfg, tr, window, n, s)
 		}()
 	}
 	wg.Wait()
@@ -174,25 +194,26 @@ type capKey struct {
 }
 
 type policySearch struct {
-	ctx   context.Context
-	cfg   Config
-	tr    *traces.Trace
-	name  string
-	s     CapacitySearch
-	base  int
-	memo  map[capKey]*Result
-	pc    *PolicyCapacity
-	fleet map[int][]GPUSpec
+	ctx    context.Context
+	window time.Duration
+	cfg    Config
+	tr     *traces.Trace
+	name   string
+	s      CapacitySearch
+	base   int
+	memo   map[capKey]*Result
+	pc     *PolicyCapacity
+	fleet  map[int][]GPUSpec
 }
 
-func searchPolicy(ctx context.Context, cfg Config, tr *traces.Trace, name string, s CapacitySearch) (PolicyCapacity, error) {
+func searchPolicy(ctx context.Context, cfg Config, tr *traces.Trace, window time.Duration, name string, s CapacitySearch) (PolicyCapacity, error) {
 	base := cfg.Replicas()
 	gpus := 0
 	for _, g := range cfg.GPUs {
 		gpus += g.Count * max(g.TP, 1)
 	}
-	pc := PolicyCapacity{Name: name, Replicas: base, GPUs: gpus}
-	ps := &policySearch{ctx: ctx, cfg: cfg, tr: tr, name: name, s: s, base: base, memo: map[capKey]*Result{}, pc: &pc, fleet: map[int][]GPUSpec{}}
+	pc := PolicyCapacity{Name: name, Replicas: base, GPUs: gpus, MaxScale: s.MaxScale}
+	ps := &policySearch{ctx: ctx, window: window, cfg: cfg, tr: tr, name: name, s: s, base: base, memo: map[capKey]*Result{}, pc: &pc, fleet: map[int][]GPUSpec{}}
 	var err error
 	if pc.ScaleAtSLO90, pc.FailSLO90, err = ps.bar(func(r *Result) bool { return r.TaskAttainment >= s.SLOTarget }); err != nil {
 		return pc, err
@@ -245,7 +266,7 @@ func (ps *policySearch) run(scale float64, n int) (*Result, error) {
 		c.Faults = faultsOn(ps.cfg.Faults, c.GPUs)
 	}
 	ps.fleet[n] = c.GPUs
-	r, err := Run(c, ps.tr.Scale(scale), pol)
+	r, err := Run(c, ps.tr.Scale(scale).Window(ps.window), pol)
 	if err != nil {
 		return nil, fmt.Errorf("sim: capacity %s at %g× on %d replicas: %w", ps.name, scale, n, err)
 	}
@@ -324,6 +345,15 @@ func (ps *policySearch) bar(ok func(*Result) bool) (pass, fail float64, err erro
 		}
 	}
 	return pass, fail, nil
+}
+
+// roundDown is x to 3 significant digits, rounded down.
+func roundDown(x float64) float64 {
+	if x <= 0 {
+		return x
+	}
+	p := math.Pow(10, 2-math.Floor(math.Log10(x)))
+	return math.Floor(x*p) / p
 }
 
 // roundScale keeps probe scales short in tables (4 significant digits).

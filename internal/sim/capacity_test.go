@@ -60,7 +60,7 @@ func TestFindCapacityBrackets(t *testing.T) {
 	tr := capacityTrace(t, 250)
 	cfg := Config{GPUs: []GPUSpec{{GPU: "h100", Count: 1}, {GPU: "a100-80g", Count: 1}}, Model: "llama-3.1-8b"}
 	s := CapacitySearch{Tolerance: 0.1, MaxScale: 32, MaxFleetFactor: 2, Parallel: 2}
-	caps, err := FindCapacity(context.Background(), cfg, tr, []string{"least-loaded", "switchyard"}, s)
+	caps, err := FindCapacity(context.Background(), cfg, tr, 0, []string{"least-loaded", "switchyard"}, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestFindCapacityBrackets(t *testing.T) {
 		}
 	}
 	// Deterministic: the same search twice gives the same answer.
-	again, err := FindCapacity(context.Background(), cfg, tr, []string{"least-loaded"}, s)
+	again, err := FindCapacity(context.Background(), cfg, tr, 0, []string{"least-loaded"}, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,16 +131,42 @@ func TestFindCapacityBrackets(t *testing.T) {
 func TestFindCapacityRefusesBadInput(t *testing.T) {
 	tr := capacityTrace(t, 20)
 	cfg := Config{GPUs: []GPUSpec{{GPU: "h100", Count: 1}}, Model: "llama-3.1-8b"}
-	if _, err := FindCapacity(context.Background(), cfg, tr, []string{"no-such-policy"}, CapacitySearch{}); err == nil {
+	if _, err := FindCapacity(context.Background(), cfg, tr, 0, []string{"no-such-policy"}, CapacitySearch{}); err == nil {
 		t.Error("an unknown policy was accepted")
 	}
-	if _, err := FindCapacity(context.Background(), cfg, &traces.Trace{}, []string{"dynamo"}, CapacitySearch{}); err == nil {
+	if _, err := FindCapacity(context.Background(), cfg, &traces.Trace{}, 0, []string{"dynamo"}, CapacitySearch{}); err == nil {
 		t.Error("an empty trace was accepted")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := FindCapacity(ctx, cfg, tr, []string{"dynamo"}, CapacitySearch{}); err == nil {
+	if _, err := FindCapacity(ctx, cfg, tr, 0, []string{"dynamo"}, CapacitySearch{}); err == nil {
 		t.Error("a cancelled search returned no error")
+	}
+}
+
+// TestFindCapacityWindow: with a window, a probe at x× runs the first
+// window of the trace scaled by x, and the search stops where the window
+// would outrun the trace.
+func TestFindCapacityWindow(t *testing.T) {
+	tr := capacityTrace(t, 300)
+	last := tr.Requests[len(tr.Requests)-1].Arrival
+	window := last / 5
+	cfg := Config{GPUs: []GPUSpec{{GPU: "h100", Count: 4}}, Model: "llama-3.1-8b"}
+	caps, err := FindCapacity(context.Background(), cfg, tr, window, []string{"dynamo"}, CapacitySearch{MaxScale: 64, Tolerance: 0.2, NoFleet: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := caps[0]
+	if c.MaxScale > 5 || c.MaxScale < 4.9 {
+		t.Fatalf("max scale %g, want the trace's span over the window, 5", c.MaxScale)
+	}
+	for _, p := range c.Probes {
+		if p.Scale > c.MaxScale {
+			t.Errorf("probe at %g× beyond the max scale %g×", p.Scale, c.MaxScale)
+		}
+	}
+	if _, err := FindCapacity(context.Background(), cfg, tr, 2*last, []string{"dynamo"}, CapacitySearch{}); err == nil {
+		t.Error("a window longer than the trace was accepted")
 	}
 }
 

@@ -91,7 +91,10 @@ type ScenarioTrace struct {
 	// (default 1); capacity searches scale from there.
 	RateScale float64 `json:"rate_scale,omitempty"`
 	// Duration keeps the arrivals of the first D of the (rate-scaled)
-	// trace, and Limit reads only the first N rows.
+	// trace: the scenario's 1× load. A capacity search at x× keeps the
+	// first D of the trace scaled by x — x times the requests over the same
+	// time — so the trace should run well past D. Limit reads only the
+	// first N rows.
 	Duration string `json:"duration,omitempty"`
 	Limit    int    `json:"limit,omitempty"`
 	// Generator settings: agentic workflow start rate and window,
@@ -140,10 +143,17 @@ type LoadedScenario struct {
 	// File is where it was read from.
 	File   string
 	Config Config
-	// Trace has the tenants, classes, targets, models and bursts applied,
-	// rate-scaled by trace.rate_scale and cut to trace.duration.
+	// Trace has the tenants, classes, targets, models and bursts applied
+	// and is rate-scaled by trace.rate_scale; it is the whole trace (up to
+	// trace.limit), so a capacity search can scale into it.
 	Trace *traces.Trace
+	// Window is trace.duration: a run keeps the arrivals of the first
+	// Window of the (scaled) trace (0: all).
+	Window time.Duration
 }
+
+// Base is the scenario's 1× load: the first Window of the trace.
+func (ls *LoadedScenario) Base() *traces.Trace { return ls.Trace.Window(ls.Window) }
 
 // ReadScenarioFile reads and checks a scenario (JSON, or YAML by its .yaml
 // or .yml extension) and loads its trace.
@@ -451,14 +461,14 @@ func (sc Scenario) Load(dir string) (*LoadedScenario, error) {
 		scale = 1
 	}
 	win, _ := duration("duration", sc.Trace.Duration)
-	tr = tr.Scale(scale).Window(win)
-	if len(tr.Requests) == 0 {
-		return nil, fmt.Errorf("trace: no requests in the first %v at %g×", win, scale)
+	tr = tr.Scale(scale)
+	if len(tr.Window(win).Requests) == 0 {
+		return nil, fmt.Errorf("trace.duration: no requests in the first %v at %g×", win, scale)
 	}
 	if sc.Name != "" {
 		tr.Name = sc.Name + ": " + tr.Name
 	}
-	return &LoadedScenario{Scenario: sc, Config: cfg, Trace: tr}, nil
+	return &LoadedScenario{Scenario: sc, Config: cfg, Trace: tr, Window: win}, nil
 }
 
 // ResolvePath finds a scenario's trace file: relative to the scenario's
@@ -509,13 +519,14 @@ func (t *ScenarioTrace) read(dir string, seed int64) (*traces.Trace, error) {
 	case "azure":
 		tr, err = traces.ReadAzureFile(path, o)
 	case "servegen":
+		// All of the rate data from the start is generated (the window
+		// cuts it), so capacity searches can scale into it.
 		start, _ := duration("servegen_start", t.ServeGenStart)
-		win, _ := duration("duration", t.Duration)
 		rate := t.ServeGenRate
 		if rate == 0 {
 			rate = 1
 		}
-		tr, err = traces.ReadServeGenFiles(path, "", traces.ServeGenConfig{Seed: seed, Start: start, Duration: win, RateScale: rate})
+		tr, err = traces.ReadServeGenFiles(path, "", traces.ServeGenConfig{Seed: seed, Start: start, RateScale: rate})
 		if err == nil && t.Limit > 0 && len(tr.Requests) > t.Limit {
 			tr.Requests = tr.Requests[:t.Limit]
 		}
