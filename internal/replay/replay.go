@@ -84,14 +84,23 @@ func Run(core *routing.Core, journal []routing.Input) []Decision {
 	var out []Decision
 	for _, in := range journal {
 		for _, a := range core.Apply(in, nil) {
+			// The same event the live router published for the action
+			// (routing.EventFor), read into a decision.
+			ev, ok := routing.EventFor(in, a)
+			if !ok {
+				continue
+			}
+			d := Decision{ID: ev.RequestID, Tenant: ev.Tenant, At: ev.At}
 			switch a.Kind {
 			case routing.ActDispatch:
-				out = append(out, Decision{ID: a.ID, Tenant: a.Held.Adm.Tenant, Kind: "placed", Worker: a.Worker, At: in.At,
-					QueueMs: ms(in.At.Sub(a.Held.Adm.SubmittedAt)), Class: a.Held.Adm.Priority, GPU: a.GPU, Predicted: predictedOf(a.Terms)})
+				d.Kind, d.Worker, d.GPU, d.Predicted = ev.Kind, ev.WorkerID, a.GPU, predictedOf(a.Terms)
 			case routing.ActFail:
-				out = append(out, Decision{ID: a.ID, Tenant: a.Held.Adm.Tenant, Kind: "failed", Code: a.Err.Code, At: in.At,
-					QueueMs: ms(in.At.Sub(a.Held.Adm.SubmittedAt)), Class: a.Held.Adm.Priority})
+				d.Kind, d.Code = "failed", ev.Kind
+			default:
+				continue
 			}
+			d.QueueMs, d.Class = ms(in.At.Sub(a.Held.Adm.SubmittedAt)), a.Held.Adm.Priority
+			out = append(out, d)
 		}
 	}
 	return out

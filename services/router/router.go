@@ -463,7 +463,8 @@ func (r *Router) do(ctx context.Context, in routing.Input, a routing.Action) {
 			m.Ack()
 		}
 	case routing.ActEvent:
-		r.sh.Emit(*a.Event)
+		ev, _ := routing.EventFor(in, a)
+		r.sh.Emit(ev)
 		if a.Event.Kind == "retry" {
 			r.sh.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_retries_total{allowed="%t"}`, a.Event.Fields["retry"])).Inc()
 		} else {
@@ -475,7 +476,8 @@ func (r *Router) do(ctx context.Context, in routing.Input, a routing.Action) {
 			r.sh.Metrics.GetOrCreateGauge(fmt.Sprintf(`switchyard_breaker_open{worker=%q}`, a.Worker), nil).Set(open)
 		}
 	case routing.ActDelayed:
-		r.sh.Emit(schemas.Event{Kind: "delayed", RequestID: a.ID, Tenant: a.Held.Adm.Tenant, Reason: a.Reason, At: in.At})
+		ev, _ := routing.EventFor(in, a)
+		r.sh.Emit(ev)
 	case routing.ActFail:
 		r.fail(ctx, in, a)
 	case routing.ActDispatch:
@@ -508,9 +510,8 @@ func (r *Router) dispatch(ctx context.Context, in routing.Input, a routing.Actio
 	}
 	r.sh.Metrics.GetOrCreatePrometheusHistogramExt(`switchyard_router_queue_seconds`, queueWaitBuckets).Update(in.At.Sub(h.Adm.SubmittedAt).Seconds())
 	r.sh.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_dispatched_total{class=%q,gpu=%q}`, h.Adm.Priority, a.GPU)).Inc()
-	r.sh.Emit(schemas.Event{Kind: "placed", At: in.At, RequestID: a.ID, Tenant: h.Adm.Tenant, WorkerID: a.Worker, Reason: a.Policy,
-		Fields: map[string]any{"terms": a.Terms, "candidates": a.Candidates, "rejected": a.Rejected, "considered": a.Considered, "skipped": a.Skipped, "class": h.Adm.Priority,
-			"gpu": a.GPU, "queue_ms": in.At.Sub(h.Adm.SubmittedAt).Milliseconds()}})
+	ev, _ := routing.EventFor(in, a)
+	r.sh.Emit(ev)
 }
 
 // fail publishes a held request's error result and acks it; if the result
@@ -528,8 +529,8 @@ func (r *Router) fail(ctx context.Context, in routing.Input, a routing.Action) {
 		}
 		return
 	}
-	r.sh.Emit(schemas.Event{Kind: a.Err.Code, At: in.At, RequestID: a.ID, Tenant: h.Adm.Tenant, Reason: a.Err.Message,
-		Fields: map[string]any{"class": h.Adm.Priority}})
+	ev, _ := routing.EventFor(in, a)
+	r.sh.Emit(ev)
 	if m, ok := h.Handle.(jetstream.Msg); ok {
 		m.Ack()
 	}
