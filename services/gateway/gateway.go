@@ -26,6 +26,7 @@ import (
 
 	"github.com/switchyard-ai/switchyard/internal/catalog"
 	gw "github.com/switchyard-ai/switchyard/internal/gateway"
+	"github.com/switchyard-ai/switchyard/internal/routing"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/client"
 	"github.com/switchyard-ai/switchyard/subjects"
@@ -76,7 +77,11 @@ func (c Config) withDefaults() Config {
 		c.MaxWait = 10 * time.Minute
 	}
 	if c.DeadlineGrace <= 0 {
-		c.DeadlineGrace = 2 * time.Second
+		// Past the router's own overdue grace, with a second for the
+		// result to travel: the system answers an overdue request itself
+		// (deadline_exceeded), and the HTTP client must get that answer,
+		// not a 504 from a gateway that stopped waiting first.
+		c.DeadlineGrace = routing.OverdueGrace + time.Second
 	}
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = int64(schemas.DefaultLimits.MaxPromptBytes) + 1<<20
