@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchyard-ai/switchyard/loadgen/tally"
 	"github.com/switchyard-ai/switchyard/schemas"
@@ -25,6 +26,9 @@ type RunOptions struct {
 	// last deadline. What has no result by then counts as lost.
 	Drain        time.Duration
 	PastDeadline time.Duration
+	// AckWait bounds the wait for a submission's JetStream ack before it
+	// is resubmitted (10 s).
+	AckWait time.Duration
 	// WorkflowTenant, when set, replaces the tenant of workflow steps.
 	WorkflowTenant string
 	Logger         *slog.Logger
@@ -46,6 +50,9 @@ func Run(ctx context.Context, nc *nats.Conn, arrivals []Arrival, o RunOptions) (
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.AckWait <= 0 {
+		o.AckWait = 10 * time.Second
 	}
 	cl, err := client.New(nc)
 	if err != nil {
@@ -115,11 +122,7 @@ func Run(ctx context.Context, nc *nats.Conn, arrivals []Arrival, o RunOptions) (
 		wg.Add(1)
 		go func(tenant string, req schemas.Request) {
 			defer wg.Done()
-			var err error
-			select {
-			case <-f.Ok():
-			case err = <-f.Err():
-			}
+			err := awaitAck(ctx, f, o.AckWait)
 			<-sem
 			// A lost ack is not a lost request: resubmit with the same id,
 			// which the SUBMIT stream dedupes, backing off while an
@@ -168,4 +171,25 @@ func Run(ctx context.Context, nc *nats.Conn, arrivals []Arrival, o RunOptions) (
 		o.Logger.Warn("submissions never acknowledged (not counted as submitted)", "count", submitErrs)
 	}
 	return t.Summary(), time.Since(start), nil
+}
+
+// awaitAck waits for a submission's JetStream ack, at most wait. An async
+// publish's future can stay unresolved forever when its ack is lost — a
+// NATS node killed between storing the message and the reply reaching
+// the client (the chaos drill hung loadgen for minutes on one) — so a
+// missing ack is treated as lost and the caller resubmits with the same
+// id, which the SUBMIT stream dedupes.
+func awaitAck(ctx context.Context, f jetstream.PubAckFuture, wait time.Duration) error {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-f.Ok():
+		return nil
+	case err := <-f.Err():
+		return err
+	case <-t.C:
+		return fmt.Errorf("no JetStream ack within %s", wait)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
