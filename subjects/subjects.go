@@ -108,6 +108,24 @@ func RPC(kind, target string) string { return join(Prefix, "rpc", kind, target) 
 // KV snapshot: sy.rpc.kvsnap.<worker>.
 func KVSnapshotRequest(worker string) string { return RPC("kvsnap", worker) }
 
+// PeerBookings is sy.rpc.book.<router>: the bookings an active-active
+// router made, published (core NATS, never stored) for its peers to count
+// until a heartbeat absorbs them. A lost message costs at most one
+// heartbeat's worth of double booking, never a request.
+func PeerBookings(router string) string { return RPC("book", router) }
+
+// PeerBookingsAll matches every router's bookings.
+const PeerBookingsAll = "sy.rpc.book.*"
+
+// ParsePeerBookings returns the router of sy.rpc.book.<router>.
+func ParsePeerBookings(subj string) (router string, err error) {
+	p := strings.Split(subj, ".")
+	if len(p) != 4 || p[0] != Prefix || p[1] != "rpc" || p[2] != "book" || !ValidToken(p[3]) {
+		return "", fmt.Errorf("subject %q is not sy.rpc.book.<router>", subj)
+	}
+	return p[3], nil
+}
+
 // Event is sy.event.<service>.<kind>.
 func Event(service, kind string) string { return join(Prefix, "event", service, kind) }
 

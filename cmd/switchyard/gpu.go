@@ -9,7 +9,7 @@ import (
 	"io"
 	"text/tabwriter"
 
-	"github.com/switchyard-ai/switchyard/internal/catalog"
+	"github.com/switchyard-ai/switchyard/internal/config"
 	"github.com/switchyard-ai/switchyard/internal/perf"
 	"github.com/switchyard-ai/switchyard/internal/tokens"
 )
@@ -74,7 +74,7 @@ func gpuPredict(args []string, stdout io.Writer) error {
 	if *input < 1 || *output < 1 || *batch < 1 {
 		return errors.New("--input, --output and --batch must be ≥ 1")
 	}
-	cat, err := catalog.Load(*catFile)
+	cat, err := config.LoadCatalog(*catFile)
 	if err != nil {
 		return err
 	}
@@ -129,7 +129,7 @@ func gpuList(args []string, stdout io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cat, err := catalog.Load(*catFile)
+	cat, err := config.LoadCatalog(*catFile)
 	if err != nil {
 		return err
 	}

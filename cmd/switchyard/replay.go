@@ -17,6 +17,7 @@ import (
 
 	"github.com/switchyard-ai/switchyard/internal/bus"
 	"github.com/switchyard-ai/switchyard/internal/catalog"
+	"github.com/switchyard-ai/switchyard/internal/config"
 	"github.com/switchyard-ai/switchyard/internal/perf"
 	"github.com/switchyard-ai/switchyard/internal/placement"
 	"github.com/switchyard-ai/switchyard/internal/replay"
@@ -77,7 +78,7 @@ func runReplay(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cat, err := catalog.Load(*catPath)
+	cat, err := config.LoadCatalog(*catPath)
 	if err != nil {
 		return err
 	}

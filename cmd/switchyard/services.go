@@ -14,6 +14,7 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/cache"
 	"github.com/switchyard-ai/switchyard/internal/catalog"
 	"github.com/switchyard-ai/switchyard/internal/catalog/fleetlearn"
+	"github.com/switchyard-ai/switchyard/internal/config"
 	"github.com/switchyard-ai/switchyard/internal/perf"
 	"github.com/switchyard-ai/switchyard/internal/routing"
 	"github.com/switchyard-ai/switchyard/internal/workflow"
@@ -47,7 +48,7 @@ func (f *serviceFlags) register(fs *flag.FlagSet, defaultID string) {
 // service shell, serving metrics when asked.
 func (f *serviceFlags) connect(ctx context.Context, service string) (*svc.Shell, *catalog.Catalog, error) {
 	logger := newLogger(f.verbose)
-	cat, err := catalog.Load(f.catalogPath)
+	cat, err := config.LoadCatalog(f.catalogPath)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -114,7 +115,7 @@ func runAdmitter(ctx context.Context, args []string, _ io.Writer) error {
 	var tenants *admission.Tenants
 	if *tenantsFile != "" {
 		var err error
-		if tenants, err = admission.LoadTenants(*tenantsFile); err != nil {
+		if tenants, err = config.LoadTenants(*tenantsFile); err != nil {
 			return err
 		}
 	}
@@ -140,6 +141,8 @@ func runRouter(ctx context.Context, args []string, _ io.Writer) error {
 	var f serviceFlags
 	f.register(fs, hostID("router"))
 	lease := fs.Bool("lease", true, "elect one active router through a KV lease (replicas stand by)")
+	activeActive := fs.Bool("active-active", false, "place alongside every other active-active router (shared consumers, shared bookings, adoption of a dead peer's work); overrides --lease")
+	pullBatch := fs.Int("pull-batch", 0, "admitted messages asked for per pull (default 64); peers pulling with different batches take different shares of the work")
 	policy := fs.String("policy", "switchyard", "placement policy: switchyard or a baseline (round-robin, least-loaded, llm-d, dynamo, sglang)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -161,7 +164,11 @@ func runRouter(ctx context.Context, args []string, _ io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return router.New(sh, router.Config{Cost: cost, Policy: pol, Lease: *lease, LeaseReplicas: f.replicas}).Run(ctx)
+	if *pullBatch < 0 {
+		return fmt.Errorf("router: --pull-batch %d: want 0 (default) or more", *pullBatch)
+	}
+	return router.New(sh, router.Config{Cost: cost, Policy: pol, Lease: *lease, LeaseReplicas: f.replicas,
+		ActiveActive: *activeActive, PullBatch: *pullBatch}).Run(ctx)
 }
 
 func runWorker(ctx context.Context, args []string, _ io.Writer) error {

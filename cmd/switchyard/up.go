@@ -13,9 +13,9 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/switchyard-ai/switchyard/internal/admission"
 	"github.com/switchyard-ai/switchyard/internal/bus"
 	"github.com/switchyard-ai/switchyard/internal/catalog"
+	"github.com/switchyard-ai/switchyard/internal/config"
 	"github.com/switchyard-ai/switchyard/internal/stack"
 	"github.com/switchyard-ai/switchyard/services/svc"
 	"github.com/switchyard-ai/switchyard/subjects"
@@ -119,7 +119,7 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if *tenants != "" {
 		// Read now, so a bad file is reported before anything starts.
-		if _, err := admission.LoadTenants(*tenants); err != nil {
+		if _, err := config.LoadTenants(*tenants); err != nil {
 			return err
 		}
 	}

@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +16,7 @@ func f64(v float64) *float64 { return &v }
 
 func loadExample(t *testing.T) *Tenants {
 	t.Helper()
-	ts, err := LoadTenants("../../config/tenants.example.json")
+	ts, err := loadTenantsFile(t, "../../config/tenants.example.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,3 +315,14 @@ func TestDefer(t *testing.T) {
 }
 
 func tokensOf(r *schemas.Request) int { return tokens.Count(r.PromptText()) }
+
+// loadTenantsFile reads a tenants file for a test (the package itself does
+// no I/O; internal/config reads files for the services).
+func loadTenantsFile(t *testing.T, path string) (*Tenants, error) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ParseTenants(b)
+}

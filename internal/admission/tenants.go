@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -195,19 +194,6 @@ type Config struct {
 // Tenants is a validated tenant configuration.
 type Tenants struct {
 	cfg Config
-}
-
-// LoadTenants reads and validates a tenants JSON file.
-func LoadTenants(path string) (*Tenants, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("tenants: %w", err)
-	}
-	t, err := ParseTenants(b)
-	if err != nil {
-		return nil, fmt.Errorf("tenants %s: %w", path, err)
-	}
-	return t, nil
 }
 
 // ParseTenants validates a tenants JSON document. Unknown fields are an

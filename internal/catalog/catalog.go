@@ -15,7 +15,6 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 )
@@ -154,23 +153,20 @@ var defaultCatalog = func() *Catalog {
 // Default returns the built-in catalog. It is shared: treat it as read-only.
 func Default() *Catalog { return defaultCatalog }
 
-// Load returns the defaults with the JSON file at path merged over them; an
-// empty path returns the defaults. The file has the shape of defaults.json:
+// Merge returns the defaults with a JSON document merged over them; an
+// empty document returns the defaults. It has the shape of defaults.json:
 // {"gpus": {"name": {...}}, "models": {"name": {...}}}. An entry with a known
 // name overrides only the fields it sets (e.g. {"gpus":{"h100":
 // {"price_per_hour":2.1}}}); a new name adds an entry, which must then be
-// complete enough to validate.
-func Load(path string) (*Catalog, error) {
-	if path == "" {
+// complete enough to validate. Reading the file is the caller's
+// (internal/config.LoadCatalog): the catalog does no I/O.
+func Merge(data []byte) (*Catalog, error) {
+	if len(data) == 0 {
 		return Default(), nil
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("catalog: %w", err)
 	}
 	c := defaultCatalog.clone()
 	if err := c.merge(data); err != nil {
-		return nil, fmt.Errorf("catalog: %s: %w", path, err)
+		return nil, fmt.Errorf("catalog: %w", err)
 	}
 	return c, nil
 }

@@ -2,8 +2,6 @@ package catalog
 
 import (
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -69,8 +67,7 @@ func TestCaseInsensitiveAndSorted(t *testing.T) {
 	}
 }
 
-func TestLoadMerges(t *testing.T) {
-	dir := t.TempDir()
+func TestMerge(t *testing.T) {
 	tests := []struct {
 		name    string
 		json    string
@@ -83,7 +80,7 @@ func TestLoadMerges(t *testing.T) {
 				t.Errorf("got %+v", g)
 			}
 			if d, _ := Default().GPU("h100"); d.PricePerHour != 3.0 {
-				t.Errorf("Load mutated the defaults: %v", d.PricePerHour)
+				t.Errorf("Merge mutated the defaults: %v", d.PricePerHour)
 			}
 		}},
 		{"add model", `{"models":{"tiny":{"family":"x","tier":0,"params":1000,"layers":1,"hidden":8,"heads":2,"kv_heads":1,"head_dim":4,"intermediate":16,"vocab":10,"max_context":128}}}`, "", func(t *testing.T, c *Catalog) {
@@ -94,13 +91,9 @@ func TestLoadMerges(t *testing.T) {
 		{"typo rejected", `{"gpus":{"h100":{"price_per_hr":2}}}`, "unknown field", nil},
 		{"incomplete new gpu", `{"gpus":{"x1":{"bf16_tflops":1}}}`, "hbm_gib", nil},
 	}
-	for i, tc := range tests {
+	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p := filepath.Join(dir, strings.Repeat("f", i+1)+".json")
-			if err := os.WriteFile(p, []byte(tc.json), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			c, err := Load(p)
+			c, err := Merge([]byte(tc.json))
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tc.wantErr)
@@ -113,7 +106,7 @@ func TestLoadMerges(t *testing.T) {
 			tc.check(t, c)
 		})
 	}
-	if c, err := Load(""); err != nil || c != Default() {
-		t.Errorf("Load(\"\") = %v, %v", c, err)
+	if c, err := Merge(nil); err != nil || c != Default() {
+		t.Errorf("Merge(nil) = %v, %v", c, err)
 	}
 }

@@ -60,6 +60,8 @@ type Input struct {
 	Result *ResultSummary `json:"result,omitempty"`
 	// Adopted lists in-flight dispatches to take over (InAdopt).
 	Adopted []schemas.Dispatch `json:"adopted,omitempty"`
+	// Bookings are another router's bookings (InPeerBooking).
+	Bookings []PeerBooking `json:"bookings,omitempty"`
 	// ID names the request of a release or a failed dispatch.
 	ID string `json:"id,omitempty"`
 }
@@ -115,6 +117,9 @@ type Action struct {
 	Err                           *schemas.Error
 	Reason                        string
 	Event                         *schemas.Event
+	// Booking is what a dispatch booked on Worker, for the shell to share
+	// with peer routers (InPeerBooking).
+	Booking PeerBooking
 }
 
 // Candidate is one candidate's breakdown, copied out of the placer's scratch.
@@ -345,6 +350,8 @@ func (c *Core) Apply(in Input, handle any) []Action {
 		for _, w := range slices.Sorted(maps.Keys(lost)) {
 			c.workerLost(w, in.At)
 		}
+	case InPeerBooking:
+		c.peerBookings(in.Bookings, in.At)
 	case InForget:
 		for id := range c.held {
 			c.q.Remove(id)
@@ -450,7 +457,8 @@ func (c *Core) place(it queue.Item[*Held], now time.Time) queue.Outcome {
 	prefill, output, blocks := dec.Booking(h.Adm.PromptTokens, h.Adm.Request.MaxTokens)
 	c.fleet.Reserve(dec.Worker.ID, it.ID, h.Adm.Priority, prefill, output, blocks, now)
 	a := Action{Kind: ActDispatch, ID: it.ID, Held: h, Worker: dec.Worker.ID, GPU: dec.Worker.GPU, Policy: dec.Policy,
-		Terms: dec.Terms, Rejected: len(dec.Rejections), Considered: dec.Considered, Skipped: dec.Skipped}
+		Terms: dec.Terms, Rejected: len(dec.Rejections), Considered: dec.Considered, Skipped: dec.Skipped,
+		Booking: PeerBooking{ID: it.ID, Worker: dec.Worker.ID, Class: h.Adm.Priority, Prefill: prefill, Output: output, Blocks: blocks}}
 	for i, cd := range dec.Candidates {
 		if i == c.cfg.ExplainTop {
 			break

@@ -18,6 +18,7 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/bus"
 	"github.com/switchyard-ai/switchyard/internal/cache"
 	"github.com/switchyard-ai/switchyard/internal/catalog"
+	"github.com/switchyard-ai/switchyard/internal/config"
 	"github.com/switchyard-ai/switchyard/internal/perf"
 	"github.com/switchyard-ai/switchyard/internal/routing"
 	"github.com/switchyard-ai/switchyard/internal/workflow"
@@ -156,7 +157,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	}
 	var tenants *admission.Tenants
 	if cfg.Tenants != "" {
-		if tenants, err = admission.LoadTenants(cfg.Tenants); err != nil {
+		if tenants, err = config.LoadTenants(cfg.Tenants); err != nil {
 			return fail(err)
 		}
 	}

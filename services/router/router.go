@@ -8,8 +8,11 @@
 // emit an event, ask a worker for a KV snapshot.
 //
 // One goroutine owns the core; NATS callbacks only post to it. Replicas
-// elect one active router through a KV lease, so two routers never book the
-// same worker from their own views; standbys keep their fleet view warm.
+// either elect one active router through a KV lease (standbys keep their
+// fleet view warm), or, with ActiveActive, all place at once (peers.go):
+// they share the per-class durable consumers, so JetStream spreads the
+// admitted work among them, each publishes its bookings for the others to
+// count, and the survivors adopt a dead router's in-flight dispatches.
 package router
 
 import (
@@ -57,6 +60,13 @@ type Config struct {
 	QueueWeights map[string]int
 	// Journal records every input for replay (default on).
 	NoJournal bool
+	// ActiveActive makes this router one of several peers that place at
+	// once (peers.go); Lease is then ignored.
+	ActiveActive bool
+	// PullBatch is how many admitted messages one pull asks for (default
+	// min(64, Window)). Peers pulling with different batches take
+	// different shares of the admitted work.
+	PullBatch int
 }
 
 // Router is one router replica.
@@ -83,6 +93,9 @@ type Router struct {
 	// three, since the loop outpaces their arrival — for at most one
 	// JOURNAL round trip of delay.
 	journalBusy bool
+	// peerOut gathers the bookings of a flush's dispatches, published to
+	// the peer routers in one core-NATS message (ActiveActive only).
+	peerOut []routing.PeerBooking
 }
 
 // journalAckWait bounds how long a journal batch's missing ack may hold
@@ -191,6 +204,9 @@ func (r *Router) Run(ctx context.Context) error {
 	go func() { defer close(loopDone); r.loop(loopCtx) }()
 	go r.ackDispatches(loopCtx)
 	defer func() { stopLoop(); <-loopDone }()
+	if r.cfg.ActiveActive {
+		return r.runPeer(ctx)
+	}
 	if !r.cfg.Lease {
 		return r.consume(ctx)
 	}
@@ -265,6 +281,7 @@ func (r *Router) flush(ctx context.Context) {
 		}
 		r.done = todo[:0]
 	}
+	r.publishBookings()
 	r.sh.Metrics.GetOrCreateGauge(`switchyard_router_held`, nil).Set(float64(r.core.HeldCount()))
 	for _, c := range schemas.Priorities {
 		r.sh.Metrics.GetOrCreateGauge(fmt.Sprintf(`switchyard_queue_depth{class=%q}`, c), nil).Set(float64(r.core.QueuedClass(c)))
@@ -346,14 +363,19 @@ func (r *Router) consume(ctx context.Context) error {
 				return
 			}
 			r.post(ctx, func() { r.apply(ctx, routing.Input{Kind: routing.InAdmitted, Admitted: &adm}, m) })
-		}, jetstream.PullMaxMessages(min(64, r.cfg.Window)), svc.PullExpiry)
+		}, jetstream.PullMaxMessages(r.pullBatch()), svc.PullExpiry)
 		if err != nil {
 			return fmt.Errorf("router consume %s: %w", class, err)
 		}
 		ccs = append(ccs, cc)
 	}
-	r.sh.Log.Info("router consuming", "policy", r.core.Policy())
-	if adopted, err := r.inflightDispatches(ctx); err != nil {
+	r.sh.Log.Info("router consuming", "policy", r.core.Policy(), "active_active", r.cfg.ActiveActive)
+	if r.cfg.ActiveActive {
+		// Peers adopt by membership (peers.go), not at start.
+		<-ctx.Done()
+		return nil
+	}
+	if adopted, err := r.inflightDispatches(ctx, nil); err != nil {
 		r.sh.Log.Warn("reading in-flight dispatches", "err", err)
 	} else if len(adopted) > 0 {
 		r.sh.Log.Info("adopting in-flight dispatches", "count", len(adopted))
@@ -366,8 +388,10 @@ func (r *Router) consume(ctx context.Context) error {
 // inflightDispatches reads back, from every worker's dispatch consumer, the
 // dispatches delivered but not acked that have no final result: the work an
 // earlier leader placed. Without them a new leader could not re-place the
-// work of a worker that died before it took over.
-func (r *Router) inflightDispatches(ctx context.Context) ([]schemas.Dispatch, error) {
+// work of a worker that died before it took over. keep, when set, selects
+// which of them to return (a peer router adopts only its share of a dead
+// peer's).
+func (r *Router) inflightDispatches(ctx context.Context, keep func(*schemas.Dispatch) bool) ([]schemas.Dispatch, error) {
 	st, err := r.sh.JS.Stream(ctx, subjects.StreamDispatch)
 	if err != nil {
 		return nil, err
@@ -397,7 +421,7 @@ func (r *Router) inflightDispatches(ctx context.Context) ([]schemas.Dispatch, er
 				break
 			}
 			var d schemas.Dispatch
-			if svc.Decode(m.Headers(), m.Data(), &d) != nil {
+			if svc.Decode(m.Headers(), m.Data(), &d) != nil || (keep != nil && !keep(&d)) {
 				continue
 			}
 			if r.sh.Ledger != nil {
@@ -507,6 +531,9 @@ func (r *Router) dispatch(ctx context.Context, in routing.Input, a routing.Actio
 	select {
 	case r.acks <- pendingAck{fut: fut, msg: msg, adm: h.Adm}:
 	case <-ctx.Done():
+	}
+	if r.cfg.ActiveActive {
+		r.peerOut = append(r.peerOut, a.Booking)
 	}
 	r.sh.Metrics.GetOrCreatePrometheusHistogramExt(`switchyard_router_queue_seconds`, queueWaitBuckets).Update(in.At.Sub(h.Adm.SubmittedAt).Seconds())
 	r.sh.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_dispatched_total{class=%q,gpu=%q}`, h.Adm.Priority, a.GPU)).Inc()

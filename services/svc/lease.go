@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -105,4 +106,81 @@ compete:
 			onChange(false)
 		}
 	}
+}
+
+// MemberBucket is the KV bucket in which active-active routers announce
+// themselves: one key per live router, expiring ttl after its last write.
+const MemberBucket = "sy_routers"
+
+// MemberKV opens (creating if needed) the membership bucket. As with the
+// leases, a member killed by kill -9 drops out within ttl.
+func MemberKV(ctx context.Context, js jetstream.JetStream, ttl time.Duration, replicas int) (jetstream.KeyValue, error) {
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      MemberBucket,
+		Description: "live active-active routers, one key each",
+		TTL:         ttl,
+		History:     1,
+		Replicas:    max(1, replicas),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("member bucket: %w", err)
+	}
+	return kv, nil
+}
+
+// RunMember keeps holder's key alive in kv and reports the sorted set of
+// live members to onView whenever it changes, until ctx ends; it always
+// includes holder itself. Every ttl/3 it rewrites its key (a
+// compare-and-set on its revision, so a key that expired and was written
+// again by a restarted namesake is not silently shared) and lists the
+// bucket. A member whose key is gone has been silent for ttl: it is
+// dead, or cut off from JetStream and so unable to store a dispatch. On
+// the way out it deletes its own key, so peers need not wait for expiry.
+func RunMember(ctx context.Context, kv jetstream.KeyValue, holder string, ttl time.Duration, onView func(live []string)) error {
+	tick := ttl / 3
+	var rev uint64
+	var last []string
+	defer func() {
+		if rev != 0 {
+			kv.Delete(context.WithoutCancel(ctx), holder, jetstream.LastRevision(rev))
+		}
+	}()
+	for {
+		var err error
+		if rev == 0 {
+			rev, err = kv.Put(ctx, holder, []byte(holder))
+		} else if rev, err = kv.Update(ctx, holder, []byte(holder), rev); err != nil {
+			// Expired (a long pause) or overwritten: announce afresh.
+			rev, err = kv.Put(ctx, holder, []byte(holder))
+		}
+		if err != nil && ctx.Err() == nil {
+			slog.Warn("membership unavailable; retrying", "member", holder, "err", err)
+			rev = 0
+		}
+		if live, err := listMembers(ctx, kv, holder); err == nil && !slices.Equal(live, last) {
+			last = live
+			onView(live)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(tick):
+		}
+	}
+}
+
+// listMembers lists the live members, holder included, sorted.
+func listMembers(ctx context.Context, kv jetstream.KeyValue, holder string) ([]string, error) {
+	keys, err := kv.ListKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	live := []string{holder}
+	for k := range keys.Keys() {
+		if k != holder {
+			live = append(live, k)
+		}
+	}
+	slices.Sort(live)
+	return live, nil
 }

@@ -1,0 +1,154 @@
+package router
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"slices"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/switchyard-ai/switchyard/internal/routing"
+	"github.com/switchyard-ai/switchyard/schemas"
+	"github.com/switchyard-ai/switchyard/services/svc"
+	"github.com/switchyard-ai/switchyard/subjects"
+)
+
+// Active-active routing: every router places at once, none special.
+//
+//   - Work: all routers pull from the same per-class durable consumers, so
+//     JetStream hands each admitted message to exactly one of them, in
+//     proportion to how fast each pulls. A router that dies holds its
+//     unacked messages only until AckWait; JetStream then delivers them to
+//     the others. Joining and leaving need no rebalancing protocol.
+//   - Capacity: each router books what it places in its own fleet view (as
+//     a single router does) and publishes those bookings, one core-NATS
+//     message per decision-loop flush, on sy.rpc.book.<router>. Peers apply
+//     them as an InPeerBooking input, journaled like any other, so replay
+//     reproduces them; a heartbeat absorbs them or the request's result
+//     releases them, exactly as for a router's own bookings.
+//   - Death: routers announce themselves in the sy_routers KV bucket
+//     (svc.RunMember). When a router's key expires, the survivors read the
+//     in-flight dispatches of every router no longer live and each adopts
+//     the ones it owns by rendezvous hash of the request id over the live
+//     set (InAdopt), so a dead router's work on a worker that then dies is
+//     still re-placed, once.
+
+// runPeer runs this router as one active-active peer until ctx ends.
+func (r *Router) runPeer(ctx context.Context) error {
+	sub, err := r.sh.NC.Subscribe(subjects.PeerBookingsAll, func(m *nats.Msg) {
+		from, err := subjects.ParsePeerBookings(m.Subject)
+		if err != nil || from == r.sh.Instance {
+			return
+		}
+		var bs []routing.PeerBooking
+		if err := svc.Decode(m.Header, m.Data, &bs); err != nil || len(bs) == 0 {
+			return
+		}
+		r.post(ctx, func() { r.apply(ctx, routing.Input{Kind: routing.InPeerBooking, Bookings: bs}, nil) })
+	})
+	if err != nil {
+		return fmt.Errorf("subscribe %s: %w", subjects.PeerBookingsAll, err)
+	}
+	defer sub.Unsubscribe()
+	kv, err := svc.MemberKV(ctx, r.sh.JS, r.cfg.LeaseTTL, r.cfg.LeaseReplicas)
+	if err != nil {
+		return err
+	}
+	views := make(chan []string, 1)
+	go func() {
+		_ = svc.RunMember(ctx, kv, r.sh.Instance, r.cfg.LeaseTTL, func(live []string) {
+			// Only the newest view matters: a slow adoption scan skips the
+			// views it missed.
+			select {
+			case <-views:
+			default:
+			}
+			views <- live
+		})
+	}()
+	go r.adoptOrphans(ctx, views)
+	return r.consume(ctx)
+}
+
+// adoptOrphans adopts, on each change of the live set, this router's share
+// of the in-flight dispatches placed by routers no longer live. The first
+// view also adopts what routers of an earlier run left behind.
+func (r *Router) adoptOrphans(ctx context.Context, views <-chan []string) {
+	var prev []string
+	for {
+		var live []string
+		select {
+		case <-ctx.Done():
+			return
+		case live = <-views:
+		}
+		r.sh.Log.Info("router peers", "live", live)
+		left := prev == nil
+		for _, p := range prev {
+			left = left || !slices.Contains(live, p)
+		}
+		prev = live
+		if !left {
+			continue
+		}
+		orphans, err := r.inflightDispatches(ctx, func(d *schemas.Dispatch) bool {
+			return !slices.Contains(live, d.RouterID) && Owner(d.Admitted.Request.ID, live) == r.sh.Instance
+		})
+		if err != nil {
+			r.sh.Log.Warn("reading a dead peer's in-flight dispatches", "err", err)
+			continue
+		}
+		if len(orphans) > 0 {
+			r.sh.Log.Info("adopting in-flight dispatches of routers gone", "count", len(orphans), "live", live)
+			r.sh.Metrics.GetOrCreateCounter(`switchyard_router_adopted_total`).Add(len(orphans))
+			r.post(ctx, func() { r.apply(ctx, routing.Input{Kind: routing.InAdopt, Adopted: orphans}, nil) })
+		}
+	}
+}
+
+// Owner is the live router that adopts request id's orphaned dispatch:
+// the highest rendezvous hash of (id, router), so every survivor with the
+// same view agrees, and a router leaving moves only its own share.
+func Owner(id string, live []string) string {
+	var best string
+	var top uint64
+	for _, m := range live {
+		h := fnv.New64a()
+		h.Write([]byte(id))
+		h.Write([]byte{0})
+		h.Write([]byte(m))
+		if v := h.Sum64(); best == "" || v > top {
+			best, top = m, v
+		}
+	}
+	return best
+}
+
+// publishBookings sends the bookings gathered since the last flush to the
+// peers. Core NATS: a lost message only lets a peer overbook until the
+// next heartbeat, which carries the worker's real numbers.
+func (r *Router) publishBookings() {
+	if len(r.peerOut) == 0 {
+		return
+	}
+	m, err := svc.Encode(subjects.PeerBookings(r.sh.Instance), schemas.Msgpack, r.peerOut, "")
+	r.peerOut = r.peerOut[:0]
+	if err != nil {
+		r.sh.Log.Warn("encode peer bookings", "err", err)
+		return
+	}
+	if err := r.sh.NC.PublishMsg(m); err != nil {
+		r.sh.Log.Warn("publish peer bookings", "err", err)
+		return
+	}
+	r.sh.Metrics.GetOrCreateCounter(`switchyard_router_peer_booking_messages_total`).Inc()
+}
+
+// pullBatch is how many admitted messages one pull asks for.
+func (r *Router) pullBatch() int {
+	if r.cfg.PullBatch > 0 {
+		return min(r.cfg.PullBatch, r.cfg.Window)
+	}
+	return min(64, r.cfg.Window)
+}
