@@ -298,8 +298,10 @@ func (ps *policySearch) bar(ok func(*Result) bool) (pass, fail float64, err erro
 	}
 	if ok(r) {
 		pass = x
-		for pass*s.Factor <= s.MaxScale*(1+1e-9) {
-			x = pass * s.Factor
+		for pass < s.MaxScale {
+			// The last step lands on MaxScale itself, so "never failed"
+			// means it met the bar at the top of the search.
+			x = min(pass*s.Factor, s.MaxScale)
 			if r, err = ps.run(x, ps.base); err != nil {
 				return 0, 0, err
 			}
@@ -314,8 +316,8 @@ func (ps *policySearch) bar(ok func(*Result) bool) (pass, fail float64, err erro
 		}
 	} else {
 		fail = x
-		for fail/s.Factor >= s.MinScale*(1-1e-9) {
-			x = fail / s.Factor
+		for fail > s.MinScale {
+			x = max(fail/s.Factor, s.MinScale)
 			if r, err = ps.run(x, ps.base); err != nil {
 				return 0, 0, err
 			}

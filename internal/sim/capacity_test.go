@@ -160,10 +160,15 @@ func TestFindCapacityWindow(t *testing.T) {
 	if c.MaxScale > 5 || c.MaxScale < 4.9 {
 		t.Fatalf("max scale %g, want the trace's span over the window, 5", c.MaxScale)
 	}
+	top := false
 	for _, p := range c.Probes {
 		if p.Scale > c.MaxScale {
 			t.Errorf("probe at %g× beyond the max scale %g×", p.Scale, c.MaxScale)
 		}
+		top = top || p.Scale == c.MaxScale
+	}
+	if c.FailSLO90 == 0 && (!top || c.ScaleAtSLO90 != c.MaxScale) {
+		t.Errorf("never failed, but reported %g× without probing the max scale %g× (probes %+v)", c.ScaleAtSLO90, c.MaxScale, c.Probes)
 	}
 	if _, err := FindCapacity(context.Background(), cfg, tr, 2*last, []string{"dynamo"}, CapacitySearch{}); err == nil {
 		t.Error("a window longer than the trace was accepted")
