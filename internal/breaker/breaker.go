@@ -59,6 +59,10 @@ type Config struct {
 	// exceeds it. Predictions come from the GPU generation's roofline, so a
 	// healthy worker sits near 1; a throttled or sick one drifts above.
 	OutlierFactor float64
+	// IgnoreLatency turns latency outliers off: only errors and silence
+	// open a breaker (a baseline router, whose own system ejects no worker
+	// for being slow, runs so).
+	IgnoreLatency bool
 	// OutlierSlack is the least excess over the prediction that can make
 	// an outlier: short requests' times are dominated by bus and queueing
 	// jitter, and 3 × a 30 ms prediction says nothing about the GPU.
@@ -362,7 +366,7 @@ func (s *Set) Observe(worker string, o Outcome, now time.Time) (Transition, bool
 	failed := o.Code != ""
 	slow := false
 	ratio := 0.0
-	if o.PredictedSeconds > 0 && o.ObservedSeconds > 0 {
+	if o.PredictedSeconds > 0 && o.ObservedSeconds > 0 && !s.cfg.IgnoreLatency {
 		// A latency outlier is slow against the fleet, not against the
 		// prediction alone: when the whole fleet runs 4x its predictions
 		// (an overload the cost model underrates), every worker is as slow

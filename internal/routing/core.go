@@ -213,6 +213,7 @@ type inflight struct {
 	worker    string
 	adm       schemas.Admitted
 	predicted float64
+	placedAt  time.Time
 }
 
 // Completer is implemented by policies that keep router-side state about
@@ -239,6 +240,9 @@ func New(cfg Config) *Core {
 	gate, _ := cfg.Policy.(baselines.Gatekeeper)
 	if gate != nil {
 		disc = gate.QueueDiscipline()
+		// The systems the baselines re-implement eject endpoints that fail
+		// or go silent (readiness), never one that is merely slow.
+		cfg.Breaker.IgnoreLatency = true
 	}
 	return &Core{cfg: cfg, fleet: fleet.New(cfg.Fleet), q: queue.NewWith[*Held](disc), held: map[string]*Held{},
 		placedOn: map[string]*inflight{}, breakers: breaker.NewSet(cfg.Breaker), budget: retry.NewBudget(cfg.Retry),
@@ -334,7 +338,7 @@ func (c *Core) Apply(in Input, handle any) []Action {
 			if _, held := c.held[id]; held {
 				continue
 			}
-			c.placedOn[id] = &inflight{worker: d.WorkerID, adm: d.Admitted, predicted: d.PredictedSeconds}
+			c.placedOn[id] = &inflight{worker: d.WorkerID, adm: d.Admitted, predicted: d.PredictedSeconds, placedAt: d.PlacedAt}
 		}
 		// A worker that went silent before this router took over had its
 		// loss handled when nothing was adopted yet: what it held is
@@ -466,7 +470,7 @@ func (c *Core) place(it queue.Item[*Held], now time.Time) queue.Outcome {
 		a.Candidates = append(a.Candidates, Candidate{Worker: cd.Worker.ID, GPU: cd.Worker.GPU, Terms: cd.Terms})
 	}
 	delete(c.held, it.ID)
-	c.placedOn[it.ID] = &inflight{worker: a.Worker, adm: h.Adm, predicted: dec.Terms.CompletionSeconds}
+	c.placedOn[it.ID] = &inflight{worker: a.Worker, adm: h.Adm, predicted: dec.Terms.CompletionSeconds, placedAt: now}
 	if c.approxKV[a.Worker] {
 		c.fleet.Prefix().Stored(dec.Worker.Idx, h.Adm.BlockHashes)
 	}
@@ -745,8 +749,19 @@ func (c *Core) reapOverdue(now time.Time) {
 			d.Done(id, f.worker)
 		}
 		c.fail(&Held{Adm: f.adm}, schemas.Errf(schemas.CodeDeadlineExceeded, "", "no result from worker %s by %s past the deadline", f.worker, OverdueGrace))
-		if t, ok := c.breakers.Observe(f.worker, breaker.Outcome{Code: schemas.CodeWorkerFailed}, now); ok {
-			c.transition(t)
+		// An overdue request says the worker is slow, not that it failed:
+		// it still heartbeats (a silent one is the staleness check's). It
+		// counts as a latency outcome, so a worker wedged while the rest
+		// keep up opens, and an overloaded fleet does not eject itself.
+		o := breaker.Outcome{PredictedSeconds: f.predicted}
+		if !f.placedAt.IsZero() {
+			o.ObservedSeconds = now.Sub(f.placedAt).Seconds()
+		}
+		// A policy that predicts nothing (a baseline) learns nothing here.
+		if o.PredictedSeconds > 0 && o.ObservedSeconds > 0 {
+			if t, ok := c.breakers.Observe(f.worker, o, now); ok {
+				c.transition(t)
+			}
 		}
 	}
 }
