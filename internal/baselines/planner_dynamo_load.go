@@ -10,7 +10,7 @@ package baselines
 // worker fewer would still meet it, and makes no change while an earlier
 // scaling is still in progress. Mapped here: a forward pass's duration is
 // read from the heartbeat as running sequences over output tokens per
-// second (one decode step), its load as the KV tokens in use; the TTFT of
+// busy second (one decode step), its load as the KV tokens in use; the TTFT of
 // a worker's queued prefill (its queued prompt tokens plus its share of
 // the router's queue) uses the same roofline prefill rate the engines run.
 // The SLA is the controller's: ITL target (50 ms, the critical class's
@@ -63,8 +63,12 @@ func (p *dynamoLoad) Decide(in control.Inputs) control.Decision {
 			p.fits[pl.key] = f
 		}
 		for _, hb := range v.workers[pl.key] {
-			if hb.Running > 0 && hb.TokensPerSec > 0 {
-				f.add(float64((hb.KVBlocksTotal-hb.KVBlocksFree)*max(hb.BlockSize, 1)), float64(hb.Running)/hb.TokensPerSec)
+			// One forward pass per output token of each running
+			// sequence: the pass's wall time is the running sequences
+			// over the tokens per busy second (the heartbeat's rate is
+			// averaged over wall time, idle spells included).
+			if hb.Running > 0 && hb.TokensPerSec > 0 && hb.Utilization > 0 {
+				f.add(float64((hb.KVBlocksTotal-hb.KVBlocksFree)*max(hb.BlockSize, 1)), float64(hb.Running)*min(hb.Utilization, 1)/hb.TokensPerSec)
 			}
 		}
 	}

@@ -40,7 +40,7 @@ func worker(gpu string, i, running, waiting int, kvUsed float64, completed uint6
 		KVBlocksTotal: 10000, KVBlocksFree: int(10000 * (1 - kvUsed)),
 		Models:  []schemas.ModelState{{Name: testModel, Dtype: catalog.DtypeBF16, State: schemas.WeightHot}},
 		Running: running, Waiting: waiting, MaxBatch: 256, CompletedTotal: completed,
-		TokensPerSec: float64(running) * 80, QueuedTokens: waiting * 1024,
+		TokensPerSec: float64(running) * 80, Utilization: 1, QueuedTokens: waiting * 1024,
 	}
 }
 
