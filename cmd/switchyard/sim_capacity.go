@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -108,7 +109,7 @@ func runCapacity(ctx context.Context, stdout io.Writer, cfg sim.Config, tr *trac
 	if o.diagnose > 0 {
 		fmt.Fprintf(stdout, "\nby class and GPU type at %g×:\n", o.diagnose)
 		tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "policy\tclass\tmodel\tGPU\treqs\tmet\tmiss TTFT\tmiss TPOT\tfailed\tshed\twait mean ms\twait p99 ms\tTTFT p99 ms\tITL mean ms\tITL p99 ms\t")
+		fmt.Fprintln(tw, "policy\tclass\tmodel\tGPU\treqs\tmet\tmiss TTFT\tmiss TPOT\tfailed\tshed\twait mean ms\twait p99 ms\tTTFT p99 ms\tITL mean ms\tITL p99 ms\tcodes\t")
 		for _, p := range policies {
 			_, ds, err := sim.Diagnose(cfg, tr.Scale(o.diagnose).Window(window), p)
 			if err != nil {
@@ -116,8 +117,8 @@ func runCapacity(ctx context.Context, stdout io.Writer, cfg sim.Config, tr *trac
 			}
 			diags = append(diags, diag{p, o.diagnose, ds})
 			for _, d := range ds {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.1f\t%.1f\t\n", p, d.Class, d.Model, d.Pool, d.Requests, d.Met,
-					d.MissTTFT, d.MissTPOT, d.Failed, d.Shed, d.QueueWaitMeanMs, d.QueueWaitP99Ms, d.TTFTP99Ms, d.ITLMeanMs, d.ITLP99Ms)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.1f\t%.1f\t%s\t\n", p, d.Class, d.Model, d.Pool, d.Requests, d.Met,
+					d.MissTTFT, d.MissTPOT, d.Failed, d.Shed, d.QueueWaitMeanMs, d.QueueWaitP99Ms, d.TTFTP99Ms, d.ITLMeanMs, d.ITLP99Ms, codesText(d.Codes))
 			}
 		}
 		tw.Flush()
@@ -134,6 +135,21 @@ func runCapacity(ctx context.Context, stdout io.Writer, cfg sim.Config, tr *trac
 		fmt.Fprintln(stdout, string(b))
 	}
 	return nil
+}
+
+func codesText(c map[string]int) string {
+	if len(c) == 0 {
+		return "-"
+	}
+	var kv []string
+	for k, v := range c {
+		if k == "" {
+			k = "?"
+		}
+		kv = append(kv, fmt.Sprintf("%s:%d", k, v))
+	}
+	sort.Strings(kv)
+	return strings.Join(kv, ",")
 }
 
 func windowText(d time.Duration) string {

@@ -494,6 +494,8 @@ type ClassDiagnosis struct {
 	TTFTP99Ms       float64 `json:"ttft_p99_ms"`
 	ITLMeanMs       float64 `json:"itl_mean_ms"`
 	ITLP99Ms        float64 `json:"itl_p99_ms"`
+	// Codes counts the error codes of the failed and shed requests.
+	Codes map[string]int `json:"codes,omitempty"`
 }
 
 // Diagnose runs policy on tr and breaks its outcomes down by class and
@@ -551,6 +553,12 @@ func Diagnose(cfg Config, tr *traces.Trace, policy string) (*Result, []ClassDiag
 			a.d.Shed++
 		default:
 			a.d.Failed++
+		}
+		if o.Status != "ok" {
+			if a.d.Codes == nil {
+				a.d.Codes = map[string]int{}
+			}
+			a.d.Codes[o.Code]++
 		}
 	}
 	res, err := Run(cfg, tr, pol)
