@@ -1,6 +1,7 @@
 package vllmkv
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-zeromq/zmq4"
@@ -154,33 +156,43 @@ func (s *Subscriber) Endpoints() (pub, replay string) { return s.endpoint, s.rep
 func (s *Subscriber) Run(ctx context.Context, h Handler) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// The library logs reconnects on its own logger; ours says what matters.
+	// The library logs on its own logger; ours says what matters.
 	quiet := zmq4.WithLogger(log.New(io.Discard, "", 0))
-	sub := zmq4.NewSub(ctx, quiet, zmq4.WithDialerMaxRetries(-1), zmq4.WithAutomaticReconnect(true))
-	defer sub.Close()
-	if err := sub.SetOption(zmq4.OptionSubscribe, s.cfg.Topic); err != nil {
-		return fmt.Errorf("vllmkv: subscribe: %w", err)
-	}
-	errc := make(chan error, 2)
-	live := make(chan zmq4.Msg, 256)
-	go pump(ctx, sub, s.endpoint, live, errc)
+	topic := s.cfg.Topic
+	sub := &link{ep: s.endpoint, out: make(chan delivery, 256), log: s.cfg.Log, what: "event",
+		open: func(ctx context.Context) (zmq4.Socket, error) {
+			sck := zmq4.NewSub(ctx, quiet, zmq4.WithDialerMaxRetries(-1))
+			if err := sck.SetOption(zmq4.OptionSubscribe, topic); err != nil {
+				sck.Close()
+				return nil, fmt.Errorf("vllmkv: subscribe: %w", err)
+			}
+			return sck, nil
+		}}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Add(1)
+	go func() { defer wg.Done(); sub.run(ctx) }()
 
-	var replayC chan zmq4.Msg
-	var dealer zmq4.Socket
+	var replay *link
+	var replayC chan delivery
 	if s.replay != "" {
-		dealer = zmq4.NewDealer(ctx, quiet, zmq4.WithDialerMaxRetries(-1), zmq4.WithAutomaticReconnect(true),
-			zmq4.WithTimeout(s.cfg.ReplayTimeout))
-		defer dealer.Close()
-		replayC = make(chan zmq4.Msg, 256)
-		go pump(ctx, dealer, s.replay, replayC, errc)
+		timeout := s.cfg.ReplayTimeout
+		replay = &link{ep: s.replay, out: make(chan delivery, 256), log: s.cfg.Log, what: "replay",
+			open: func(ctx context.Context) (zmq4.Socket, error) {
+				return zmq4.NewDealer(ctx, quiet, zmq4.WithDialerMaxRetries(-1), zmq4.WithTimeout(timeout)), nil
+			}}
+		replayC = replay.out
+		wg.Add(1)
+		go func() { defer wg.Done(); replay.run(ctx) }()
 	}
-	f := &follower{h: h, log: s.cfg.Log, rank: s.cfg.DPRank, canReplay: dealer != nil}
+	f := &follower{h: h, log: s.cfg.Log, rank: s.cfg.DPRank, canReplay: replay != nil, replayTimeout: s.cfg.ReplayTimeout}
 	f.request = func(from uint64) error {
 		var b [8]byte
 		binary.BigEndian.PutUint64(b[:], from)
 		// [empty delimiter, start seq]: the ROUTER sees the REQ-style
 		// envelope [identity, "", start_seq] that vLLM expects.
-		return dealer.SendMulti(zmq4.NewMsgFrom([]byte{}, b[:]))
+		return replay.send(zmq4.NewMsgFrom([]byte{}, b[:]), s.cfg.ReplayTimeout)
 	}
 	s.cfg.Log.Info("following vLLM KV events", "endpoint", s.endpoint, "replay", s.replay, "dp_rank", s.cfg.DPRank)
 	for {
@@ -191,55 +203,122 @@ func (s *Subscriber) Run(ctx context.Context, h Handler) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case err := <-errc:
-			return err
-		case m := <-live:
-			fr, err := liveFrame(m)
+		case d := <-sub.out:
+			if d.fresh {
+				f.reconnected()
+			}
+			fr, err := liveFrame(d.m)
 			if err != nil {
 				h.Malformed(err)
 				continue
 			}
-			f.live(fr, s.cfg.ReplayTimeout)
-		case m := <-replayC:
-			fr, err := replayFrame(m)
+			f.live(fr)
+		case d := <-replayC:
+			fr, err := replayFrame(d.m)
 			if err != nil {
 				h.Malformed(err)
 				continue
 			}
 			f.replayed(fr)
 		case <-timeout:
-			f.log.Warn("vLLM KV replay timed out", "after", s.cfg.ReplayTimeout)
-			f.replayDone()
+			f.replayTimedOut()
 		}
 	}
 }
 
-// pump dials ep (waiting for the engine) and forwards every message.
-func pump(ctx context.Context, sck zmq4.Socket, ep string, out chan<- zmq4.Msg, errc chan<- error) {
-	if err := sck.Dial(ep); err != nil {
-		if ctx.Err() == nil {
-			errc <- fmt.Errorf("vllmkv: dial %s: %w", ep, err)
-		}
-		return
-	}
+// link keeps one socket connected to an engine endpoint and forwards what
+// it receives. When the connection drops (the engine exited) the socket is
+// closed and a fresh one dials again, waiting for the engine to come back:
+// the library's own reconnection was seen to leave a subscriber connected
+// but deaf after a publisher restart.
+type link struct {
+	ep   string
+	what string
+	open func(ctx context.Context) (zmq4.Socket, error)
+	out  chan delivery
+	log  *slog.Logger
+
+	mu  sync.Mutex
+	cur zmq4.Socket // nil while connecting
+}
+
+// delivery is one received message; fresh marks the first on a new
+// connection, after which the engine behind the endpoint may be another.
+type delivery struct {
+	m     zmq4.Msg
+	fresh bool
+}
+
+// errNotConnected is a send while the link has no connection.
+var errNotConnected = errors.New("vllmkv: not connected")
+
+// send sends m, waiting up to wait for a connection (the replay socket
+// redials beside the event socket after an engine restart).
+func (l *link) send(m zmq4.Msg, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
 	for {
-		m, err := sck.Recv()
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			// A dropped connection: the socket redials on its own.
+		l.mu.Lock()
+		sck := l.cur
+		l.mu.Unlock()
+		if sck != nil {
+			return sck.SendMulti(m)
+		}
+		if time.Now().After(deadline) {
+			return errNotConnected
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (l *link) set(sck zmq4.Socket) {
+	l.mu.Lock()
+	l.cur = sck
+	l.mu.Unlock()
+}
+
+func (l *link) run(ctx context.Context) {
+	for first := true; ctx.Err() == nil; first = false {
+		if !first {
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(50 * time.Millisecond):
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		sck, err := l.open(ctx)
+		if err != nil {
+			l.log.Error("vLLM KV "+l.what+" socket", "err", err)
+			continue
+		}
+		// Dial waits (retrying) until the engine listens or ctx ends.
+		if err := sck.Dial(l.ep); err != nil {
+			sck.Close()
+			if ctx.Err() == nil {
+				l.log.Warn("vLLM KV "+l.what+" socket: dial", "endpoint", l.ep, "err", err)
 			}
 			continue
 		}
-		select {
-		case out <- m:
-		case <-ctx.Done():
-			return
+		l.set(sck)
+		if !first {
+			l.log.Info("vLLM KV "+l.what+" socket reconnected", "endpoint", l.ep)
+		}
+		for fresh := true; ; fresh = false {
+			m, err := sck.Recv()
+			if err != nil {
+				break
+			}
+			select {
+			case l.out <- delivery{m, fresh}:
+			case <-ctx.Done():
+			}
+			if ctx.Err() != nil {
+				break
+			}
+		}
+		l.set(nil)
+		sck.Close()
+		if ctx.Err() == nil {
+			l.log.Info("vLLM KV "+l.what+" connection lost; redialling", "endpoint", l.ep)
 		}
 	}
 }
@@ -281,6 +360,14 @@ func replayFrame(m zmq4.Msg) (frame, error) {
 
 // follower orders the live stream and the replay answers into one
 // gap-free sequence of batches, or says when it cannot.
+//
+// A gap is filled by asking the replay socket from the last batch applied,
+// not the one after it: the engine behind the endpoint may have restarted
+// and counted past that number before this side reconnected, and only the
+// same engine still holds the very batch that was applied last. So the
+// first frame of the answer must be that batch, byte for byte; otherwise
+// the stream is a new engine's (or its buffer no longer reaches back), and
+// the follower resyncs and replays the new stream from its start.
 type follower struct {
 	h         Handler
 	log       *slog.Logger
@@ -288,31 +375,46 @@ type follower struct {
 	canReplay bool
 	request   func(from uint64) error
 
-	have bool   // a batch was delivered since the start or the last restart
-	last uint64 // its sequence number
+	have        bool   // a batch was delivered since the start or the last resync
+	last        uint64 // its sequence number
+	lastPayload []byte // and its bytes, to recognise the engine in a replay
 
 	replaying      bool
 	replayDeadline time.Time
+	replayTimeout  time.Duration
+	// suspect: the event socket reconnected since batch last, so the
+	// engine may have restarted even if the numbers run on.
+	suspect bool
+	// verifying: the next replay frame must be batch last as applied;
+	// mismatch: it was not, and the rest of that answer is ignored.
+	verifying, mismatch bool
 	// pending holds live batches that arrived while a replay filled the
 	// gap before them.
 	pending []frame
 }
 
-func (f *follower) live(fr frame, timeout time.Duration) {
+func (f *follower) live(fr frame) {
 	if f.replaying {
 		f.pending = append(f.pending, fr)
 		return
 	}
-	f.next(fr, false, timeout)
+	f.next(fr, false)
 }
 
 // next places one live batch; afterReplay is true when a replay already
 // tried to fill what lies before it.
-func (f *follower) next(fr frame, afterReplay bool, timeout time.Duration) {
+func (f *follower) next(fr frame, afterReplay bool) {
+	if f.suspect && f.have && !afterReplay {
+		f.suspect = false
+		f.pending = append(f.pending[:0], fr)
+		f.startReplay(f.last, true)
+		return
+	}
 	switch {
 	case !f.have:
 		if fr.seq > 0 && f.canReplay && !afterReplay {
-			f.startReplay(0, fr, timeout)
+			f.pending = append(f.pending[:0], fr)
+			f.startReplay(0, false)
 			return
 		}
 		if fr.seq > 0 {
@@ -325,12 +427,13 @@ func (f *follower) next(fr frame, afterReplay bool, timeout time.Duration) {
 		if afterReplay {
 			return // the replay already delivered it
 		}
-		f.h.Resync(fmt.Sprintf("the engine's sequence went back from %d to %d: it restarted", f.last, fr.seq))
+		f.h.Resync(fmt.Sprintf("the engine's sequence went back to %d after %d: it restarted", fr.seq, f.last))
 		f.have = false
-		f.next(fr, false, timeout)
+		f.next(fr, false)
 	default:
 		if f.canReplay && !afterReplay {
-			f.startReplay(f.last+1, fr, timeout)
+			f.pending = append(f.pending[:0], fr)
+			f.startReplay(f.last, true)
 			return
 		}
 		why := "the engine has no replay socket"
@@ -342,12 +445,27 @@ func (f *follower) next(fr frame, afterReplay bool, timeout time.Duration) {
 	}
 }
 
-func (f *follower) startReplay(from uint64, trigger frame, timeout time.Duration) {
-	f.pending = append(f.pending[:0], trigger)
-	f.replaying = true
-	f.replayDeadline = time.Now().Add(timeout)
+// reconnected notes a new event connection: what was followed may have
+// ended. With a replay socket the next batch is checked against the
+// engine's buffer; without one the engine's state is unknown.
+func (f *follower) reconnected() {
+	if !f.have {
+		return
+	}
+	if f.canReplay {
+		f.suspect = true
+		return
+	}
+	f.h.Resync("reconnected to the engine without a replay socket: what happened while disconnected is unknown")
+	f.have, f.lastPayload = false, nil
+}
+
+func (f *follower) startReplay(from uint64, verify bool) {
+	f.replaying, f.verifying, f.mismatch = true, verify, false
+	f.replayDeadline = time.Now().Add(f.replayTimeout)
 	if err := f.request(from); err != nil {
 		f.log.Warn("vLLM KV replay request failed", "from", from, "err", err)
+		f.verifying = false
 		f.replayDone()
 	}
 }
@@ -356,9 +474,24 @@ func (f *follower) replayed(fr frame) {
 	if !f.replaying {
 		return // a late answer to a request given up on
 	}
-	switch {
-	case fr.end:
+	if fr.end {
+		if f.verifying {
+			f.mismatch = true // nothing from the last batch applied on
+		}
 		f.replayDone()
+		return
+	}
+	if f.mismatch {
+		return
+	}
+	if f.verifying {
+		f.verifying = false
+		if fr.seq != f.last || !bytes.Equal(fr.payload, f.lastPayload) {
+			f.mismatch = true
+		}
+		return
+	}
+	switch {
 	case !f.have:
 		if fr.seq > 0 {
 			f.log.Info("vLLM KV events: the engine's replay buffer starts after its first batch; older blocks are unknown until stored again", "first_seq", fr.seq)
@@ -374,17 +507,32 @@ func (f *follower) replayed(fr frame) {
 	}
 }
 
+// replayTimedOut gives up on the replay in progress.
+func (f *follower) replayTimedOut() {
+	f.log.Warn("vLLM KV replay timed out", "after", f.replayTimeout)
+	f.verifying, f.mismatch = false, false
+	f.replayDone()
+}
+
 func (f *follower) replayDone() {
 	f.replaying = false
+	if f.mismatch {
+		f.mismatch = false
+		f.h.Resync(fmt.Sprintf("the engine's replay buffer no longer holds batch %d as it was applied: the engine restarted, or its buffer overflowed", f.last))
+		f.have, f.lastPayload = false, nil
+		f.startReplay(0, false) // the new stream from its start; pending waits
+		return
+	}
 	p := f.pending
 	f.pending = nil
 	for _, fr := range p {
-		f.next(fr, true, 0)
+		f.next(fr, true)
 	}
 }
 
 func (f *follower) deliver(fr frame) {
 	f.have, f.last = true, fr.seq
+	f.lastPayload = append(f.lastPayload[:0], fr.payload...)
 	b, err := DecodeBatch(fr.payload)
 	if err == nil && b.DPRank >= 0 && b.DPRank != f.rank {
 		err = fmt.Errorf("vllmkv: batch from data-parallel rank %d on rank %d's port: check the rank given", b.DPRank, f.rank)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"io"
 	"net"
 	"slices"
 	"strings"
@@ -530,7 +531,7 @@ func TestSubscriberResyncsWhatReplayCannotRecover(t *testing.T) {
 		}
 		last := p.Publish(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeMap, 3, 0), false)
 		rec.waitFor(t, "the batch after the gap", func() bool { return rec.sawSeq(last) })
-		if len(rec.resyncs) != 1 || !strings.Contains(rec.resyncs[0], "beyond the engine's replay buffer") {
+		if len(rec.resyncs) != 1 || !strings.Contains(rec.resyncs[0], "replay buffer") {
 			t.Fatalf("resyncs %q", rec.resyncs)
 		}
 		if !slices.Contains(rec.seqs, last-1) {
@@ -649,44 +650,128 @@ func TestSubscriberMalformedFrames(t *testing.T) {
 	}
 }
 
+// tcpFront listens on addr and forwards each connection to target, so a
+// test can end a publisher the way an exiting engine process does: the
+// listener and every connection gone at once. (The Go ZeroMQ library's
+// own Close closes connections before its listener, and a subscriber that
+// redials in between is left on a dead socket; libzmq publishers, like
+// vLLM's, end with their process.)
+type tcpFront struct {
+	l      net.Listener
+	target string
+	mu     sync.Mutex
+	conns  []net.Conn
+	done   bool
+}
+
+func startFront(t *testing.T, addr, target string) *tcpFront {
+	t.Helper()
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &tcpFront{l: l, target: target}
+	t.Cleanup(f.close)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			f.mu.Lock()
+			if f.done {
+				f.mu.Unlock()
+				c.Close()
+				up.Close()
+				return
+			}
+			f.conns = append(f.conns, c, up)
+			f.mu.Unlock()
+			go func() { io.Copy(up, c); up.Close() }()
+			go func() { io.Copy(c, up); c.Close() }()
+		}
+	}()
+	return f
+}
+
+func (f *tcpFront) close() {
+	f.l.Close()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.done = true
+	for _, c := range f.conns {
+		c.Close()
+	}
+	f.conns = nil
+}
+
+func hostPort(ep string) string { return strings.TrimPrefix(ep, "tcp://") }
+
 func TestSubscriberFollowsAnEngineThatRestartsOnItsPort(t *testing.T) {
 	// The engine process exits and a new one binds the same ports: the
-	// subscriber reconnects, sees the sequence start again, resyncs and
-	// follows (with the new engine's startup history from its replay).
-	base := freePortPair(t, 0, 1)
-	pubEP, replayEP := fmt.Sprintf("tcp://127.0.0.1:%d", base), fmt.Sprintf("tcp://127.0.0.1:%d", base+1)
-	p := vllmkvtest.Start(t, pubEP, replayEP, 10_000)
-	rec := follow(t, Config{Endpoint: pubEP, Replay: replayEP})
-	warmUp(t, p, rec)
-	for range 3 {
-		p.Publish(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeMap, 2, 0, vllmkvtest.Stored(nil, 16, prompt(40, 16), uint64(1))), false)
-	}
-	rec.waitFor(t, "the first engine's blocks", func() bool { return rec.tr.Resident() == 1 && len(rec.seqs) >= 4 })
-	rec.release()
-	p.Close()
+	// subscriber reconnects and, whatever the new engine's numbers, resyncs
+	// and follows it — with a replay socket because the new engine's buffer
+	// does not hold the last batch applied, without one because a
+	// reconnection leaves the engine's state unknown.
+	for _, tc := range []struct {
+		name   string
+		replay bool
+		want   string
+	}{
+		{"with replay", true, "restarted"},
+		{"without replay", false, "without a replay socket"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := freePortPair(t, 0, 1)
+			pubAddr, replayAddr := fmt.Sprintf("127.0.0.1:%d", base), fmt.Sprintf("127.0.0.1:%d", base+1)
+			engine := func() (*vllmkvtest.Publisher, func()) {
+				p := vllmkvtest.Start(t, "tcp://127.0.0.1:0", "tcp://127.0.0.1:0", 10_000)
+				pub, replay := p.Endpoints()
+				fp, fr := startFront(t, pubAddr, hostPort(pub)), startFront(t, replayAddr, hostPort(replay))
+				return p, func() { fp.close(); fr.close(); p.Close() }
+			}
+			cfg := Config{Endpoint: "tcp://" + pubAddr}
+			if tc.replay {
+				cfg.Replay = "tcp://" + replayAddr
+			}
+			p, exit := engine()
+			rec := follow(t, cfg)
+			warmUp(t, p, rec)
+			for range 3 {
+				p.Publish(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeMap, 2, 0, vllmkvtest.Stored(nil, 16, prompt(40, 16), uint64(1))), false)
+			}
+			rec.waitFor(t, "the first engine's blocks", func() bool { return rec.tr.Resident() == 1 && len(rec.seqs) >= 4 })
+			rec.release()
+			exit()
 
-	p2 := vllmkvtest.Start(t, pubEP, replayEP, 10_000)
-	toks := prompt(41, 16)
-	p2.Publish(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeMap, 3, 0, vllmkvtest.Stored(nil, 16, toks, uint64(2))), false)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		p2.Publish(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeMap, 4, 0), false)
-		rec.mu.Lock()
-		ok := len(rec.resyncs) == 1 && slices.Equal(rec.tr.Hashes(), tokens.BlockHashes(toks))
-		rec.mu.Unlock()
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
+			p2, _ := engine()
+			toks := prompt(41, 16)
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				p2.Publish(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeMap, 3, 0, vllmkvtest.Stored(nil, 16, toks, uint64(2))), false)
+				rec.mu.Lock()
+				ok := len(rec.resyncs) == 1 && slices.Equal(rec.tr.Hashes(), tokens.BlockHashes(toks))
+				rec.mu.Unlock()
+				if ok {
+					break
+				}
+				if time.Now().After(deadline) {
+					rec.mu.Lock()
+					defer rec.mu.Unlock()
+					t.Fatalf("never followed the restarted engine: seqs %v resyncs %q resident %d", rec.seqs, rec.resyncs, rec.tr.Resident())
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
 			rec.mu.Lock()
 			defer rec.mu.Unlock()
-			t.Fatalf("never followed the restarted engine: seqs %v resyncs %q resident %d", rec.seqs, rec.resyncs, rec.tr.Resident())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	if !strings.Contains(rec.resyncs[0], "restarted") || len(rec.malformed) != 0 {
-		t.Fatalf("resyncs %q malformed %v", rec.resyncs, rec.malformed)
+			if !strings.Contains(rec.resyncs[0], tc.want) || len(rec.malformed) != 0 {
+				t.Fatalf("resyncs %q malformed %v", rec.resyncs, rec.malformed)
+			}
+		})
 	}
 }

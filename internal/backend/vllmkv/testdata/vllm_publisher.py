@@ -7,7 +7,8 @@ Protocol on stdin, one JSON object per line:
       events are {"type": "BlockStored"|"BlockRemoved"|"AllBlocksCleared", ...}
       with vLLM's field names; a hash written "b:<hex>" is sent as bytes.
   {"op": "quit"}
-It prints "ready <pub_port> <replay_port>" once bound, then "sent <seq>"
+With two arguments it binds those ports, else any free ones. It prints
+"ready <pub_port> <replay_port>" once bound, then "sent <seq>"
 after each batch.
 """
 import collections
@@ -45,9 +46,14 @@ def event(e):
 def main():
     ctx = zmq.Context.instance()
     pub = ctx.socket(zmq.PUB)
-    pub_port = pub.bind_to_random_port("tcp://127.0.0.1")
     replay = ctx.socket(zmq.ROUTER)
-    replay_port = replay.bind_to_random_port("tcp://127.0.0.1")
+    if len(sys.argv) == 3:  # fixed ports: an engine restarted on its ports
+        pub_port, replay_port = int(sys.argv[1]), int(sys.argv[2])
+        pub.bind("tcp://127.0.0.1:%d" % pub_port)
+        replay.bind("tcp://127.0.0.1:%d" % replay_port)
+    else:
+        pub_port = pub.bind_to_random_port("tcp://127.0.0.1")
+        replay_port = replay.bind_to_random_port("tcp://127.0.0.1")
     buffer = collections.deque(maxlen=10_000)
     seq = 0
     print("ready", pub_port, replay_port, flush=True)
