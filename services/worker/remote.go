@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"io"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -89,14 +90,29 @@ func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.
 				w.publishChunk(a.Tenant, a.Request.ID, a.ResultFormat, seq, text, false)
 			}
 		})
-		if j.stream {
-			w.publishChunk(a.Tenant, a.Request.ID, a.ResultFormat, seq+1, "", true)
-		}
 		now := w.sh.Now()
-		if err != nil && rctx.Err() == nil && unreachable(err) {
+		if err != nil && rctx.Err() == nil && (unreachable(err) || errors.Is(err, io.ErrUnexpectedEOF)) {
+			// The engine died under the request. Its answer is lost with
+			// the engine's KV cache, and this worker is no better placed
+			// than any other to redo it: the worker goes silent while its
+			// engine is down (see heartbeats), the router's breaker treats
+			// it as lost and re-places its work under the retry budget,
+			// and this dispatch is neither answered nor acked, so a router
+			// that takes over still finds it in flight. Redelivered later,
+			// the ledger check at the top of onDispatch skips it once the
+			// re-placed attempt has answered.
 			w.mu.Lock()
 			w.noteReachability(err)
+			w.remote.engine.down = true
 			w.mu.Unlock()
+			w.sh.Emit(schemas.Event{Kind: "engine_lost", RequestID: a.Request.ID, Tenant: a.Tenant, WorkerID: w.cfg.ID,
+				Reason: "engine " + r.client.BaseURL + " stopped answering mid-request: " + err.Error(),
+				Fields: map[string]any{"chunks_streamed": seq, "attempt": a.Attempt}})
+			m.NakWithDelay(engineLostRedelivery)
+			return
+		}
+		if j.stream {
+			w.publishChunk(a.Tenant, a.Request.ID, a.ResultFormat, seq+1, "", true)
 		}
 		if err != nil {
 			code, msg := schemas.CodeBackendError, "backend "+r.client.BaseURL+": "+err.Error()
@@ -133,6 +149,12 @@ func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// engineLostRedelivery is how long a dispatch whose engine died waits
+// before JetStream offers it to this worker again: long past the router's
+// staleness bound (3 s) and a retry's usual run, so by then the re-placed
+// attempt has normally answered and the ledger check skips it.
+const engineLostRedelivery = 30 * time.Second
 
 // cancelRemote aborts a forwarded request; its goroutine publishes the
 // cancelled result.

@@ -557,10 +557,23 @@ func (w *Worker) heartbeats(ctx context.Context) {
 		case <-t.C:
 			if w.remote != nil {
 				w.scrape(ctx)
+				if w.engineDown() {
+					// Silent, not draining: the router must count what was
+					// dispatched here as lost and re-place it.
+					continue
+				}
 			}
 			w.heartbeat()
 		}
 	}
+}
+
+// engineDown reports whether the engine a remote worker fronts has stopped
+// answering.
+func (w *Worker) engineDown() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.remote != nil && w.remote.engine.down
 }
 
 // Heartbeat is the worker's current telemetry.
