@@ -113,16 +113,30 @@ func (r *Router) adoptOrphans(ctx context.Context, views <-chan []string) {
 func Owner(id string, live []string) string {
 	var best string
 	var top uint64
+	hid := fnv64(id)
 	for _, m := range live {
-		h := fnv.New64a()
-		h.Write([]byte(id))
-		h.Write([]byte{0})
-		h.Write([]byte(m))
-		if v := h.Sum64(); best == "" || v > top {
+		// FNV alone mixes too little: ids and names that differ in their
+		// last byte would rank the routers alike.
+		if v := mix64(hid ^ mix64(fnv64(m))); best == "" || v > top {
 			best, top = m, v
 		}
 	}
 	return best
+}
+
+func fnv64(s string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	return h.Sum64()
+}
+
+// mix64 is splitmix64's finaliser.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
 }
 
 // publishBookings sends the bookings gathered since the last flush to the

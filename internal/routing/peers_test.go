@@ -1,0 +1,80 @@
+package routing
+
+import (
+	"testing"
+)
+
+// TestPeerBookingsPreventDoubleBooking: two routers (two Cores) see the
+// same worker with room for one request's KV blocks. Router A places the
+// first request; when router B counts A's booking (InPeerBooking) it holds
+// the second request instead of promising the same blocks again, and
+// places it once A's request's result releases them. Without the shared
+// booking B double-books at once: the case the bound is about.
+func TestPeerBookingsPreventDoubleBooking(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		share bool
+	}{{"shared bookings", true}, {"no sharing", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := newSim(t, Config{}), newSim(t, Config{})
+			hb := heartbeat("w1", 1)
+			hb.KVBlocksTotal, hb.KVBlocksFree = 120, 100 // 1,600 tokens free at 16 a block
+			for _, s := range []*sim{a, b} {
+				s.apply(Input{Kind: InHeartbeat, Heartbeat: hb})
+			}
+			acts := a.admit(admitted("r1", "acme", 60e9, 1200, 16, a.now))
+			d := dispatches(acts)
+			if len(d) != 1 {
+				t.Fatalf("router A: %d dispatches, want 1: %+v", len(d), acts)
+			}
+			bk := d[0].Booking
+			if bk.ID != "r1" || bk.Worker != "w1" || bk.Blocks < 60 || bk.Class != "standard" {
+				t.Fatalf("dispatch booking %+v: want r1 on w1, >= 60 blocks, class standard", bk)
+			}
+			if tc.share {
+				b.apply(Input{Kind: InPeerBooking, Bookings: []PeerBooking{bk}})
+			}
+			got := dispatches(b.admit(admitted("r2", "acme", 60e9, 1200, 16, b.now)))
+			if tc.share && len(got) != 0 {
+				t.Fatalf("router B placed r2 on blocks router A booked: %+v", got)
+			}
+			if !tc.share {
+				if len(got) != 1 {
+					t.Fatalf("without sharing router B should double-book (the hazard); got %d dispatches", len(got))
+				}
+				return
+			}
+			// A's result releases its booking everywhere.
+			got = dispatches(b.apply(Input{Kind: InReleased, ID: "r1", Result: &ResultSummary{Status: "ok", WorkerID: "w1"}}))
+			if len(got) != 1 || got[0].ID != "r2" {
+				t.Fatalf("after r1's result router B dispatched %+v, want r2", got)
+			}
+		})
+	}
+}
+
+// TestPeerBookingOfOwnRequestIgnored: a router never counts its own
+// booking twice (an echo, or a redelivery a peer also placed).
+func TestPeerBookingOfOwnRequestIgnored(t *testing.T) {
+	a := newSim(t, Config{})
+	a.apply(Input{Kind: InHeartbeat, Heartbeat: heartbeat("w1", 1)})
+	d := dispatches(a.admit(admitted("r1", "acme", 60e9, 1200, 16, a.now)))
+	if len(d) != 1 {
+		t.Fatalf("%d dispatches, want 1", len(d))
+	}
+	before := a.core.Fleet().Get("w1").BookedBlocks
+	a.apply(Input{Kind: InPeerBooking, Bookings: []PeerBooking{d[0].Booking, {ID: "x", Worker: "unknown-worker", Blocks: 5}}})
+	if after := a.core.Fleet().Get("w1").BookedBlocks; after != before {
+		t.Fatalf("booked blocks %d -> %d after its own booking came back", before, after)
+	}
+}
+
+func dispatches(acts []Action) []Action {
+	var out []Action
+	for _, a := range acts {
+		if a.Kind == ActDispatch {
+			out = append(out, a)
+		}
+	}
+	return out
+}
