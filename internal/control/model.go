@@ -18,7 +18,10 @@ import (
 func TargetBatch(rep perf.Replica, mix Mix, itl time.Duration) int {
 	in, out := int(math.Round(mix.PromptTokens)), max(1, int(math.Round(mix.OutputTokens)))
 	lo, hi := 1, engine.DefaultMaxBatch
-	if kvCap := rep.KVBlocks(1, perf.DefaultMemUtil) / max(in+out, 1); kvCap >= 1 {
+	// A sequence holds its prompt and, on average over its life, half its
+	// output in KV: sizing the batch by the full in+out would halve it for
+	// long answers.
+	if kvCap := rep.KVBlocks(1, perf.DefaultMemUtil) / max(in+out/2, 1); kvCap >= 1 {
 		hi = min(hi, kvCap)
 	}
 	// Step time grows with the batch: binary search the crossing.
@@ -39,6 +42,14 @@ func Capacity(rep perf.Replica, mix Mix, itl time.Duration) float64 {
 	b := TargetBatch(rep, mix, itl)
 	_, tps := rep.SteadyState(int(math.Round(mix.PromptTokens)), max(1, int(math.Round(mix.OutputTokens))), b)
 	return tps / math.Max(mix.OutputTokens, 1)
+}
+
+// RequestSeconds is a request's modelled time decoding in the batch: its
+// output tokens at the steady-state step of the target batch.
+func RequestSeconds(rep perf.Replica, mix Mix, itl time.Duration) float64 {
+	b := TargetBatch(rep, mix, itl)
+	step, _ := rep.SteadyState(int(math.Round(mix.PromptTokens)), max(1, int(math.Round(mix.OutputTokens))), b)
+	return step * math.Max(mix.OutputTokens, 1)
 }
 
 // BurstCapacity is one replica's modelled request starts per second while

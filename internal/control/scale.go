@@ -99,7 +99,12 @@ func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, q
 	// Headroom for arrival noise: plan for the HeadroomZ quantile of a
 	// Poisson rate over the burst window rather than its mean, so a small
 	// fleet keeps proportionally more spare capacity than a large one.
-	planQ := poissonRate(plan, c.cfg.BurstWindow.Seconds(), c.cfg.HeadroomZ)
+	// A replica carries the requests in flight, so arrival noise averages
+	// over a request's time in the system: over BurstWindow for short
+	// requests, over their decode for long ones (a reasoning model's
+	// answers decode for a minute; ten seconds of Poisson noise would buy
+	// a replica for a spike the batch absorbs).
+	planQ := poissonRate(plan, max(c.cfg.BurstWindow.Seconds(), RequestSeconds(ps.rep, in.Mix, c.cfg.ITLTarget)), c.cfg.HeadroomZ)
 	// Bursts shorter than a lead time are over before a replica ordered
 	// for them serves, so the fleet must already hold them: the burst rate
 	// is the least capacity that would have served every arrival of the
