@@ -220,7 +220,8 @@ func TestAdmissionDoomedWorkflow(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
-	// Step 1: ~18 s predicted; two such steps fit the 40 s workflow budget.
+	// Step 1: ~13 s predicted (2,000 tokens alone on an H100, the
+	// admitter's roofline estimate); two such steps fit the 40 s budget.
 	step1 := schemas.Request{ID: client.NewID(), Model: "llama-3.1-8b", Prompt: "Plan the migration and call the inventory tool.", MaxTokens: 2000,
 		Workflow: &schemas.Workflow{ID: "wf-doom", Step: 1, Of: 2, DeadlineMs: 40000, ToolState: "t1"}}
 	if _, err := cl.Submit(context.Background(), "agent", &step1); err != nil {
@@ -231,9 +232,9 @@ func TestAdmissionDoomedWorkflow(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("step 1 never dispatched")
 	}
-	// Step 2 predicts twice as long: with step 1 still running the
+	// Step 2 predicts three times as long: with step 1 still running the
 	// workflow can no longer finish in time.
-	step2 := schemas.Request{ID: client.NewID(), Model: "llama-3.1-8b", Prompt: "Write the full migration report from the tool output.", MaxTokens: 4000,
+	step2 := schemas.Request{ID: client.NewID(), Model: "llama-3.1-8b", Prompt: "Write the full migration report from the tool output.", MaxTokens: 6000,
 		Workflow: &schemas.Workflow{ID: "wf-doom", Step: 2, Of: 2, DeadlineMs: 40000, ToolState: "t2"}}
 	if _, err := cl.Submit(context.Background(), "agent", &step2); err != nil {
 		t.Fatal(err)
