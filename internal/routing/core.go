@@ -184,6 +184,8 @@ type Core struct {
 	// the openai backend): the router assumes a dispatched prompt's blocks
 	// are cached there, and the index's per-worker LRU cap ages them out.
 	approxKV map[string]bool
+	// preciseKV are workers that have sent KV events: indexed from them.
+	preciseKV map[string]bool
 	// gate is a baseline's own flow control, nil for the Switchyard placer.
 	gate baselines.Gatekeeper
 	// combos is minServiceParts' scratch: the distinct (GPU, TP, dtype)
@@ -246,7 +248,7 @@ func New(cfg Config) *Core {
 	}
 	return &Core{cfg: cfg, fleet: fleet.New(cfg.Fleet), q: queue.NewWith[*Held](disc), held: map[string]*Held{},
 		placedOn: map[string]*inflight{}, breakers: breaker.NewSet(cfg.Breaker), budget: retry.NewBudget(cfg.Retry),
-		approxKV: map[string]bool{}, gate: gate}
+		approxKV: map[string]bool{}, preciseKV: map[string]bool{}, gate: gate}
 }
 
 // Fleet is the core's view of the fleet, for a caller that reads it
@@ -285,11 +287,13 @@ func (c *Core) Apply(in Input, handle any) []Action {
 		if in.Heartbeat == nil {
 			break
 		}
-		if c.fleet.ApplyHeartbeat(in.Heartbeat, in.At) && in.Heartbeat.Backend != "openai" {
-			c.acts = append(c.acts, Action{Kind: ActSnapshot, Worker: in.Heartbeat.WorkerID})
+		id := in.Heartbeat.WorkerID
+		approx := in.Heartbeat.Backend == "openai" && !c.preciseKV[id]
+		if c.fleet.ApplyHeartbeat(in.Heartbeat, in.At) && !approx {
+			c.acts = append(c.acts, Action{Kind: ActSnapshot, Worker: id})
 		}
-		if in.Heartbeat.Backend == "openai" {
-			c.approxKV[in.Heartbeat.WorkerID] = true
+		if approx {
+			c.approxKV[id] = true
 		}
 		// The receive time, not the worker's clock, decides staleness.
 		if t, ok := c.breakers.Heartbeat(in.Heartbeat.WorkerID, in.At, in.At); ok {
@@ -298,6 +302,12 @@ func (c *Core) Apply(in Input, handle any) []Action {
 		// A heartbeat is news of capacity: what waits may fit now.
 		c.placeReady(in.At)
 	case InKV:
+		if in.KV != nil && !c.preciseKV[in.KV.WorkerID] {
+			// A worker that sends KV events (a sim engine, or a real one
+			// relaying vLLM's) is indexed from them, never guessed at.
+			delete(c.approxKV, in.KV.WorkerID)
+			c.preciseKV[in.KV.WorkerID] = true
+		}
 		if in.KV != nil && c.fleet.ApplyKV(in.KV, in.At) {
 			c.acts = append(c.acts, Action{Kind: ActSnapshot, Worker: in.KV.WorkerID})
 		}
@@ -803,6 +813,7 @@ func (c *Core) forget(id string) {
 	c.fleet.Remove(id)
 	c.breakers.Forget(id)
 	delete(c.approxKV, id)
+	delete(c.preciseKV, id)
 }
 
 // refreshSuspects lists the workers whose breaker is not closed.
