@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/switchyard-ai/switchyard/internal/perf"
+	"github.com/switchyard-ai/switchyard/internal/routing"
 	"github.com/switchyard-ai/switchyard/loadgen/traces"
 	"github.com/switchyard-ai/switchyard/schemas"
 )
@@ -408,6 +409,22 @@ func (ps *policySearch) smallestFleet() (int, error) {
 	return hi, nil
 }
 
+// rejectionNames turns a fail reason ending in routing.Summarize's "2
+// deadline_unreachable, 1 excluded" into "deadline_unreachable+excluded".
+func rejectionNames(reason string) string {
+	if i := strings.LastIndex(reason, ": "); i >= 0 {
+		reason = reason[i+2:]
+	}
+	var names []string
+	for _, part := range strings.Split(reason, ", ") {
+		if _, name, ok := strings.Cut(part, " "); ok {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return strings.Join(names, "+")
+}
+
 // ResizeFleet scales every pool in proportion to n replicas in all, each
 // pool keeping at least one (largest remainders take the rest), so a
 // mixed fleet keeps its mix as it grows or shrinks.
@@ -511,6 +528,20 @@ func Diagnose(cfg Config, tr *traces.Trace, policy string) (*Result, []ClassDiag
 		wait, ttft, itl []float64
 	}
 	by := map[[3]string]*acc{}
+	// Why the router failed each request it failed: the placement
+	// rejections behind an unplaceable, from its fail Action.
+	why := map[string]string{}
+	prevIn := cfg.OnInput
+	cfg.OnInput = func(in routing.Input, acts []routing.Action) {
+		if prevIn != nil {
+			prevIn(in, acts)
+		}
+		for _, a := range acts {
+			if a.Kind == routing.ActFail && a.Err != nil && a.Err.Code == schemas.CodeUnplaceable {
+				why[a.ID] = rejectionNames(a.Reason)
+			}
+		}
+	}
 	prev := cfg.OnResolve
 	cfg.OnResolve = func(o Outcome) {
 		if prev != nil {
@@ -558,7 +589,11 @@ func Diagnose(cfg Config, tr *traces.Trace, policy string) (*Result, []ClassDiag
 			if a.d.Codes == nil {
 				a.d.Codes = map[string]int{}
 			}
-			a.d.Codes[o.Code]++
+			code := o.Code
+			if w := why[o.Request.ID]; w != "" {
+				code += "(" + w + ")"
+			}
+			a.d.Codes[code]++
 		}
 	}
 	res, err := Run(cfg, tr, pol)
