@@ -167,7 +167,7 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 			scales = append(scales, x)
 		}
 	}
-	st := tr.Summarise()
+	st := tr.Window(window).Summarise() // the first window, as the runs see it at 1×
 	fmt.Fprintf(stdout, "trace %s: %d requests over %v (%.2f req/s), mean prompt %.0f, mean output %.0f, ideal prefix hit %.1f %%\n",
 		tr.Name, st.Requests, st.Span.Round(time.Second), st.RatePerSec, st.MeanPrompt, st.MeanOutput, 100*st.IdealHitTokens)
 	fmt.Fprintln(stdout, fleetText)
