@@ -417,7 +417,9 @@ func TestRepeatedPromptFindsItsEngine(t *testing.T) {
 	tieWinner := probe.WorkerID
 	byWorker := map[string]*Ollama{"w1-cpu": engines[0], "w2-cpu": engines[1]}
 	byWorker[tieWinner].Kill()
-	hbs.waitFor(t, "the tie winner drains", 10*time.Second, func(hb schemas.Heartbeat) bool { return hb.WorkerID == tieWinner && hb.Draining })
+	// With its engine gone the worker goes silent; past the routers'
+	// staleness bound (3 s) nothing is placed there.
+	hbs.waitSilent(t, tieWinner, 4*time.Second, 20*time.Second)
 	prompt := strings.Repeat("The shared system prompt of an agent, long enough to span many KV blocks. ", 12)
 	first, err := cl.Do(ctx, tenant, &schemas.Request{ID: "prefix-1", Model: "tiny", Prompt: prompt + "Step one.", MaxTokens: 4})
 	if err != nil {

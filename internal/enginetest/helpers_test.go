@@ -151,6 +151,31 @@ func watchHeartbeats(t *testing.T, nc *nats.Conn) *heartbeats {
 }
 
 // waitFor waits for a heartbeat sent from now on for which cond holds.
+// waitSilent waits until worker has sent no heartbeat for quiet (a worker
+// whose engine is down goes silent, so routers count it lost).
+func (h *heartbeats) waitSilent(t *testing.T, worker string, quiet, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	last := time.Now()
+	h.mu.Lock()
+	seen := len(h.all)
+	h.mu.Unlock()
+	for time.Now().Before(deadline) {
+		h.mu.Lock()
+		for ; seen < len(h.all); seen++ {
+			if h.all[seen].WorkerID == worker {
+				last = time.Now()
+			}
+		}
+		h.mu.Unlock()
+		if time.Since(last) >= quiet {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s kept heartbeating for %s: want it silent for %s", worker, d, quiet)
+}
+
 func (h *heartbeats) waitFor(t *testing.T, what string, d time.Duration, cond func(schemas.Heartbeat) bool) schemas.Heartbeat {
 	t.Helper()
 	deadline := time.Now().Add(d)
