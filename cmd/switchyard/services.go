@@ -7,6 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/switchyard-ai/switchyard/internal/admission"
@@ -18,6 +21,7 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/perf"
 	"github.com/switchyard-ai/switchyard/internal/routing"
 	"github.com/switchyard-ai/switchyard/internal/workflow"
+	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/admitter"
 	"github.com/switchyard-ai/switchyard/services/router"
 	"github.com/switchyard-ai/switchyard/services/svc"
@@ -142,6 +146,7 @@ func runRouter(ctx context.Context, args []string, _ io.Writer) error {
 	f.register(fs, hostID("router"))
 	lease := fs.Bool("lease", true, "elect one active router through a KV lease (replicas stand by)")
 	activeActive := fs.Bool("active-active", false, "place alongside every other active-active router (shared consumers, shared bookings, adoption of a dead peer's work); overrides --lease")
+	weights := fs.String("queue-weights", "", "class weights of the router's queue, e.g. interactive=4,standard=1 (default critical=8,interactive=4,standard=2,batch=1)")
 	pullBatch := fs.Int("pull-batch", 0, "admitted messages asked for per pull (default 64); peers pulling with different batches take different shares of the work")
 	policy := fs.String("policy", "switchyard", "placement policy: switchyard or a baseline (round-robin, least-loaded, llm-d, dynamo, sglang)")
 	if err := fs.Parse(args); err != nil {
@@ -167,8 +172,33 @@ func runRouter(ctx context.Context, args []string, _ io.Writer) error {
 	if *pullBatch < 0 {
 		return fmt.Errorf("router: --pull-batch %d: want 0 (default) or more", *pullBatch)
 	}
+	qw, err := parseQueueWeights(*weights)
+	if err != nil {
+		return err
+	}
 	return router.New(sh, router.Config{Cost: cost, Policy: pol, Lease: *lease, LeaseReplicas: f.replicas,
-		ActiveActive: *activeActive, PullBatch: *pullBatch}).Run(ctx)
+		ActiveActive: *activeActive, PullBatch: *pullBatch, QueueWeights: qw}).Run(ctx)
+}
+
+// parseQueueWeights reads --queue-weights: class=weight pairs, each class
+// one of schemas.Priorities and each weight a positive integer; nil for "".
+func parseQueueWeights(s string) (map[string]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	out := map[string]int{}
+	for _, kv := range strings.Split(s, ",") {
+		class, n, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok || !slices.Contains(schemas.Priorities, class) {
+			return nil, fmt.Errorf("router: --queue-weights %q: %q is not class=weight with class one of %v", s, kv, schemas.Priorities)
+		}
+		w, err := strconv.Atoi(n)
+		if err != nil || w <= 0 {
+			return nil, fmt.Errorf("router: --queue-weights %q: weight %q of %s is not a positive integer", s, n, class)
+		}
+		out[class] = w
+	}
+	return out, nil
 }
 
 func runWorker(ctx context.Context, args []string, _ io.Writer) error {

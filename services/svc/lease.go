@@ -132,55 +132,86 @@ func MemberKV(ctx context.Context, js jetstream.JetStream, ttl time.Duration, re
 // live members to onView whenever it changes, until ctx ends; it always
 // includes holder itself. Every ttl/3 it rewrites its key (a
 // compare-and-set on its revision, so a key that expired and was written
-// again by a restarted namesake is not silently shared) and lists the
-// bucket. A member whose key is gone has been silent for ttl: it is
-// dead, or cut off from JetStream and so unable to store a dispatch. On
-// the way out it deletes its own key, so peers need not wait for expiry.
+// again by a restarted namesake is not silently shared). It watches the
+// bucket rather than listing it: a listing races the rewrites (a key
+// rewritten while the listing runs can be missed, and a live member would
+// read as dead). A member is live while its latest write is younger than
+// ttl plus one refresh; a member silent that long is dead, or cut off
+// from JetStream and so unable to store a dispatch. On the way out it
+// deletes its own key, so peers need not wait for expiry.
 func RunMember(ctx context.Context, kv jetstream.KeyValue, holder string, ttl time.Duration, onView func(live []string)) error {
 	tick := ttl / 3
 	var rev uint64
-	var last []string
 	defer func() {
 		if rev != 0 {
 			kv.Delete(context.WithoutCancel(ctx), holder, jetstream.LastRevision(rev))
 		}
 	}()
-	for {
-		var err error
-		if rev == 0 {
-			rev, err = kv.Put(ctx, holder, []byte(holder))
-		} else if rev, err = kv.Update(ctx, holder, []byte(holder), rev); err != nil {
-			// Expired (a long pause) or overwritten: announce afresh.
-			rev, err = kv.Put(ctx, holder, []byte(holder))
+	w, err := kv.WatchAll(ctx)
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", MemberBucket, err)
+	}
+	defer w.Stop()
+	seen := map[string]time.Time{} // member -> when its latest write was heard
+	var last []string
+	view := func() {
+		live := []string{holder}
+		for m, at := range seen {
+			if m != holder && time.Since(at) < ttl+tick {
+				live = append(live, m)
+			}
 		}
-		if err != nil && ctx.Err() == nil {
-			slog.Warn("membership unavailable; retrying", "member", holder, "err", err)
-			rev = 0
-		}
-		if live, err := listMembers(ctx, kv, holder); err == nil && !slices.Equal(live, last) {
+		slices.Sort(live)
+		if !slices.Equal(live, last) {
 			last = live
 			onView(live)
 		}
+	}
+	rev = refreshKey(ctx, kv, holder, 0)
+	refresh := time.NewTicker(tick)
+	defer refresh.Stop()
+	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(tick):
+		case e, ok := <-w.Updates():
+			if !ok {
+				return fmt.Errorf("watch %s ended", MemberBucket)
+			}
+			if e == nil {
+				continue // the initial values are all in
+			}
+			if e.Operation() == jetstream.KeyValuePut {
+				// The write's own time, so a replayed old key (a member
+				// killed just before we started) counts from when it was
+				// written, not from when we heard of it.
+				seen[e.Key()] = e.Created()
+			} else {
+				delete(seen, e.Key())
+			}
+			view()
+		case <-refresh.C:
+			view() // members whose writes stopped age out
+			rev = refreshKey(ctx, kv, holder, rev)
 		}
 	}
 }
 
-// listMembers lists the live members, holder included, sorted.
-func listMembers(ctx context.Context, kv jetstream.KeyValue, holder string) ([]string, error) {
-	keys, err := kv.ListKeys(ctx)
-	if err != nil {
-		return nil, err
-	}
-	live := []string{holder}
-	for k := range keys.Keys() {
-		if k != holder {
-			live = append(live, k)
+// refreshKey rewrites holder's key, returning its new revision (0 when
+// JetStream is unavailable; the next refresh tries again).
+func refreshKey(ctx context.Context, kv jetstream.KeyValue, holder string, rev uint64) uint64 {
+	var err error
+	if rev != 0 {
+		if rev, err = kv.Update(ctx, holder, []byte(holder), rev); err == nil {
+			return rev
 		}
 	}
-	slices.Sort(live)
-	return live, nil
+	// Expired (a long pause) or overwritten: announce afresh.
+	if rev, err = kv.Put(ctx, holder, []byte(holder)); err != nil {
+		if ctx.Err() == nil {
+			slog.Warn("membership unavailable; retrying", "member", holder, "err", err)
+		}
+		return 0
+	}
+	return rev
 }
