@@ -56,6 +56,9 @@ type BusResult struct {
 	OverheadP99Ms    float64 `json:"overhead_p99_ms"`
 	Requests         int     `json:"requests"`
 	Workers          int     `json:"workers"`
+	// Routers is how many routers placed: one leased router, or that many
+	// active-active peers.
+	Routers int `json:"routers"`
 	// The process's CPU time (user + system: server, services and client
 	// are all in it) per pipeline request and per raw publish. On a shared
 	// machine they move less than the rates do, and the pipeline is
@@ -78,13 +81,17 @@ func runBenchBus(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("bench bus", flag.ContinueOnError)
 	duration := fs.Duration("duration", 10*time.Second, "measurement time for each half")
 	workers := fs.Int("workers", 4, "instant workers")
+	routers := fs.Int("routers", 1, "routers: 1 (one leased router) or more active-active peers, each with its own connection")
 	inflight := fs.Int("inflight", 256, "requests in flight in the pipeline half")
 	jsonOut := fs.Bool("json", false, "end with one JSON line")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the pipeline half here")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	st, err := stack.Start(ctx, stack.Config{Workers: *workers, InstantWorkers: true, Logger: newLogger(false)})
+	if *routers < 1 {
+		return fmt.Errorf("bench bus: --routers %d: want 1 or more", *routers)
+	}
+	st, err := stack.Start(ctx, stack.Config{Workers: *workers, InstantWorkers: true, Logger: newLogger(false), Routers: *routers})
 	if err != nil {
 		return err
 	}
@@ -185,7 +192,7 @@ func runBenchBus(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	mu.Lock()
 	sort.Float64s(lat)
-	res := BusResult{RawJSPublishPerS: raw, PipelinePerS: float64(len(lat)) / elapsed.Seconds(), Requests: len(lat), Workers: *workers,
+	res := BusResult{RawJSPublishPerS: raw, PipelinePerS: float64(len(lat)) / elapsed.Seconds(), Requests: len(lat), Workers: *workers, Routers: *routers,
 		MaxResultGapMs: float64(maxGap.Microseconds()) / 1000}
 	if len(lat) > 0 && rawMsgs > 0 {
 		res.PipelineCPUUsPerReq = float64(pipeCPU.Microseconds()) / float64(len(lat))

@@ -78,6 +78,9 @@ type Config struct {
 	// Control, when set, runs the controller and a local scaler over the
 	// fleet (control.go).
 	Control *ControlConfig
+	// Routers above 1 runs that many active-active routers instead of one
+	// leased router (bench bus --routers).
+	Routers int
 }
 
 // DefaultWorker is the worker a bare `switchyard up` starts.
@@ -163,16 +166,18 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	}
 	s.run("admitter", admitter.New(adm, admitter.Config{ModelKnown: func(m string) bool { _, ok := cfg.Catalog.Model(m); return ok },
 		Tenants: tenants, Catalog: cfg.Catalog, Cache: cache.Config{Replicas: cfg.Streams.Replicas}, Workflow: workflow.Config{Replicas: cfg.Streams.Replicas}}).Run)
-	rsh, err := s.shell("router", "router-1")
-	if err != nil {
-		return fail(err)
-	}
 	cost := perf.NewPredictor(cfg.Catalog)
-	pol, err := routing.PolicyNamed(cfg.Policy, cfg.Catalog, cost)
-	if err != nil {
-		return fail(err)
+	for i := 1; i <= max(1, cfg.Routers); i++ {
+		rsh, err := s.shell("router", fmt.Sprintf("router-%d", i))
+		if err != nil {
+			return fail(err)
+		}
+		pol, err := routing.PolicyNamed(cfg.Policy, cfg.Catalog, cost)
+		if err != nil {
+			return fail(err)
+		}
+		s.run("router", router.New(rsh, router.Config{Cost: cost, Policy: pol, Lease: cfg.Routers <= 1, ActiveActive: cfg.Routers > 1}).Run)
 	}
-	s.run("router", router.New(rsh, router.Config{Cost: cost, Policy: pol, Lease: true}).Run)
 	for _, spec := range cfg.Fleet {
 		if _, err := s.AddWorker(spec); err != nil {
 			return fail(err)

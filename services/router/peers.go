@@ -102,6 +102,9 @@ func (r *Router) adoptOrphans(ctx context.Context, views <-chan []string) {
 		if len(orphans) > 0 {
 			r.sh.Log.Info("adopting in-flight dispatches of routers gone", "count", len(orphans), "live", live)
 			r.sh.Metrics.GetOrCreateCounter(`switchyard_router_adopted_total`).Add(len(orphans))
+			for i := range orphans {
+				r.mine.Store(orphans[i].Admitted.Request.ID, struct{}{})
+			}
 			r.post(ctx, func() { r.apply(ctx, routing.Input{Kind: routing.InAdopt, Adopted: orphans}, nil) })
 		}
 	}

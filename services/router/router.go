@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -96,6 +97,12 @@ type Router struct {
 	// peerOut gathers the bookings of a flush's dispatches, published to
 	// the peer routers in one core-NATS message (ActiveActive only).
 	peerOut []routing.PeerBooking
+	// mine holds the ids this active-active router dispatched or adopted
+	// and has no result for: only their results are its to apply. A
+	// peer's results would cost every router a decode, a journal entry and
+	// a core step per request for nothing but releasing a peer booking a
+	// heartbeat absorbs within Settle anyway.
+	mine sync.Map
 }
 
 // journalAckWait bounds how long a journal batch's missing ack may hold
@@ -177,6 +184,11 @@ func (r *Router) Run(ctx context.Context) error {
 			_, id, err := subjects.ParseResult(m.Subject)
 			if err != nil {
 				return
+			}
+			if r.cfg.ActiveActive {
+				if _, ok := r.mine.LoadAndDelete(id); !ok {
+					return
+				}
 			}
 			var res schemas.Result
 			var sum *routing.ResultSummary
@@ -534,6 +546,7 @@ func (r *Router) dispatch(ctx context.Context, in routing.Input, a routing.Actio
 	}
 	if r.cfg.ActiveActive {
 		r.peerOut = append(r.peerOut, a.Booking)
+		r.mine.Store(a.ID, struct{}{})
 	}
 	r.sh.Metrics.GetOrCreatePrometheusHistogramExt(`switchyard_router_queue_seconds`, queueWaitBuckets).Update(in.At.Sub(h.Adm.SubmittedAt).Seconds())
 	r.sh.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_dispatched_total{class=%q,gpu=%q}`, h.Adm.Priority, a.GPU)).Inc()
