@@ -10,8 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/switchyard-ai/switchyard/internal/bus"
 	"github.com/switchyard-ai/switchyard/schemas"
-	"github.com/switchyard-ai/switchyard/services/svc"
 	"github.com/switchyard-ai/switchyard/subjects"
 )
 
@@ -83,7 +83,7 @@ func WatchDeferrals(ctx context.Context, js jetstream.JetStream, rec Record, ite
 				if md, err := m.Metadata(); err == nil && md.NumPending == 0 {
 					d.markCaughtUp()
 				}
-				evs, err := svc.DecodeEvents(m.Headers(), m.Data())
+				evs, err := bus.DecodeEvents(m.Headers(), m.Data())
 				if err != nil {
 					continue
 				}

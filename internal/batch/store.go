@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/switchyard-ai/switchyard/internal/bus"
 	"github.com/switchyard-ai/switchyard/schemas"
-	"github.com/switchyard-ai/switchyard/services/client"
 	"github.com/switchyard-ai/switchyard/subjects"
 )
 
@@ -285,11 +285,19 @@ func (s *Store) LineErrors(ctx context.Context, rec Record) ([]LineError, error)
 // it acks.
 const PublishWindow = 256
 
+// Submitter publishes one request on a tenant's batch lane
+// (sy.batch.<tenant>) and returns the pending JetStream ack;
+// services/client.Client is one. An interface, so this adapter does not
+// import services/.
+type Submitter interface {
+	SubmitBatchAsync(tenant string, req *schemas.Request) (jetstream.PubAckFuture, error)
+}
+
 // Publish submits every item for tenant with a bounded async window and
 // reports progress as acks arrive. Each request's Nats-Msg-Id is its
 // deterministic id, so publishing the same batch again is deduplicated by
 // the SUBMIT stream.
-func Publish(ctx context.Context, c *client.Client, tenant string, items []Item, progress func(acked int)) (int, error) {
+func Publish(ctx context.Context, c Submitter, tenant string, items []Item, progress func(acked int)) (int, error) {
 	inflight := make([]jetstream.PubAckFuture, 0, PublishWindow)
 	acked := 0
 	wait := func(f jetstream.PubAckFuture) error {
@@ -393,7 +401,7 @@ func Collect(ctx context.Context, js jetstream.JetStream, rec Record, items []It
 			if _, dup := got[id]; dup {
 				continue
 			}
-			r, err := client.DecodeResult(m.Headers(), m.Data())
+			r, err := bus.DecodeResult(m.Headers(), m.Data())
 			if err != nil {
 				// A result we cannot decode is still final for the request;
 				// report it as failed rather than waiting forever.
@@ -451,7 +459,7 @@ type Submission struct {
 // (resubmitting a file is safe); a partly published one is published
 // again in full, and the SUBMIT stream's dedupe drops the repeats that are
 // still inside its duplicate window.
-func Submit(ctx context.Context, st *Store, c *client.Client, sub Submission, now time.Time) (rec Record, resumed bool, err error) {
+func Submit(ctx context.Context, st *Store, c Submitter, sub Submission, now time.Time) (rec Record, resumed bool, err error) {
 	if !subjects.ValidToken(sub.Tenant) {
 		return rec, false, fmt.Errorf("tenant %q is not a valid subject token", sub.Tenant)
 	}

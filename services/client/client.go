@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/switchyard-ai/switchyard/internal/bus"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/subjects"
 )
@@ -194,17 +195,10 @@ func (c *Client) Result(ctx context.Context, tenant, id string) (schemas.Result,
 	}
 }
 
-// DecodeResult decodes a result message body by its Content-Type.
+// DecodeResult decodes a result message body by its Content-Type
+// (bus.DecodeResult), for Go users reading RESULTS themselves.
 func DecodeResult(h nats.Header, data []byte) (schemas.Result, error) {
-	f, err := schemas.FormatFromContentType(h.Get(schemas.HeaderContentType))
-	if err != nil {
-		return schemas.Result{}, err
-	}
-	var r schemas.Result
-	if err := schemas.Unmarshal(f, data, &r); err != nil {
-		return schemas.Result{}, err
-	}
-	return r, nil
+	return bus.DecodeResult(h, data)
 }
 
 // Do submits and waits for the result.

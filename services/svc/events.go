@@ -2,7 +2,6 @@ package svc
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/switchyard-ai/switchyard/internal/bus"
 	"github.com/switchyard-ai/switchyard/schemas"
 )
 
@@ -133,34 +133,8 @@ func (s *Shell) awaitEvents(fut jetstream.PubAckFuture) {
 }
 
 // DecodeEvents reads every event in one message from sy.event.>: one, or
-// a batch (HeaderEvents).
+// a batch (HeaderEvents). The decoding is bus.DecodeEvents; services call
+// it here beside Emit, which writes the same format.
 func DecodeEvents(h nats.Header, data []byte) ([]schemas.Event, error) {
-	f, err := schemas.FormatFromContentType(h.Get(schemas.HeaderContentType))
-	if err != nil {
-		return nil, err
-	}
-	if f != schemas.Msgpack {
-		var ev schemas.Event
-		if err := schemas.Unmarshal(f, data, &ev); err != nil {
-			return nil, err
-		}
-		return []schemas.Event{ev}, nil
-	}
-	dec := msgpack.NewDecoder(bytes.NewReader(data))
-	dec.SetCustomStructTag("json")
-	var out []schemas.Event
-	for {
-		var ev schemas.Event
-		err := dec.Decode(&ev)
-		if errors.Is(err, io.EOF) {
-			if len(out) == 0 {
-				return nil, errors.New("event message is empty")
-			}
-			return out, nil
-		}
-		if err != nil {
-			return out, fmt.Errorf("event %d: %w", len(out), err)
-		}
-		out = append(out, ev)
-	}
+	return bus.DecodeEvents(h, data)
 }
