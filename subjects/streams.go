@@ -75,7 +75,7 @@ func Streams(o StreamOptions) []jetstream.StreamConfig {
 	if short > 6*time.Hour {
 		short = 6 * time.Hour
 	}
-	admitted := mk(StreamAdmitted, "admitted requests by class, deadline bucket and tenant", []string{AdmittedAll, join(Prefix, "sched", ">")}, o.MaxAge, 4)
+	admitted := mk(StreamAdmitted, "admitted requests by class, deadline bucket and tenant", []string{AdmittedAll, ScheduleAll}, o.MaxAge, 4)
 	// Batch-class work may be deferred to a trough with a scheduled message.
 	admitted.AllowMsgSchedules = true
 	return []jetstream.StreamConfig{

@@ -42,6 +42,8 @@ const (
 	DLQAll         = "sy.dlq.>"
 	TokensAll      = "sy.tok.>"
 	JournalAll     = "sy.journal.>"
+	ScheduleAll    = "sy.sched.>"
+	RPCAll         = "sy.rpc.>"
 )
 
 // Journal is sy.journal.<service>.<instance>: the ordered inputs of one
@@ -82,6 +84,12 @@ func Admitted(class, bucket, tenant string) string {
 
 // AdmittedClass is the filter for one priority class: sy.admitted.<class>.>.
 func AdmittedClass(class string) string { return join(Prefix, "admitted", class, ">") }
+
+// Schedule is sy.sched.<tenant>.<id>, where a deferred request's schedule
+// waits: inside the ADMITTED stream (schedules fire only within their
+// stream) but outside every router filter, and unique per request because
+// a stream keeps one schedule per subject.
+func Schedule(tenant, id string) string { return join(Prefix, "sched", tenant, id) }
 
 // Dispatch is sy.dispatch.<worker>.
 func Dispatch(worker string) string { return join(Prefix, "dispatch", worker) }

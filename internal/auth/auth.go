@@ -81,21 +81,21 @@ var jetStreamClient = []string{"$JS.API.>", "$JS.ACK.>", "$JS.FC.>", "$KV.>", "_
 // service's role and stop a misconfigured service from, say, submitting as
 // a tenant, rather than contain a compromised one.
 func ServicePermissions(service string) (Permissions, error) {
-	common := []string{"sy.event.>", "sy.ctl.>", "sy.rpc.>", "sy.dlq.>"}
+	common := []string{subjects.EventAll, subjects.ControlAll, subjects.RPCAll, subjects.DLQAll}
 	var pub, sub []string
 	switch service {
 	case "admitter":
-		pub = []string{"sy.admitted.>", "sy.sched.>", "sy.result.>"}
-		sub = []string{"sy.submit.*", "sy.batch.*", "sy.result.>", "sy.hb.>"}
+		pub = []string{subjects.AdmittedAll, subjects.ScheduleAll, subjects.ResultAll}
+		sub = []string{subjects.SubmitAll, subjects.BatchSubmitAll, subjects.ResultAll, subjects.HeartbeatAll}
 	case "router":
-		pub = []string{"sy.dispatch.*", "sy.admitted.>", "sy.result.>", "sy.journal.>"}
-		sub = []string{"sy.admitted.>", "sy.hb.>", "sy.kv.*", "sy.result.>", "sy.event.>"}
+		pub = []string{subjects.DispatchAll, subjects.AdmittedAll, subjects.ResultAll, subjects.JournalAll}
+		sub = []string{subjects.AdmittedAll, subjects.HeartbeatAll, subjects.KVAll, subjects.ResultAll, subjects.EventAll}
 	case "worker":
-		pub = []string{"sy.result.>", "sy.tok.>", "sy.hb.>", "sy.kv.*"}
-		sub = []string{"sy.dispatch.*"}
+		pub = []string{subjects.ResultAll, subjects.TokensAll, subjects.HeartbeatAll, subjects.KVAll}
+		sub = []string{subjects.DispatchAll}
 	case "gateway":
-		pub = []string{"sy.submit.*", "sy.batch.*"}
-		sub = []string{"sy.result.>", "sy.tok.>"}
+		pub = []string{subjects.SubmitAll, subjects.BatchSubmitAll}
+		sub = []string{subjects.ResultAll, subjects.TokensAll}
 	case "ops":
 		return Permissions{Publish: []string{">"}, Subscribe: []string{">"}}, nil
 	default:

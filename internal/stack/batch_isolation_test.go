@@ -21,9 +21,7 @@ import (
 	"github.com/switchyard-ai/switchyard/loadgen"
 	"github.com/switchyard-ai/switchyard/loadgen/tally"
 	"github.com/switchyard-ai/switchyard/schemas"
-	"github.com/switchyard-ai/switchyard/services/admitter"
 	"github.com/switchyard-ai/switchyard/services/client"
-	"github.com/switchyard-ai/switchyard/services/router"
 	"github.com/switchyard-ai/switchyard/subjects"
 )
 
@@ -286,7 +284,7 @@ func accountBatch(ctx context.Context, js jetstream.JetStream, rec batch.Record,
 	// Let the admitter decide everything submitted, on both lanes (batch
 	// files go to sy.batch.<tenant>, decided by their own consumer): until
 	// then a request is only in SUBMIT.
-	for _, lane := range []string{admitter.ConsumerName, admitter.BatchConsumerName} {
+	for _, lane := range []string{subjects.AdmitterConsumer, subjects.AdmitterBatchConsumer} {
 		adm, err := js.Consumer(ctx, subjects.StreamSubmit, lane)
 		if err != nil {
 			return err
@@ -305,7 +303,7 @@ func accountBatch(ctx context.Context, js jetstream.JetStream, rec batch.Record,
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	scheduled, err := msgIDs(ctx, js, subjects.StreamAdmitted, admitter.ScheduleSubject(isoBatch, "*"))
+	scheduled, err := msgIDs(ctx, js, subjects.StreamAdmitted, subjects.Schedule(isoBatch, "*"))
 	if err != nil {
 		return err
 	}
@@ -313,7 +311,7 @@ func accountBatch(ctx context.Context, js jetstream.JetStream, rec batch.Record,
 	if err != nil {
 		return err
 	}
-	rc, err := js.Consumer(ctx, subjects.StreamAdmitted, router.ConsumerName(schemas.PriorityBatch))
+	rc, err := js.Consumer(ctx, subjects.StreamAdmitted, subjects.RouterConsumer(schemas.PriorityBatch))
 	if err != nil {
 		return err
 	}

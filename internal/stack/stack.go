@@ -216,13 +216,13 @@ func (s *Stack) waitReady(ctx context.Context, workers int) error {
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) {
 		ready := true
-		names := []string{admitter.ConsumerName}
+		names := []string{subjects.AdmitterConsumer}
 		for _, c := range schemas.Priorities {
-			names = append(names, router.ConsumerName(c))
+			names = append(names, subjects.RouterConsumer(c))
 		}
 		for _, n := range names {
 			st := subjects.StreamSubmit
-			if n != admitter.ConsumerName {
+			if n != subjects.AdmitterConsumer {
 				st = subjects.StreamAdmitted
 			}
 			if _, err := js.Consumer(ctx, st, n); err != nil {

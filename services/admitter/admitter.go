@@ -32,13 +32,6 @@ import (
 	"github.com/switchyard-ai/switchyard/subjects"
 )
 
-// ConsumerName is the durable consumer all admitter replicas share; JetStream
-// spreads messages across them and redelivers what a dead one held.
-const ConsumerName = "admitter"
-
-// BatchConsumerName is the batch lane's durable consumer (sy.batch.*).
-const BatchConsumerName = "admitter-batch"
-
 // Config configures the admitter.
 type Config struct {
 	// ModelKnown validates model names against the catalog.
@@ -230,8 +223,8 @@ func (a *Admitter) Run(ctx context.Context) error {
 		name, filter string
 		concurrency  int
 	}{
-		{ConsumerName, subjects.SubmitAll, a.cfg.Concurrency},
-		{BatchConsumerName, subjects.BatchSubmitAll, max(1, a.cfg.Concurrency/4)},
+		{subjects.AdmitterConsumer, subjects.SubmitAll, a.cfg.Concurrency},
+		{subjects.AdmitterBatchConsumer, subjects.BatchSubmitAll, max(1, a.cfg.Concurrency/4)},
 	} {
 		cons, err := a.sh.JS.CreateOrUpdateConsumer(ctx, subjects.StreamSubmit, jetstream.ConsumerConfig{
 			Durable:       lane.name,
@@ -385,7 +378,7 @@ func (a *Admitter) admit(ctx context.Context, sub intake.Submission, d admission
 	var out *nats.Msg
 	var err error
 	if d.Action == admission.ActionDefer {
-		out, err = svc.Encode(ScheduleSubject(sub.Tenant, sub.ID), schemas.Msgpack, adm, sub.ID)
+		out, err = svc.Encode(subjects.Schedule(sub.Tenant, sub.ID), schemas.Msgpack, adm, sub.ID)
 		if err == nil {
 			SetSchedule(out, d.DeferUntil, target)
 		}
@@ -473,21 +466,13 @@ func (a *Admitter) cancelSteps(ctx context.Context, tenant, wfID string, out wor
 	return nil
 }
 
-// ScheduleSubject is where a deferred request's schedule waits: inside the
-// ADMITTED stream (schedules fire only within their stream) but outside
-// every router filter, and unique per request because a stream keeps one
-// schedule per subject.
-func ScheduleSubject(tenant, id string) string {
-	return subjects.Prefix + ".sched." + tenant + "." + id
-}
-
 // SetSchedule turns m into a one-shot JetStream message schedule that the
 // server republishes on target at `at` (nats-server 2.12+: header
 // Nats-Schedule "@at <RFC 3339>", which has second resolution, and
 // Nats-Schedule-Target in the same stream).
 func SetSchedule(m *nats.Msg, at time.Time, target string) {
-	m.Header.Set("Nats-Schedule", "@at "+at.UTC().Format(time.RFC3339))
-	m.Header.Set("Nats-Schedule-Target", target)
+	m.Header.Set(subjects.HeaderSchedule, "@at "+at.UTC().Format(time.RFC3339))
+	m.Header.Set(subjects.HeaderScheduleTarget, target)
 }
 
 // reject answers a submission that could not be decoded with its specific

@@ -7,7 +7,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/switchyard-ai/switchyard/schemas"
-	"github.com/switchyard-ai/switchyard/services/router"
 	"github.com/switchyard-ai/switchyard/services/svc"
 	"github.com/switchyard-ai/switchyard/subjects"
 )
@@ -35,7 +34,7 @@ func (a *Admitter) pollPending(ctx context.Context) {
 		counts := map[string]int{}
 		ok := true
 		for _, class := range schemas.Priorities {
-			cons, err := a.sh.JS.Consumer(ctx, subjects.StreamAdmitted, router.ConsumerName(class))
+			cons, err := a.sh.JS.Consumer(ctx, subjects.StreamAdmitted, subjects.RouterConsumer(class))
 			if err != nil {
 				ok = false // no router yet: keep the previous figures
 				break

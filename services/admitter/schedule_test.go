@@ -30,7 +30,7 @@ func TestDeferredScheduleFiresOnTarget(t *testing.T) {
 	}
 	at := time.Now().Add(2 * time.Second).Truncate(time.Second).Add(time.Second)
 	for i := 0; i < 2; i++ {
-		m := nats.NewMsg(ScheduleSubject("acme", "req-1"))
+		m := nats.NewMsg(subjects.Schedule("acme", "req-1"))
 		m.Data = []byte("admitted envelope")
 		m.Header.Set("Nats-Msg-Id", "req-1")
 		SetSchedule(m, at, target)

@@ -20,7 +20,6 @@ import (
 
 	"github.com/switchyard-ai/switchyard/internal/control"
 	"github.com/switchyard-ai/switchyard/schemas"
-	"github.com/switchyard-ai/switchyard/services/router"
 	"github.com/switchyard-ai/switchyard/services/svc"
 	"github.com/switchyard-ai/switchyard/subjects"
 )
@@ -186,7 +185,7 @@ func (c *Controller) inputs(ctx context.Context) control.Inputs {
 	}
 	for _, class := range schemas.Priorities {
 		qctx, cancel := context.WithTimeout(ctx, time.Second)
-		cons, err := c.sh.JS.Consumer(qctx, subjects.StreamAdmitted, router.ConsumerName(class))
+		cons, err := c.sh.JS.Consumer(qctx, subjects.StreamAdmitted, subjects.RouterConsumer(class))
 		if err == nil {
 			// Pending: not yet delivered; ack-pending: held in the router's
 			// queue, not yet dispatched.

@@ -14,13 +14,8 @@ import (
 
 	"github.com/switchyard-ai/switchyard/internal/bus"
 	"github.com/switchyard-ai/switchyard/schemas"
+	"github.com/switchyard-ai/switchyard/subjects"
 )
-
-// HeaderEvents counts the events in one message on sy.event.>. A message
-// may carry several events of the same service and kind, msgpack values
-// back to back; DecodeEvents reads them all. Without the header (one
-// event, or a JSON event) the message is a single event as before.
-const HeaderEvents = "Sy-Events"
 
 // Event batches close at maxBatchEvents events or maxBatchBytes bytes.
 const (
@@ -99,7 +94,7 @@ func (s *Shell) sendEventsLocked() {
 	m.Data = bytes.Clone(b.buf.Bytes())
 	m.Header.Set(schemas.HeaderContentType, schemas.ContentMsgpack)
 	if b.n > 1 {
-		m.Header.Set(HeaderEvents, strconv.Itoa(b.n))
+		m.Header.Set(subjects.HeaderEvents, strconv.Itoa(b.n))
 	}
 	n := b.n
 	b.buf.Reset()
@@ -133,7 +128,7 @@ func (s *Shell) awaitEvents(fut jetstream.PubAckFuture) {
 }
 
 // DecodeEvents reads every event in one message from sy.event.>: one, or
-// a batch (HeaderEvents). The decoding is bus.DecodeEvents; services call
+// a batch (subjects.HeaderEvents). The decoding is bus.DecodeEvents; services call
 // it here beside Emit, which writes the same format.
 func DecodeEvents(h nats.Header, data []byte) ([]schemas.Event, error) {
 	return bus.DecodeEvents(h, data)

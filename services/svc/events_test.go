@@ -44,7 +44,7 @@ func storedEvents(t *testing.T, js jetstream.JetStream, want int) []storedMsg {
 			t.Fatal(err)
 		}
 		got += len(evs)
-		out = append(out, storedMsg{subject: m.Subject(), header: m.Headers().Get(HeaderEvents), events: evs})
+		out = append(out, storedMsg{subject: m.Subject(), header: m.Headers().Get(subjects.HeaderEvents), events: evs})
 	}
 	return out
 }
@@ -116,7 +116,7 @@ func TestEmitBatchesWhileABatchIsInFlight(t *testing.T) {
 			t.Errorf("message %d: %d events on %s, want %d on %s", i, len(m.events), m.subject, tc.events, subjects.Event("router", tc.kind))
 		}
 		if tc.events > 1 && m.header != fmt.Sprint(tc.events) {
-			t.Errorf("message %d: %s %q, want %d", i, HeaderEvents, m.header, tc.events)
+			t.Errorf("message %d: %s %q, want %d", i, subjects.HeaderEvents, m.header, tc.events)
 		}
 		for _, ev := range m.events {
 			stored = append(stored, ev.Kind+"/"+ev.RequestID)
