@@ -1,0 +1,43 @@
+package subjects
+
+// Durable consumer names. They are part of the wire contract like the
+// subjects: a consumer outlives the process that created it, so every
+// service that creates, inspects or cleans one up must spell it the same
+// way (the controller and the admitter read the routers' backlogs by name).
+const (
+	// AdmitterConsumer is the durable consumer all admitter replicas share
+	// on sy.submit.*; JetStream spreads submissions across them.
+	AdmitterConsumer = "admitter"
+	// AdmitterBatchConsumer is the batch lane's durable consumer
+	// (sy.batch.*).
+	AdmitterBatchConsumer = "admitter-batch"
+	// WorkerConsumerPrefix starts every worker's dispatch consumer name.
+	WorkerConsumerPrefix = "worker-"
+	// RouterConsumerPrefix starts every per-class router consumer name.
+	RouterConsumerPrefix = "router-"
+)
+
+// RouterConsumer is the durable consumer per class on ADMITTED that router
+// replicas share: router-<class>.
+func RouterConsumer(class string) string { return RouterConsumerPrefix + class }
+
+// WorkerConsumer is a worker's durable dispatch consumer, worker-<id>. It
+// survives a restart, so a worker that comes back under the same id picks
+// up what was dispatched to it.
+func WorkerConsumer(id string) string { return WorkerConsumerPrefix + id }
+
+// Message headers Switchyard sets on its own messages (the codec's
+// Content-Type and the dedup Nats-Msg-Id are schemas.HeaderContentType and
+// schemas.HeaderMsgID).
+const (
+	// HeaderEvents counts the events in one message on sy.event.>. A
+	// message may carry several events of the same service and kind,
+	// msgpack values back to back; without the header (one event, or a
+	// JSON event) the message is a single event.
+	HeaderEvents = "Sy-Events"
+	// HeaderSchedule and HeaderScheduleTarget make a message a one-shot
+	// JetStream schedule (nats-server 2.12+): "@at <RFC 3339>", and the
+	// subject in the same stream the server republishes it on.
+	HeaderSchedule       = "Nats-Schedule"
+	HeaderScheduleTarget = "Nats-Schedule-Target"
+)
