@@ -131,7 +131,7 @@ func TestFormatResult(t *testing.T) {
 		want   string // a substring of the JSON line
 	}{
 		{"chat ok", EndpointChat, schemas.Result{ID: "r1", Status: schemas.StatusOK, Text: "hello", Model: "m", Usage: schemas.Usage{PromptTokens: 3, CompletionTokens: 1, CachedTokens: 2}, FinishedAt: fin}, true, 200,
-			`"body":{"id":"chatcmpl-r1","object":"chat.completion","created":1700000000,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hello"},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4,"prompt_tokens_details":{"cached_tokens":2}}}`},
+			`"body":{"id":"chatcmpl-r1","object":"chat.completion","created":1700000000,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hello"},"finish_reason":"stop","logprobs":null}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4,"prompt_tokens_details":{"cached_tokens":2}}}`},
 		{"completion ok", EndpointCompletion, schemas.Result{ID: "r2", Status: schemas.StatusOK, Text: "t", FinishReason: "length", FinishedAt: fin}, true, 200, `"object":"text_completion"`},
 		{"shed", EndpointChat, schemas.Result{ID: "r3", Status: schemas.StatusShed, Error: &schemas.Error{Code: schemas.CodeShed, Message: "busy"}}, false, 429, `"error":{"message":"busy","type":"shed","param":null,"code":"shed"}`},
 		{"rejected field", EndpointChat, schemas.Result{ID: "r4", Status: schemas.StatusRejected, Error: &schemas.Error{Code: schemas.CodeUnknownModel, Message: "no", Field: "model"}}, false, 404, `"param":"model"`},

@@ -32,61 +32,6 @@ type OutputError struct {
 	Message string `json:"message"`
 }
 
-// ChatCompletion is the body of a /v1/chat/completions response.
-type ChatCompletion struct {
-	ID      string       `json:"id"`
-	Object  string       `json:"object"`
-	Created int64        `json:"created"`
-	Model   string       `json:"model"`
-	Choices []ChatChoice `json:"choices"`
-	Usage   Usage        `json:"usage"`
-	// SystemFingerprint names the backend configuration that served the
-	// line, exactly as a chat completion through the gateway names it
-	// (gateway.Fingerprint), so batch and chat output agree.
-	SystemFingerprint string `json:"system_fingerprint,omitempty"`
-}
-
-// ChatChoice is one choice of a chat completion.
-type ChatChoice struct {
-	Index        int             `json:"index"`
-	Message      schemas.Message `json:"message"`
-	Logprobs     any             `json:"logprobs"`
-	FinishReason string          `json:"finish_reason"`
-}
-
-// TextCompletion is the body of a /v1/completions response.
-type TextCompletion struct {
-	ID                string       `json:"id"`
-	Object            string       `json:"object"`
-	Created           int64        `json:"created"`
-	Model             string       `json:"model"`
-	Choices           []TextChoice `json:"choices"`
-	Usage             Usage        `json:"usage"`
-	SystemFingerprint string       `json:"system_fingerprint,omitempty"`
-}
-
-// TextChoice is one choice of a text completion.
-type TextChoice struct {
-	Index        int    `json:"index"`
-	Text         string `json:"text"`
-	Logprobs     any    `json:"logprobs"`
-	FinishReason string `json:"finish_reason"`
-}
-
-// Usage is OpenAI's token accounting, with cached prompt tokens where
-// OpenAI reports them.
-type Usage struct {
-	PromptTokens        int           `json:"prompt_tokens"`
-	CompletionTokens    int           `json:"completion_tokens"`
-	TotalTokens         int           `json:"total_tokens"`
-	PromptTokensDetails *TokenDetails `json:"prompt_tokens_details,omitempty"`
-}
-
-// TokenDetails breaks prompt tokens down.
-type TokenDetails struct {
-	CachedTokens int `json:"cached_tokens"`
-}
-
 // APIError is the body of a non-200 response, in OpenAI's shape.
 type APIError struct {
 	Error APIErrorDetail `json:"error"`
@@ -153,35 +98,14 @@ func FormatResult(it Item, r schemas.Result) (line OutputLine, ok bool) {
 		resp.Body = APIError{Error: d}
 		return line, false
 	}
+	// The bodies are the gateway's own non-streaming answers, so a batch
+	// line and the same request through /v1 read alike.
 	created := r.FinishedAt.Unix()
-	u := Usage{
-		PromptTokens:     r.Usage.PromptTokens,
-		CompletionTokens: r.Usage.CompletionTokens,
-		TotalTokens:      r.Usage.PromptTokens + r.Usage.CompletionTokens,
-	}
-	if r.Usage.CachedTokens > 0 {
-		u.PromptTokensDetails = &TokenDetails{CachedTokens: r.Usage.CachedTokens}
-	}
-	finish := r.FinishReason
-	if finish == "" {
-		finish = "stop"
-	}
 	if it.URL == EndpointCompletion {
-		resp.Body = TextCompletion{
-			ID: "cmpl-" + r.ID, Object: "text_completion", Created: created, Model: r.Model,
-			Choices:           []TextChoice{{Index: 0, Text: r.Text, FinishReason: finish}},
-			Usage:             u,
-			SystemFingerprint: gateway.Fingerprint(r),
-		}
+		resp.Body = gateway.CompletionResponse(r.ID, created, it.Request.Model, r)
 		return line, true
 	}
-	resp.Body = ChatCompletion{
-		ID: "chatcmpl-" + r.ID, Object: "chat.completion", Created: created, Model: r.Model,
-		Choices: []ChatChoice{{Index: 0, Message: schemas.Message{Role: "assistant", Content: r.Text},
-			FinishReason: finish}},
-		Usage:             u,
-		SystemFingerprint: gateway.Fingerprint(r),
-	}
+	resp.Body = gateway.ChatResponse(r.ID, created, it.Request.Model, r)
 	return line, true
 }
 

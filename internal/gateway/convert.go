@@ -207,6 +207,7 @@ func CompletionResponse(id string, created int64, asked string, r schemas.Result
 	return Completion{
 		ID: "cmpl-" + id, Object: ObjectTextCompletion, Created: created, Model: ModelName(r, asked),
 		Choices: []CompletionChoice{{Text: r.Text, FinishReason: &fr}}, Usage: &u,
+		SystemFingerprint: Fingerprint(r),
 	}
 }
 

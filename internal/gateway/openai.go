@@ -142,6 +142,9 @@ type Completion struct {
 	Model   string             `json:"model"`
 	Choices []CompletionChoice `json:"choices"`
 	Usage   *Usage             `json:"usage,omitempty"`
+	// SystemFingerprint is set on the final answer only, as on a chat
+	// completion (Fingerprint), so both endpoints name the backend alike.
+	SystemFingerprint string `json:"system_fingerprint,omitempty"`
 }
 
 // ModelObject is one entry of GET /v1/models.
