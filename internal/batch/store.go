@@ -76,22 +76,17 @@ func OpenStore(ctx context.Context, js jetstream.JetStream, o StoreOptions) (*St
 	if o.TTL == 0 {
 		o.TTL = 30 * 24 * time.Hour
 	}
-	kv, err := js.KeyValue(ctx, Bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:      Bucket,
-			Description: "batch records: counts and request id <-> custom_id",
-			History:     1,
-			TTL:         o.TTL,
-			Replicas:    o.Replicas,
-			Storage:     jetstream.FileStorage,
-		})
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = js.KeyValue(ctx, Bucket)
-		}
-	}
+	// Kept as found: the gateway opens the store with default options
+	// and must not scale down a bucket `switchyard batch` made.
+	kv, err := bus.OpenKV(ctx, js, jetstream.KeyValueConfig{
+		Bucket:      Bucket,
+		Description: "batch records: counts and request id <-> custom_id",
+		TTL:         o.TTL,
+		Replicas:    o.Replicas,
+		Storage:     jetstream.FileStorage,
+	}, bus.KVKeep)
 	if err != nil {
-		return nil, fmt.Errorf("kv bucket %s: %w", Bucket, err)
+		return nil, fmt.Errorf("batch store: %w", err)
 	}
 	return &Store{js: js, kv: kv}, nil
 }

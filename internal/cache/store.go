@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/switchyard-ai/switchyard/internal/bus"
 	"github.com/switchyard-ai/switchyard/schemas"
 )
 
@@ -62,16 +63,15 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, erro
 	if cfg.MaxScan <= 0 {
 		cfg.MaxScan = 256
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	kv, err := bus.OpenKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      cfg.Bucket,
 		Description: "exact and semantic response caches, per tenant",
-		History:     1,
 		TTL:         cfg.TTL,
 		Replicas:    cfg.Replicas,
 		Storage:     cfg.Storage,
-	})
+	}, bus.KVUpdate)
 	if err != nil {
-		return nil, fmt.Errorf("cache bucket %s: %w", cfg.Bucket, err)
+		return nil, fmt.Errorf("cache: %w", err)
 	}
 	return &Store{kv: kv, emb: cfg.Embedder, maxScan: cfg.MaxScan, ttl: cfg.TTL}, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/switchyard-ai/switchyard/internal/bus"
 	"github.com/switchyard-ai/switchyard/schemas"
 )
 
@@ -46,16 +47,15 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Registry, e
 	if cfg.Replicas == 0 {
 		cfg.Replicas = 1
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	kv, err := bus.OpenKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      cfg.Bucket,
 		Description: "workflow steps started/finished/failed and deadlines",
-		History:     1,
 		TTL:         cfg.TTL,
 		Replicas:    cfg.Replicas,
 		Storage:     cfg.Storage,
-	})
+	}, bus.KVUpdate)
 	if err != nil {
-		return nil, fmt.Errorf("workflow bucket %s: %w", cfg.Bucket, err)
+		return nil, fmt.Errorf("workflow registry: %w", err)
 	}
 	return &Registry{kv: kv}, nil
 }
