@@ -28,9 +28,10 @@ import (
 // requests are submitted at once; r1 is killed with SIGKILL once a third
 // of them are placed; the other half follows at a steady rate. Checked:
 // every request has exactly one final result, each request attempt
-// exactly one stored dispatch, none failed or was lost, r1 placed over
-// half the work before it died, the survivors placed after it and
-// adopted its in-flight dispatches. The tenants' token shares are
+// exactly one stored dispatch, none failed or was lost, r1 placed at
+// least 40 % of the work before it died (an even split gives 33 %), the
+// survivors placed after it and adopted its in-flight dispatches within
+// the bound. The tenants' token shares are
 // measured and logged; they are not asserted, because fleet-wide token
 // fairness (issue 16, step 3) is not built: with every request dispatched
 // at once the workers' engines, not the routers, decide the order.
@@ -187,22 +188,35 @@ func TestActiveActiveRouters(t *testing.T) {
 		all += n
 	}
 	t.Logf("dispatches by router: %v (before the kill: %v)", byRouter, beforeKill)
-	// r1 pulls 64 at a time, r2 and r3 one: it must take well over its
-	// even third (measured: two thirds to three quarters of a backlog).
-	if all == 0 || 2*beforeKill["r1"] <= all {
-		t.Errorf("r1 placed %d of the %d dispatches before the kill; the skewed pulls want over half", beforeKill["r1"], all)
+	// r1 pulls 64 at a time, r2 and r3 one: it must take clearly more
+	// than its even third. Measured 0.50-0.67: pulls skew only what waits
+	// in ADMITTED, and the routers keep up with the admitter much of the
+	// time.
+	if all == 0 || 5*beforeKill["r1"] < 2*all {
+		t.Errorf("r1 placed %d of the %d dispatches before the kill; the skewed pulls want at least 40 %%", beforeKill["r1"], all)
 	}
 	if after := byRouter["r2"] + byRouter["r3"] - beforeKill["r2"] - beforeKill["r3"]; after == 0 {
 		t.Errorf("the survivors placed nothing after r1 died")
 	}
 	// r1 died with dispatches on the workers and no results yet: a survivor
 	// must have adopted them (they are re-placed if their worker dies too).
-	adopted := false
+	var adoptedAt time.Time
 	for _, r := range s.routers[1:] {
-		adopted = adopted || r.Contains("adopting in-flight dispatches of routers gone")
+		if at, ok := firstLogAfter(r, "adopting in-flight dispatches of routers gone", killed); ok && (adoptedAt.IsZero() || at.Before(adoptedAt)) {
+			adoptedAt = at
+		}
 	}
-	if !adopted {
+	if adoptedAt.IsZero() {
 		t.Errorf("no survivor adopted r1's in-flight dispatches")
+	} else {
+		took := adoptedAt.Sub(killed)
+		t.Logf("r1's in-flight dispatches adopted %s after its SIGKILL", took.Round(10*time.Millisecond))
+		// The design's bound is TTL + TTL/3 = 4 s plus the scan; the
+		// assertion leaves room for a loaded machine, the log carries the
+		// figure.
+		if took > 15*time.Second {
+			t.Errorf("adoption took %s", took)
+		}
 	}
 
 	// Fairness, measured and reported, not yet asserted (issue 16 step 3
@@ -240,6 +254,25 @@ func TestActiveActiveRouters(t *testing.T) {
 		return r.Tenant, r.Usage.PromptTokens + r.Usage.CompletionTokens, true
 	})
 	t.Logf("premium (weight 4) vs regular (weight 1) token share while both were backlogged: placed %.3f, served %.3f (4:1 is 0.800)", placedShare, servedShare)
+}
+
+// firstLogAfter finds the time of the first line of p's log that holds s
+// and was logged after t (slog's time=RFC3339 field).
+func firstLogAfter(p *Proc, s string, t time.Time) (time.Time, bool) {
+	b, err := os.ReadFile(p.Log)
+	if err != nil {
+		return time.Time{}, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.Contains(line, s) {
+			continue
+		}
+		f, _, _ := strings.Cut(strings.TrimPrefix(line, "time="), " ")
+		if at, err := time.Parse(time.RFC3339Nano, f); err == nil && at.After(t) {
+			return at, true
+		}
+	}
+	return time.Time{}, false
 }
 
 // streamMsgs is the number of messages stream holds (0 when unreadable).
