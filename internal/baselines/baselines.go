@@ -69,6 +69,9 @@ type base struct {
 	// where tracks which worker each in-flight request went to.
 	outstanding map[string]int
 	where       map[string]string
+	// unserved is how many live workers the last candidates call found
+	// when none served the model (0 otherwise).
+	unserved int
 }
 
 func newBase(name string) base { return newBaseSeed(name, Seed) }
@@ -84,14 +87,37 @@ func newBaseSeed(name string, seed uint64) base {
 func (b *base) Name() string { return b.name }
 
 // candidates are the workers a Kubernetes Service or a gateway would send
-// to: ready (heartbeat fresh) and not draining, in stable id order.
-func (b *base) candidates(f *fleet.Fleet, now time.Time) []*fleet.Worker {
+// to: ready (heartbeat fresh), not draining, and serving the request's
+// model (each system routes a model within its own pool of servers), in
+// stable id order.
+func (b *base) candidates(f *fleet.Fleet, model string, now time.Time) []*fleet.Worker {
 	b.cands = f.Candidates(now, b.cands[:0])
+	if model == "" {
+		return b.cands
+	}
+	live := len(b.cands)
+	kept := b.cands[:0]
+	for _, w := range b.cands {
+		if _, ok := w.Model(model, ""); ok {
+			kept = append(kept, w)
+		}
+	}
+	b.cands = kept
+	b.unserved = 0
+	if len(kept) == 0 {
+		b.unserved = live
+	}
 	return b.cands
 }
 
 func (b *base) decide(req *placement.Request, w *fleet.Worker) *placement.Decision {
 	b.dec = placement.Decision{Policy: b.name, RequestID: req.ID, Worker: w}
+	if w == nil && b.unserved > 0 {
+		// Live workers, none serving the model: no pool of this model
+		// exists, and waiting will not make one.
+		b.dec.Unresolvable = true
+		b.dec.Counts[placement.ReasonCannotRun] = b.unserved
+	}
 	if w != nil {
 		b.outstanding[w.ID]++
 		b.where[req.ID] = w.ID

@@ -16,7 +16,7 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 func testFleet(waiting [3]int) *fleet.Fleet {
 	f := fleet.New(fleet.Options{})
 	for i, id := range []string{"w0", "w1", "w2"} {
-		f.ApplyHeartbeat(&schemas.Heartbeat{WorkerID: id, GPU: "h100", TP: 1, KVBlocksTotal: 1000, KVBlocksFree: 1000, Waiting: waiting[i]}, t0)
+		f.ApplyHeartbeat(&schemas.Heartbeat{WorkerID: id, GPU: "h100", TP: 1, KVBlocksTotal: 1000, KVBlocksFree: 1000, Waiting: waiting[i], Models: []schemas.ModelState{{Name: "llama-3.1-8b", State: schemas.WeightHot}}}, t0)
 	}
 	hs := make([]uint64, 16)
 	for i := range hs {

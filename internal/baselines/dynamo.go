@@ -83,7 +83,7 @@ func NewDynamo(cfg DynamoConfig) *Dynamo {
 
 // Place implements placement.Policy.
 func (p *Dynamo) Place(f *fleet.Fleet, req *placement.Request, now time.Time) *placement.Decision {
-	c := p.candidates(f, now)
+	c := p.candidates(f, req.Model, now)
 	if len(c) == 0 {
 		return p.decide(req, nil)
 	}

@@ -92,15 +92,15 @@ func (p *LLMD) Gate(f *fleet.Fleet, req *placement.Request, enqueued time.Time, 
 	if req.Priority == schemas.PriorityCritical {
 		return Verdict{} // the top band is never gated
 	}
-	if p.saturated(f, now) {
+	if p.saturated(f, req.Model, now) {
 		return Verdict{Hold: true, Reason: "pool saturated"}
 	}
 	return Verdict{}
 }
 
-func (p *LLMD) saturated(f *fleet.Fleet, now time.Time) bool {
+func (p *LLMD) saturated(f *fleet.Fleet, model string, now time.Time) bool {
 	fc := p.flow
-	ws := p.candidates(f, now)
+	ws := p.candidates(f, model, now)
 	if len(ws) == 0 {
 		return false
 	}
@@ -145,7 +145,7 @@ func (p *Dynamo) Gate(f *fleet.Fleet, req *placement.Request, _ time.Time, _ int
 	if th <= 0 {
 		return Verdict{}
 	}
-	ws := p.candidates(f, now)
+	ws := p.candidates(f, req.Model, now)
 	if len(ws) == 0 {
 		return Verdict{}
 	}

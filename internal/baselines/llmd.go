@@ -58,7 +58,7 @@ func NewLLMD(w LLMDWeights) *LLMD {
 
 // Place implements placement.Policy.
 func (p *LLMD) Place(f *fleet.Fleet, req *placement.Request, now time.Time) *placement.Decision {
-	c := p.candidates(f, now)
+	c := p.candidates(f, req.Model, now)
 	if len(c) == 0 {
 		return p.decide(req, nil)
 	}

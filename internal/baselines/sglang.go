@@ -60,7 +60,7 @@ func NewSGLang(cfg SGLangConfig) *SGLang {
 
 // Place implements placement.Policy.
 func (p *SGLang) Place(f *fleet.Fleet, req *placement.Request, now time.Time) *placement.Decision {
-	c := p.candidates(f, now)
+	c := p.candidates(f, req.Model, now)
 	if len(c) == 0 {
 		return p.decide(req, nil)
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"strings"
 	"time"
 
 	"github.com/switchyard-ai/switchyard/schemas"
@@ -20,4 +21,14 @@ func RefuseLate(a *schemas.Admitted, now time.Time, worker string) *schemas.Erro
 		return nil
 	}
 	return schemas.Errf(schemas.CodeDeadlineExceeded, "", "deadline passed before worker %s could start it; not computed", worker)
+}
+
+// RefuseModel answers a request for a model this engine does not serve: a
+// simulated replica holds one model's weights, and a request routed to it
+// for another must not be served as if it were that model.
+func (e *Engine) RefuseModel(model, worker string) *schemas.Error {
+	if model == "" || strings.EqualFold(model, e.rep.Model.Name) {
+		return nil
+	}
+	return schemas.Errf(schemas.CodeUnplaceable, "model", "worker %s serves %s, not %s", worker, e.rep.Model.Name, model)
 }

@@ -448,7 +448,7 @@ const (
 // residency is the request's model on one worker.
 type residency struct {
 	resident bool        // the worker lists the model
-	state    weightState // stateAbsent when not resident
+	state    weightState // stateUnknown when the worker does not list the model
 	// ownLoad is the worker's own load-time estimate for weights that are
 	// not hot, 0 if it gave none.
 	ownLoad float64
@@ -514,7 +514,12 @@ func (p *Placer) reread(i int32, r *Request) *residency {
 func residencyOf(w *fleet.Worker, model, dtype string) residency {
 	ms, ok := w.Model(model, dtype)
 	if !ok {
-		return residency{state: stateAbsent}
+		// A worker serves the models it lists (hot, sleeping, cold or
+		// absent-but-loadable, as an engine that loads models on demand
+		// reports them); one it does not list it cannot run, and waiting
+		// will not change that. Treating it as loadable sent requests to
+		// replicas of another model.
+		return residency{state: stateUnknown}
 	}
 	res := residency{resident: true, state: stateOf(ms.State)}
 	if res.state != stateHot && ms.LoadSeconds > 0 {

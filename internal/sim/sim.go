@@ -598,6 +598,10 @@ func (r *runner) deliver(i, attempt int32) {
 	}
 	q := &r.tr.Requests[i]
 	adm := &r.adm[i]
+	if e := w.eng.RefuseModel(adm.Model, w.id); e != nil {
+		r.finishError(w, i, e)
+		return
+	}
 	if e := engine.RefuseLate(adm, at(r.now), w.id); e != nil {
 		r.finishError(w, i, e)
 		return
@@ -762,7 +766,7 @@ func (r *runner) outcome(i int32, status uint8) {
 	default:
 		o.Status = "failed"
 	}
-	if st.placeAt > 0 && st.worker >= 0 {
+	if st.worker >= 0 {
 		o.Placed = at(st.placeAt)
 		o.Worker = r.ws[st.worker].id
 	}

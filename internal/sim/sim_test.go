@@ -305,3 +305,43 @@ func TestPriorityUnderOverload(t *testing.T) {
 		t.Errorf("interactive queue wait p90 %.1f s with adaptive LIFO, %.1f s with EDF: want under a third of EDF's", lifoWait, edfWait)
 	}
 }
+
+// TestEachModelOnItsOwnPool: on a fleet of two pools serving two models,
+// every policy sends each request to a replica of its own model (a
+// simulated replica holds one model's weights and refuses others), and a
+// request for a model nobody serves is answered unplaceable at once.
+func TestEachModelOnItsOwnPool(t *testing.T) {
+	tr := mooncakeSlice(t, 120)
+	for i := range tr.Requests {
+		switch {
+		case i%10 == 9:
+			tr.Requests[i].Model = "llama-3.1-70b" // served by nobody here
+		case i%2 == 1:
+			tr.Requests[i].Model = "qwen2.5-7b"
+		}
+	}
+	cfg := Config{GPUs: []GPUSpec{{GPU: "h100", Count: 2, TP: 1, Model: "llama-3.1-8b"}, {GPU: "a100-80g", Count: 2, TP: 1, Model: "qwen2.5-7b"}},
+		Model: "llama-3.1-8b"}
+	for _, name := range []string{"switchyard", "dynamo", "least-loaded", "llm-d"} {
+		t.Run(name, func(t *testing.T) {
+			c := cfg
+			c.OnResolve = func(o Outcome) {
+				want := map[string]string{"": "h100", "llama-3.1-8b": "h100", "qwen2.5-7b": "a100-80g"}
+				m := o.Request.Model
+				if m == "llama-3.1-70b" {
+					if o.Status != "failed" || o.Code != schemas.CodeUnplaceable || !o.Placed.IsZero() {
+						t.Errorf("%s for an unserved model: %s %s placed %v", o.Request.ID, o.Status, o.Code, !o.Placed.IsZero())
+					}
+					if d := o.Done.Sub(o.Submitted); d > time.Second {
+						t.Errorf("%s for an unserved model answered after %v, want at once", o.Request.ID, d)
+					}
+					return
+				}
+				if o.Worker != "" && !strings.HasPrefix(o.Worker, want[m]+"-") {
+					t.Errorf("%s for %s ran on %s", o.Request.ID, m, o.Worker)
+				}
+			}
+			run(t, c, tr, name)
+		})
+	}
+}

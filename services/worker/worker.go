@@ -311,6 +311,10 @@ func (w *Worker) onDispatch(ctx context.Context, m jetstream.Msg) {
 		w.runRemote(ctx, d, m)
 		return
 	}
+	if e := w.eng.RefuseModel(d.Admitted.Model, w.cfg.ID); e != nil {
+		w.finish(ctx, d, m, svc.ErrorResult(id, d.Admitted.Tenant, d.Admitted.Priority, e, w.sh.Now()))
+		return
+	}
 	w.mu.Lock()
 	if _, dup := w.inflight[id]; dup {
 		w.mu.Unlock()
