@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchyard-ai/switchyard/internal/bus"
 )
 
 // LeaseBucket is the KV bucket that holds leader leases.
@@ -18,15 +20,14 @@ const LeaseBucket = "sy_leases"
 // after their last write, so a leader that dies — even by kill -9 — loses
 // its lease within ttl and a standby takes over.
 func LeaseKV(ctx context.Context, js jetstream.JetStream, ttl time.Duration, replicas int) (jetstream.KeyValue, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	kv, err := bus.OpenKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      LeaseBucket,
 		Description: "leader leases: one active router",
 		TTL:         ttl,
-		History:     1,
-		Replicas:    max(1, replicas),
-	})
+		Replicas:    replicas,
+	}, bus.KVUpdate)
 	if err != nil {
-		return nil, fmt.Errorf("lease bucket: %w", err)
+		return nil, fmt.Errorf("leases: %w", err)
 	}
 	return kv, nil
 }
@@ -115,15 +116,14 @@ const MemberBucket = "sy_routers"
 // MemberKV opens (creating if needed) the membership bucket. As with the
 // leases, a member killed by kill -9 drops out within ttl.
 func MemberKV(ctx context.Context, js jetstream.JetStream, ttl time.Duration, replicas int) (jetstream.KeyValue, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	kv, err := bus.OpenKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      MemberBucket,
 		Description: "live active-active routers, one key each",
 		TTL:         ttl,
-		History:     1,
-		Replicas:    max(1, replicas),
-	})
+		Replicas:    replicas,
+	}, bus.KVUpdate)
 	if err != nil {
-		return nil, fmt.Errorf("member bucket: %w", err)
+		return nil, fmt.Errorf("router membership: %w", err)
 	}
 	return kv, nil
 }
