@@ -40,4 +40,9 @@ const (
 	// subject in the same stream the server republishes it on.
 	HeaderSchedule       = "Nats-Schedule"
 	HeaderScheduleTarget = "Nats-Schedule-Target"
+	// HeaderDLQReason, HeaderDLQSubject and HeaderDLQAt say why, from
+	// where and when a message was dead-lettered on sy.dlq.<service>.
+	HeaderDLQReason  = "Sy-Dlq-Reason"
+	HeaderDLQSubject = "Sy-Dlq-Subject"
+	HeaderDLQAt      = "Sy-Dlq-At"
 )

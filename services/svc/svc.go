@@ -191,9 +191,9 @@ func (s *Shell) DeadLetter(ctx context.Context, orig *nats.Msg, reason string) e
 		}
 	}
 	m.Header.Del(schemas.HeaderMsgID)
-	m.Header.Set("Sy-Dlq-Reason", reason)
-	m.Header.Set("Sy-Dlq-Subject", orig.Subject)
-	m.Header.Set("Sy-Dlq-At", s.Now().UTC().Format(time.RFC3339Nano))
+	m.Header.Set(subjects.HeaderDLQReason, reason)
+	m.Header.Set(subjects.HeaderDLQSubject, orig.Subject)
+	m.Header.Set(subjects.HeaderDLQAt, s.Now().UTC().Format(time.RFC3339Nano))
 	if _, err := s.JS.PublishMsg(ctx, m); err != nil {
 		return fmt.Errorf("dead-letter: %w", err)
 	}
