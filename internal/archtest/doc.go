@@ -5,6 +5,9 @@
 // line its kind draws — a core package that imports NATS, the network or
 // the operating system, or reads the wall clock; anything under
 // internal/ importing services/; production code importing a test kit.
+// A second test holds subjects/ to owning the wire names: a subject,
+// header or consumer-name literal spelled anywhere else under internal/,
+// services/, cmd/ or loadgen/ fails it.
 //
 // The package holds no production code: everything is in its tests, so
 // it is run by `go test ./internal/archtest/`. A new package under
