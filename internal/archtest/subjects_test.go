@@ -21,9 +21,6 @@ var knownWireLiterals = map[string]string{
 	"internal/control/wire.go sy.ctl.replicas.*":    "the controller's wildcards; internal/control was being edited by another engineer when subjects/ took the rest",
 	"internal/control/wire.go sy.ctl.shed.*":        "the controller's wildcards; internal/control was being edited by another engineer when subjects/ took the rest",
 	"internal/routing/journal.go Sy-Journal-Inputs": "services/router sets it as routing.HeaderJournalInputs; moves with the router's next edit",
-	"services/router/router.go router-":             "router.ConsumerName; subjects.RouterConsumer replaces it with the router's next edit",
-	"services/router/router.go worker-":             "the router's worker-consumer scan; subjects.WorkerConsumerPrefix replaces it with the router's next edit",
-	"services/worker/worker.go worker-":             "worker.ConsumerName; subjects.WorkerConsumer replaces it with the worker's next edit",
 	"internal/chaos/chaos.go router-":               "the chaos drill names a router's consumer; internal/chaos was being edited by another engineer",
 }
 

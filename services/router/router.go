@@ -35,9 +35,6 @@ import (
 	"github.com/switchyard-ai/switchyard/subjects"
 )
 
-// ConsumerName is the durable consumer per class that router replicas share.
-func ConsumerName(class string) string { return "router-" + class }
-
 // Config configures a router.
 type Config struct {
 	// Window is the most admitted requests held unacked per class.
@@ -353,7 +350,7 @@ func (r *Router) consume(ctx context.Context) error {
 	}()
 	for _, class := range schemas.Priorities {
 		cons, err := r.sh.JS.CreateOrUpdateConsumer(ctx, subjects.StreamAdmitted, jetstream.ConsumerConfig{
-			Durable:       ConsumerName(class),
+			Durable:       subjects.RouterConsumer(class),
 			Description:   "router replicas share this consumer for class " + class,
 			FilterSubject: subjects.AdmittedClass(class),
 			AckPolicy:     jetstream.AckExplicitPolicy,
@@ -411,7 +408,7 @@ func (r *Router) inflightDispatches(ctx context.Context, keep func(*schemas.Disp
 	var out []schemas.Dispatch
 	lister := st.ListConsumers(ctx)
 	for info := range lister.Info() {
-		if !strings.HasPrefix(info.Name, "worker-") || info.NumAckPending == 0 {
+		if !strings.HasPrefix(info.Name, subjects.WorkerConsumerPrefix) || info.NumAckPending == 0 {
 			continue
 		}
 		first, last := info.AckFloor.Stream+1, info.Delivered.Stream

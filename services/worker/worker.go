@@ -168,10 +168,6 @@ func (c simClock) realUntil(sim time.Time) time.Time {
 	return c.real0.Add(time.Duration(float64(sim.Sub(c.sim0)) / c.speed))
 }
 
-// ConsumerName is the worker's durable dispatch consumer. It survives a
-// worker restart, so a worker that comes back finds what it held.
-func ConsumerName(id string) string { return "worker-" + id }
-
 // Run serves until ctx ends, then drains: it stops taking dispatches and
 // finishes what it holds before returning.
 func (w *Worker) Run(ctx context.Context) error {
@@ -189,7 +185,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		maxAck = 512
 	}
 	cons, err := w.sh.JS.CreateOrUpdateConsumer(ctx, subjects.StreamDispatch, jetstream.ConsumerConfig{
-		Durable:       ConsumerName(w.cfg.ID),
+		Durable:       subjects.WorkerConsumer(w.cfg.ID), // survives a restart: a worker that comes back finds what it held
 		FilterSubject: subjects.Dispatch(w.cfg.ID),
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       30 * time.Second,
