@@ -131,8 +131,13 @@ func (p *proc) waitReady(ctx context.Context) error {
 }
 
 // tail is the last n lines of the log, for error messages.
-func (p *proc) tail(n int) string {
-	f, err := os.Open(p.logPath)
+func (p *proc) tail(n int) string { return TailFile(p.logPath, n) }
+
+// TailFile is the last n lines of the file at path (a process's log), or
+// the error that kept it from being read: for failure messages, here and
+// in the fault tests' harness.
+func TailFile(path string, n int) string {
+	f, err := os.Open(path)
 	if err != nil {
 		return err.Error()
 	}

@@ -6,10 +6,10 @@
 package faulttest
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/switchyard-ai/switchyard/internal/chaos"
 	"net"
 	"os"
 	"os/exec"
@@ -134,25 +134,7 @@ func (p *Proc) WaitFor(ctx context.Context, s string) error {
 }
 
 // Tail returns the last n lines of the log, for failure messages.
-func (p *Proc) Tail(n int) string { return tail(p.Log, n) }
-
-func tail(path string, n int) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return err.Error()
-	}
-	defer f.Close()
-	var lines []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-	}
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func (p *Proc) Tail(n int) string { return chaos.TailFile(p.Log, n) }
 
 // LastLine is the last line of stdout (loadgen's JSON summary).
-func (p *Proc) LastLine() string { return strings.TrimSpace(tail(p.Out, 1)) }
+func (p *Proc) LastLine() string { return strings.TrimSpace(chaos.TailFile(p.Out, 1)) }

@@ -11,7 +11,7 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/tokens"
 )
 
-// tracesDir holds slices of the real traces in ../../shared/traces, cut
+// tracesDir holds slices of the real traces in the steering repository, cut
 // to their first rows (testdata/README.md), so the tests run in a fresh
 // clone with nothing beside it.
 const tracesDir = "../../testdata/traces"
