@@ -66,3 +66,13 @@ func TestOpenKVErrors(t *testing.T) {
 		t.Error("an unknown mode was accepted")
 	}
 }
+
+// TestOpenKVRefusalIsNotRetried: a config the server refuses returns at
+// once; only timeouts are retried (timedOut, kv_internal_test.go).
+func TestOpenKVRefusalIsNotRetried(t *testing.T) {
+	js := bustest.Start(t).JS
+	start := time.Now()
+	if _, err := bus.OpenKV(context.Background(), js, jetstream.KeyValueConfig{Bucket: "bad.name"}, bus.KVUpdate); err == nil || time.Since(start) > time.Second {
+		t.Fatalf("a refused config: %v after %v, want an error at once", err, time.Since(start))
+	}
+}
