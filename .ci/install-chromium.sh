@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs Debian's Chromium for the report tests (internal/reporttest),
+# Installs Debian's Chromium for the report tests (internal/testkit/reporttest),
 # which render the simulator's and replay's HTML reports headless and fail
 # on a script error or a broken layout. Skipped when chromium is already
 # on PATH. Needs root or passwordless sudo for apt-get.

@@ -2,9 +2,9 @@
 # Installs the outside programs the tests drive, at pinned versions, into
 # the repository so nothing global changes:
 #   .tools/bin/nats                 natscli (github.com/nats-io/natscli), for
-#                                   the client tests (internal/clienttest)
+#                                   the client tests (internal/testkit/clienttest)
 #   .tools/bin/ollama               Ollama (llama.cpp inside, CPU build), the
-#                                   real engine of internal/enginetest
+#                                   real engine of internal/testkit/enginetest
 #   .ci/js/natsclient/node_modules  the npm package `nats` (exact version in
 #                                   package.json, integrity in package-lock.json)
 # Re-running is cheap: each step is skipped when its pinned version is present.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchyard-ai/switchyard/internal/tokens"
+	"github.com/switchyard-ai/switchyard/internal/core/tokens"
 )
 
 func TestRateCurveAt(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/switchyard-ai/switchyard/internal/tokens"
+	"github.com/switchyard-ai/switchyard/internal/core/tokens"
 	"github.com/switchyard-ai/switchyard/schemas"
 )
 
@@ -62,7 +62,7 @@ type Workload struct {
 }
 
 // Sizes draws request lengths uniformly from [Min, Max]: prompt tokens
-// (as counted by internal/tokens) and max_tokens.
+// (as counted by internal/core/tokens) and max_tokens.
 type Sizes struct {
 	PromptMin, PromptMax int
 	OutputMin, OutputMax int

@@ -93,7 +93,7 @@ type Admitted struct {
 	// PromptTokens is the tokenizer's count of the prompt.
 	PromptTokens int `json:"prompt_tokens"`
 	// BlockHashes are the chained hashes of the prompt's full KV blocks
-	// (internal/tokens), used for prefix-aware placement.
+	// (internal/core/tokens), used for prefix-aware placement.
 	BlockHashes []uint64 `json:"block_hashes,omitempty"`
 	// Attempt is 0 for the first placement and counts retries after.
 	Attempt int `json:"attempt,omitempty"`
@@ -106,7 +106,7 @@ type Admitted struct {
 	WorkflowStartedAt time.Time `json:"workflow_started_at,omitempty"`
 	// TTFTTargetMs and TPOTTargetMs are the request's latency objective
 	// beyond its deadline (time to first token, mean time per output token
-	// after it); zero means only the deadline is promised (internal/slo).
+	// after it); zero means only the deadline is promised (internal/core/slo).
 	TTFTTargetMs float64 `json:"ttft_target_ms,omitempty"`
 	TPOTTargetMs float64 `json:"tpot_target_ms,omitempty"`
 }

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchyard-ai/switchyard/internal/bus"
+	"github.com/switchyard-ai/switchyard/internal/adapter/bus"
 )
 
 func TestBuildersAndParsersAgree(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/switchyard-ai/switchyard/internal/auth"
+	"github.com/switchyard-ai/switchyard/internal/adapter/auth"
 )
 
 // runAuth is `switchyard auth`: generate a nats-server accounts block with

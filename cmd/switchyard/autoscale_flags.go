@@ -3,7 +3,7 @@ package main
 import (
 	"flag"
 
-	"github.com/switchyard-ai/switchyard/internal/stack"
+	"github.com/switchyard-ai/switchyard/services/stack"
 )
 
 // autoscaleFlags are the local-scaler flags `up` and `demo` share.

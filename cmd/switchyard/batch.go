@@ -14,8 +14,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/switchyard-ai/switchyard/internal/batch"
-	"github.com/switchyard-ai/switchyard/internal/bus"
+	"github.com/switchyard-ai/switchyard/internal/adapter/batch"
+	"github.com/switchyard-ai/switchyard/internal/adapter/bus"
 	"github.com/switchyard-ai/switchyard/services/client"
 )
 

@@ -17,10 +17,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/switchyard-ai/switchyard/internal/bus"
-	"github.com/switchyard-ai/switchyard/internal/stack"
+	"github.com/switchyard-ai/switchyard/internal/adapter/bus"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/client"
+	"github.com/switchyard-ai/switchyard/services/stack"
 	"github.com/switchyard-ai/switchyard/subjects"
 )
 

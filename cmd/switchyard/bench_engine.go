@@ -13,12 +13,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/switchyard-ai/switchyard/internal/backend/openai"
-	"github.com/switchyard-ai/switchyard/internal/enginetest"
-	"github.com/switchyard-ai/switchyard/internal/gguf"
-	"github.com/switchyard-ai/switchyard/internal/stack"
+	"github.com/switchyard-ai/switchyard/internal/adapter/backend/openai"
+	"github.com/switchyard-ai/switchyard/internal/adapter/gguf"
+	"github.com/switchyard-ai/switchyard/internal/testkit/enginetest"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/client"
+	"github.com/switchyard-ai/switchyard/services/stack"
 )
 
 // EngineBenchResult is `switchyard bench engine --json`'s last line. Each

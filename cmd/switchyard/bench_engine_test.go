@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/switchyard-ai/switchyard/internal/enginetest"
+	"github.com/switchyard-ai/switchyard/internal/testkit/enginetest"
 )
 
 // TestBenchEngineSmoke runs the engine bench for a few pairs against the

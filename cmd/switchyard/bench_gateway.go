@@ -17,8 +17,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/switchyard-ai/switchyard/internal/bus"
-	gw "github.com/switchyard-ai/switchyard/internal/gateway"
+	"github.com/switchyard-ai/switchyard/internal/adapter/bus"
+	gw "github.com/switchyard-ai/switchyard/internal/adapter/gateway"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/client"
 	"github.com/switchyard-ai/switchyard/services/gateway"

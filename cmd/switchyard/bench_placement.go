@@ -11,8 +11,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/switchyard-ai/switchyard/internal/perf"
-	"github.com/switchyard-ai/switchyard/internal/placement"
+	"github.com/switchyard-ai/switchyard/internal/core/perf"
+	"github.com/switchyard-ai/switchyard/internal/core/placement"
 )
 
 // runBenchPlacement measures one placement decision over a synthetic fleet:
@@ -20,7 +20,7 @@ import (
 // the heap the fleet view and prefix index occupy. By default it uses
 // placement.BenchCost, a linear stand-in for the roofline cost model, so the
 // figures measure the placer, not the predictor; --cost roofline puts
-// internal/perf's predictor in, for what a live placement costs.
+// internal/core/perf's predictor in, for what a live placement costs.
 //
 // The timed calls cycle through 1,024 requests, so each request is timed
 // about ops/1024 times; best_p50_us and best_p99_us are the percentiles of
@@ -35,7 +35,7 @@ func runBenchPlacement(ctx context.Context, args []string, stdout io.Writer) err
 	ops := fs.Int("ops", 20000, "placements to time")
 	seed := fs.Uint64("seed", 1, "synthetic fleet seed")
 	asJSON := fs.Bool("json", false, "print a JSON summary as the last line")
-	costName := fs.String("cost", "linear", "cost model: linear (placement.BenchCost, the default: measures the placer) or roofline (internal/perf's predictor, as the router uses; the fleet's names mapped to the catalog)")
+	costName := fs.String("cost", "linear", "cost model: linear (placement.BenchCost, the default: measures the placer) or roofline (internal/core/perf's predictor, as the router uses; the fleet's names mapped to the catalog)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

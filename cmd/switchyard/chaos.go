@@ -11,10 +11,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/switchyard-ai/switchyard/internal/chaos"
+	"github.com/switchyard-ai/switchyard/internal/driver/chaos"
 )
 
-// runChaos runs the chaos drill (internal/chaos): this binary's services as
+// runChaos runs the chaos drill (internal/driver/chaos): this binary's services as
 // separate processes on a 3-node JetStream cluster on loopback, loadgen
 // within capacity, and seeded kill -9s of workers, routers, admitters and
 // one NATS node at a time, each restarted; it ends with loadgen's counters.

@@ -13,10 +13,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/switchyard-ai/switchyard/internal/stack"
 	"github.com/switchyard-ai/switchyard/loadgen"
 	"github.com/switchyard-ai/switchyard/loadgen/tally"
 	"github.com/switchyard-ai/switchyard/schemas"
+	"github.com/switchyard-ai/switchyard/services/stack"
 )
 
 func runDemo(ctx context.Context, args []string, stdout io.Writer) error {

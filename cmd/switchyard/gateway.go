@@ -10,7 +10,7 @@ import (
 	"net/http"
 	"time"
 
-	gw "github.com/switchyard-ai/switchyard/internal/gateway"
+	gw "github.com/switchyard-ai/switchyard/internal/adapter/gateway"
 	"github.com/switchyard-ai/switchyard/services/gateway"
 )
 

@@ -9,13 +9,13 @@ import (
 	"io"
 	"text/tabwriter"
 
-	"github.com/switchyard-ai/switchyard/internal/config"
-	"github.com/switchyard-ai/switchyard/internal/perf"
-	"github.com/switchyard-ai/switchyard/internal/tokens"
+	"github.com/switchyard-ai/switchyard/internal/adapter/config"
+	"github.com/switchyard-ai/switchyard/internal/core/perf"
+	"github.com/switchyard-ai/switchyard/internal/core/tokens"
 )
 
 // runGPU is `switchyard gpu`: capacity planning from the performance model
-// (internal/perf) over the GPU and model catalog (internal/catalog).
+// (internal/core/perf) over the GPU and model catalog (internal/core/catalog).
 //
 //	switchyard gpu predict --gpu h100 --model llama-3.1-8b --input 1000 --output 200 --batch 32 [--json]
 //	switchyard gpu list [--json]

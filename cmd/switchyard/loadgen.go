@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/switchyard-ai/switchyard/internal/bus"
+	"github.com/switchyard-ai/switchyard/internal/adapter/bus"
 	"github.com/switchyard-ai/switchyard/loadgen"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/subjects"

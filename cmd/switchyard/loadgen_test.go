@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchyard-ai/switchyard/internal/stack"
 	"github.com/switchyard-ai/switchyard/loadgen"
 	"github.com/switchyard-ai/switchyard/loadgen/tally"
 	"github.com/switchyard-ai/switchyard/schemas"
+	"github.com/switchyard-ai/switchyard/services/stack"
 )
 
 // TestLoadgenJSON drives a running system over TCP the way an operator

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchyard-ai/switchyard/internal/replay"
-	"github.com/switchyard-ai/switchyard/internal/reporttest"
+	"github.com/switchyard-ai/switchyard/internal/core/replay"
+	"github.com/switchyard-ai/switchyard/internal/testkit/reporttest"
 )
 
 // TestReplayReproducesDemo records a short demo in a store directory and

@@ -12,15 +12,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/switchyard-ai/switchyard/internal/admission"
-	"github.com/switchyard-ai/switchyard/internal/bus"
-	"github.com/switchyard-ai/switchyard/internal/cache"
-	"github.com/switchyard-ai/switchyard/internal/catalog"
-	"github.com/switchyard-ai/switchyard/internal/catalog/fleetlearn"
-	"github.com/switchyard-ai/switchyard/internal/config"
-	"github.com/switchyard-ai/switchyard/internal/perf"
-	"github.com/switchyard-ai/switchyard/internal/routing"
-	"github.com/switchyard-ai/switchyard/internal/workflow"
+	"github.com/switchyard-ai/switchyard/internal/adapter/bus"
+	"github.com/switchyard-ai/switchyard/internal/adapter/cachestore"
+	"github.com/switchyard-ai/switchyard/internal/adapter/config"
+	"github.com/switchyard-ai/switchyard/internal/adapter/fleetlearn"
+	"github.com/switchyard-ai/switchyard/internal/adapter/workflowstore"
+	"github.com/switchyard-ai/switchyard/internal/core/admission"
+	"github.com/switchyard-ai/switchyard/internal/core/catalog"
+	"github.com/switchyard-ai/switchyard/internal/core/perf"
+	"github.com/switchyard-ai/switchyard/internal/core/routing"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/admitter"
 	"github.com/switchyard-ai/switchyard/services/router"
@@ -137,7 +137,7 @@ func runAdmitter(ctx context.Context, args []string, _ io.Writer) error {
 	}
 	defer served.Stop()
 	return admitter.New(sh, admitter.Config{ModelKnown: served.KnownOrServed(known),
-		Tenants: tenants, Catalog: cat, Cache: cache.Config{Replicas: f.replicas}, Workflow: workflow.Config{Replicas: f.replicas}}).Run(ctx)
+		Tenants: tenants, Catalog: cat, Cache: cachestore.Config{Replicas: f.replicas}, Workflow: workflowstore.Config{Replicas: f.replicas}}).Run(ctx)
 }
 
 func runRouter(ctx context.Context, args []string, _ io.Writer) error {

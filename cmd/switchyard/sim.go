@@ -16,9 +16,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/switchyard-ai/switchyard/internal/control"
-	"github.com/switchyard-ai/switchyard/internal/perf"
-	"github.com/switchyard-ai/switchyard/internal/sim"
+	"github.com/switchyard-ai/switchyard/internal/core/control"
+	"github.com/switchyard-ai/switchyard/internal/core/perf"
+	"github.com/switchyard-ai/switchyard/internal/driver/sim"
 	"github.com/switchyard-ai/switchyard/loadgen/traces"
 )
 
@@ -49,7 +49,7 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	genDur := fs.Duration("gen-duration", 10*time.Minute, "agentic: generation window")
 	stage := fs.Duration("stage", 60*time.Second, "shared-prefix: duration of each ladder stage")
 	parallel := fs.Int("parallel", runtime.GOMAXPROCS(0), "runs in parallel")
-	autoscale := fs.Bool("autoscale", false, "also run each policy with the control loop scaling the fleet (internal/control in virtual time); --gpus is then the starting fleet")
+	autoscale := fs.Bool("autoscale", false, "also run each policy with the control loop scaling the fleet (internal/core/control in virtual time); --gpus is then the starting fleet")
 	autoscaleOnly := fs.Bool("autoscale-only", false, "autoscale: run only the autoscaled variants, not each policy on the fixed starting fleet as well")
 	asMin := fs.Int("autoscale-min", 1, "autoscale: fewest replicas per pool")
 	asMax := fs.Int("autoscale-max", 64, "autoscale: most replicas per pool")

@@ -11,7 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/switchyard-ai/switchyard/internal/sim"
+	"github.com/switchyard-ai/switchyard/internal/driver/sim"
 	"github.com/switchyard-ai/switchyard/loadgen/traces"
 )
 

@@ -13,10 +13,10 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/switchyard-ai/switchyard/internal/bus"
-	"github.com/switchyard-ai/switchyard/internal/catalog"
-	"github.com/switchyard-ai/switchyard/internal/config"
-	"github.com/switchyard-ai/switchyard/internal/stack"
+	"github.com/switchyard-ai/switchyard/internal/adapter/bus"
+	"github.com/switchyard-ai/switchyard/internal/adapter/config"
+	"github.com/switchyard-ai/switchyard/internal/core/catalog"
+	"github.com/switchyard-ai/switchyard/services/stack"
 	"github.com/switchyard-ai/switchyard/services/svc"
 	"github.com/switchyard-ai/switchyard/subjects"
 )

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/switchyard-ai/switchyard/internal/catalog"
-	"github.com/switchyard-ai/switchyard/internal/stack"
+	"github.com/switchyard-ai/switchyard/internal/core/catalog"
+	"github.com/switchyard-ai/switchyard/services/stack"
 	"github.com/switchyard-ai/switchyard/services/worker"
 )
 

@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/switchyard-ai/switchyard/internal/tokens"
+	"github.com/switchyard-ai/switchyard/internal/core/tokens"
 )
 
 // AgenticConfig shapes the synthetic agentic workload.

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/switchyard-ai/switchyard/internal/tokens"
+	"github.com/switchyard-ai/switchyard/internal/core/tokens"
 )
 
 // azureTimeLayout is the Azure 2023 TIMESTAMP format (no zone, 7 digits).

@@ -10,7 +10,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/switchyard-ai/switchyard/internal/tokens"
+	"github.com/switchyard-ai/switchyard/internal/core/tokens"
 )
 
 // MooncakeBlockTokens is the block size of Mooncake's hash_ids.

@@ -27,7 +27,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/switchyard-ai/switchyard/internal/tokens"
+	"github.com/switchyard-ai/switchyard/internal/core/tokens"
 )
 
 // ServeGenWindowSeconds is the width of a ServeGen rate window.

@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/switchyard-ai/switchyard/internal/tokens"
+	"github.com/switchyard-ai/switchyard/internal/core/tokens"
 	"github.com/switchyard-ai/switchyard/schemas"
 )
 

@@ -5,7 +5,7 @@
 // tenants, priority classes and latency targets they do not carry.
 //
 // Every request's prompt is described by the chained 16-token block hashes
-// of internal/tokens, so the simulator's engines, the fleet's prefix index
+// of internal/core/tokens, so the simulator's engines, the fleet's prefix index
 // and every routing policy see prefix reuse exactly as the live system does.
 // Readers are deterministic: the same file and seed give the same requests.
 package traces

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchyard-ai/switchyard/internal/tokens"
+	"github.com/switchyard-ai/switchyard/internal/core/tokens"
 )
 
 // tracesDir holds slices of the real traces in the steering repository, cut

@@ -1,5 +1,5 @@
 // Package admitter is the admitter service shell. It consumes SUBMIT,
-// decodes each submission (internal/intake), gathers what the admission
+// decodes each submission (internal/adapter/intake), gathers what the admission
 // core needs — the tenant's profile, the workflow's registry state, a
 // cache lookup, the queue depth per class and the fleet's throughput from
 // heartbeats — asks admission.Decide, and carries the decision out:
@@ -21,12 +21,13 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/switchyard-ai/switchyard/internal/admission"
-	"github.com/switchyard-ai/switchyard/internal/cache"
-	"github.com/switchyard-ai/switchyard/internal/catalog"
-	"github.com/switchyard-ai/switchyard/internal/intake"
-	"github.com/switchyard-ai/switchyard/internal/perf"
-	"github.com/switchyard-ai/switchyard/internal/workflow"
+	"github.com/switchyard-ai/switchyard/internal/adapter/cachestore"
+	"github.com/switchyard-ai/switchyard/internal/adapter/intake"
+	"github.com/switchyard-ai/switchyard/internal/adapter/workflowstore"
+	"github.com/switchyard-ai/switchyard/internal/core/admission"
+	"github.com/switchyard-ai/switchyard/internal/core/catalog"
+	"github.com/switchyard-ai/switchyard/internal/core/perf"
+	"github.com/switchyard-ai/switchyard/internal/core/workflow"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/svc"
 	"github.com/switchyard-ai/switchyard/subjects"
@@ -50,7 +51,7 @@ type Config struct {
 	// estimator over the tenants' model ladder.
 	Estimate admission.Estimator
 	// Service predicts prefill and decode seconds on a replica kind
-	// (internal/perf's roofline model when nil): the estimate admission
+	// (internal/core/perf's roofline model when nil): the estimate admission
 	// sheds and defers on is the request alone on the fastest kind of
 	// replica the live fleet serves its model on, as the simulator's is;
 	// Estimate is the fallback while no worker has been heard from.
@@ -59,9 +60,9 @@ type Config struct {
 	Defer   admission.DeferPolicy
 	// Cache configures the response cache bucket; NoCache turns the cache
 	// off for every tenant.
-	Cache    cache.Config
+	Cache    cachestore.Config
 	NoCache  bool
-	Workflow workflow.Config
+	Workflow workflowstore.Config
 	// LoadInterval is how often the router consumers' pending counts are
 	// read; 0 means 500 ms.
 	LoadInterval    time.Duration
@@ -99,8 +100,8 @@ type Admitter struct {
 	sh     *svc.Shell
 	cfg    Config
 	quotas *admission.Quotas
-	store  *cache.Store
-	reg    *workflow.Registry
+	store  *cachestore.Store
+	reg    *workflowstore.Registry
 
 	mu    sync.Mutex
 	fleet admission.FleetView
@@ -171,11 +172,11 @@ func (a *Admitter) Run(ctx context.Context) error {
 	defer a.sh.FlushEvents()
 	var err error
 	if !a.cfg.NoCache {
-		if a.store, err = cache.Open(ctx, a.sh.JS, a.cfg.Cache); err != nil {
+		if a.store, err = cachestore.Open(ctx, a.sh.JS, a.cfg.Cache); err != nil {
 			return err
 		}
 	}
-	if a.reg, err = workflow.Open(ctx, a.sh.JS, a.cfg.Workflow); err != nil {
+	if a.reg, err = workflowstore.Open(ctx, a.sh.JS, a.cfg.Workflow); err != nil {
 		return err
 	}
 	hb, err := a.sh.NC.Subscribe(subjects.HeartbeatAll, a.onHeartbeat)

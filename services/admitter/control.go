@@ -8,8 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/switchyard-ai/switchyard/internal/admission"
-	"github.com/switchyard-ai/switchyard/internal/control"
+	"github.com/switchyard-ai/switchyard/internal/core/admission"
+	"github.com/switchyard-ai/switchyard/internal/core/control"
 	"github.com/switchyard-ai/switchyard/services/svc"
 )
 

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchyard-ai/switchyard/internal/admission"
-	"github.com/switchyard-ai/switchyard/internal/bus"
-	"github.com/switchyard-ai/switchyard/internal/control"
+	"github.com/switchyard-ai/switchyard/internal/adapter/bus"
+	"github.com/switchyard-ai/switchyard/internal/core/admission"
+	"github.com/switchyard-ai/switchyard/internal/core/control"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/svc"
 )

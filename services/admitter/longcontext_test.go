@@ -15,9 +15,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/switchyard-ai/switchyard/internal/bus/bustest"
-	"github.com/switchyard-ai/switchyard/internal/catalog"
-	gw "github.com/switchyard-ai/switchyard/internal/gateway"
+	gw "github.com/switchyard-ai/switchyard/internal/adapter/gateway"
+	"github.com/switchyard-ai/switchyard/internal/core/catalog"
+	"github.com/switchyard-ai/switchyard/internal/testkit/bustest"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/client"
 	"github.com/switchyard-ai/switchyard/services/gateway"

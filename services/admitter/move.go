@@ -8,11 +8,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/switchyard-ai/switchyard/internal/admission"
-	"github.com/switchyard-ai/switchyard/internal/catalog"
-	"github.com/switchyard-ai/switchyard/internal/control"
-	"github.com/switchyard-ai/switchyard/internal/perf"
-	"github.com/switchyard-ai/switchyard/internal/tokens"
+	"github.com/switchyard-ai/switchyard/internal/core/admission"
+	"github.com/switchyard-ai/switchyard/internal/core/catalog"
+	"github.com/switchyard-ai/switchyard/internal/core/control"
+	"github.com/switchyard-ai/switchyard/internal/core/perf"
+	"github.com/switchyard-ai/switchyard/internal/core/tokens"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/svc"
 )

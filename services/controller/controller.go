@@ -1,13 +1,13 @@
 // Package controller is the control-loop service shell: it gathers worker
 // heartbeats (sy.hb.>), the router's queue depth per class (JetStream
 // consumer info of the router-<class> consumers) and results (SLO
-// attainment per class and the request mix), runs internal/control every
+// attainment per class and the request mix), runs internal/core/control every
 // interval and publishes its decisions on sy.ctl.> — per-worker spec
 // decoding, budgets and warmth, per-pool desired replicas, per-class
 // shedding margins — each change also an event with its reason. It exports
 // switchyard_desired_replicas{pool} for KEDA or an HPA. Its Scaler acts on
 // desired replicas inside one process (switchyard up / demo). All decisions
-// are internal/control's; this package moves bytes.
+// are internal/core/control's; this package moves bytes.
 package controller
 
 import (
@@ -18,7 +18,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/switchyard-ai/switchyard/internal/control"
+	"github.com/switchyard-ai/switchyard/internal/core/control"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/svc"
 	"github.com/switchyard-ai/switchyard/subjects"

@@ -9,14 +9,14 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/switchyard-ai/switchyard/internal/control"
+	"github.com/switchyard-ai/switchyard/internal/core/control"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/svc"
 	"github.com/switchyard-ai/switchyard/subjects"
 )
 
 // ScalerConfig configures a local scaler. Add and Stop are the process's
-// worker lifecycle (internal/stack's AddWorker and StopWorker in
+// worker lifecycle (services/stack's AddWorker and StopWorker in
 // `switchyard up` and `demo`); passing functions keeps this package free
 // of a dependency on the stack that runs it.
 type ScalerConfig struct {

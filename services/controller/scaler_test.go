@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchyard-ai/switchyard/internal/control"
-	"github.com/switchyard-ai/switchyard/internal/stack"
+	"github.com/switchyard-ai/switchyard/internal/core/control"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/client"
 	"github.com/switchyard-ai/switchyard/services/controller"
+	"github.com/switchyard-ai/switchyard/services/stack"
 )
 
 func waitFor(t *testing.T, what string, d time.Duration, ok func() bool) {

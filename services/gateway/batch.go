@@ -15,8 +15,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
-	"github.com/switchyard-ai/switchyard/internal/batch"
-	gw "github.com/switchyard-ai/switchyard/internal/gateway"
+	"github.com/switchyard-ai/switchyard/internal/adapter/batch"
+	gw "github.com/switchyard-ai/switchyard/internal/adapter/gateway"
 	"github.com/switchyard-ai/switchyard/schemas"
 )
 
@@ -25,7 +25,7 @@ import (
 const FilesBucket = "sy_files"
 
 // Output and error files of a batch are not stored: they are rendered on
-// demand from RESULTS (internal/batch.Collect), which keeps the gateway
+// demand from RESULTS (internal/adapter/batch.Collect), which keeps the gateway
 // stateless and the output always current. Their ids say which batch.
 const (
 	outputSuffix = "-output"
@@ -87,7 +87,7 @@ type RequestCounts struct {
 	Failed    int `json:"failed"`
 }
 
-// batchMeta is what OpenAI's batch object carries that internal/batch's
+// batchMeta is what OpenAI's batch object carries that internal/adapter/batch's
 // record does not; it is kept beside the files.
 type batchMeta struct {
 	Endpoint    string            `json:"endpoint"`

@@ -4,7 +4,7 @@
 // chunks (sy.tok.<tenant>.<id>) as server-sent events, answers with the
 // final result from RESULTS, and cancels the request on the bus when the
 // client goes away. Every decision (mapping, routing context, error
-// statuses) is in internal/gateway; any number of replicas can run behind
+// statuses) is in internal/adapter/gateway; any number of replicas can run behind
 // a load balancer because all state lives in NATS.
 package gateway
 
@@ -24,9 +24,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/switchyard-ai/switchyard/internal/catalog"
-	gw "github.com/switchyard-ai/switchyard/internal/gateway"
-	"github.com/switchyard-ai/switchyard/internal/routing"
+	gw "github.com/switchyard-ai/switchyard/internal/adapter/gateway"
+	"github.com/switchyard-ai/switchyard/internal/core/catalog"
+	"github.com/switchyard-ai/switchyard/internal/core/routing"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/client"
 	"github.com/switchyard-ai/switchyard/subjects"

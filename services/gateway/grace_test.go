@@ -3,7 +3,7 @@ package gateway
 import (
 	"testing"
 
-	"github.com/switchyard-ai/switchyard/internal/routing"
+	"github.com/switchyard-ai/switchyard/internal/core/routing"
 )
 
 // TestDeadlineGraceOutwaitsTheRouter: by default the gateway waits past a

@@ -1,4 +1,4 @@
-// Package router is the router service shell around internal/routing's
+// Package router is the router service shell around internal/core/routing's
 // state machine. It turns what arrives from NATS — heartbeats, KV events,
 // admitted requests pulled into a bounded look-ahead window (unacked, kept
 // alive with in-progress acks), released bookings, cancels, clock ticks —
@@ -27,9 +27,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/switchyard-ai/switchyard/internal/fleet"
-	"github.com/switchyard-ai/switchyard/internal/placement"
-	"github.com/switchyard-ai/switchyard/internal/routing"
+	"github.com/switchyard-ai/switchyard/internal/core/fleet"
+	"github.com/switchyard-ai/switchyard/internal/core/placement"
+	"github.com/switchyard-ai/switchyard/internal/core/routing"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/svc"
 	"github.com/switchyard-ai/switchyard/subjects"

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchyard-ai/switchyard/internal/bus/bustest"
+	"github.com/switchyard-ai/switchyard/internal/testkit/bustest"
 )
 
 // TestLeaseOneLeaderAndHandover runs two contenders on a real server: only

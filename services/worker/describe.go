@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/switchyard-ai/switchyard/internal/backend/openai"
-	"github.com/switchyard-ai/switchyard/internal/catalog"
+	"github.com/switchyard-ai/switchyard/internal/adapter/backend/openai"
+	"github.com/switchyard-ai/switchyard/internal/core/catalog"
 )
 
 // LearnServedModel makes sure the catalog a worker is built with knows the

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/switchyard-ai/switchyard/internal/catalog"
+	"github.com/switchyard-ai/switchyard/internal/core/catalog"
 )
 
 func TestLearnServedModel(t *testing.T) {

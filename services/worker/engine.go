@@ -8,9 +8,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/switchyard-ai/switchyard/internal/backend/openai"
-	"github.com/switchyard-ai/switchyard/internal/catalog"
-	"github.com/switchyard-ai/switchyard/internal/perf"
+	"github.com/switchyard-ai/switchyard/internal/adapter/backend/openai"
+	"github.com/switchyard-ai/switchyard/internal/core/catalog"
+	"github.com/switchyard-ai/switchyard/internal/core/perf"
 	"github.com/switchyard-ai/switchyard/schemas"
 )
 

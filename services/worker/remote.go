@@ -8,9 +8,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/switchyard-ai/switchyard/internal/backend/openai"
-	"github.com/switchyard-ai/switchyard/internal/nvml"
-	"github.com/switchyard-ai/switchyard/internal/perf"
+	"github.com/switchyard-ai/switchyard/internal/adapter/backend/openai"
+	"github.com/switchyard-ai/switchyard/internal/adapter/nvml"
+	"github.com/switchyard-ai/switchyard/internal/core/perf"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/svc"
 )

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/switchyard-ai/switchyard/internal/backend/vllmkv"
+	"github.com/switchyard-ai/switchyard/internal/adapter/backend/vllmkv"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/svc"
 	"github.com/switchyard-ai/switchyard/subjects"

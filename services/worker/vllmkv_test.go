@@ -13,10 +13,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/switchyard-ai/switchyard/internal/backend/vllmkv/vllmkvtest"
-	"github.com/switchyard-ai/switchyard/internal/bus/bustest"
-	"github.com/switchyard-ai/switchyard/internal/fleet"
-	"github.com/switchyard-ai/switchyard/internal/tokens"
+	"github.com/switchyard-ai/switchyard/internal/adapter/backend/vllmkv/vllmkvtest"
+	"github.com/switchyard-ai/switchyard/internal/core/fleet"
+	"github.com/switchyard-ai/switchyard/internal/core/tokens"
+	"github.com/switchyard-ai/switchyard/internal/testkit/bustest"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/svc"
 	"github.com/switchyard-ai/switchyard/subjects"

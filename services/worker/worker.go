@@ -18,10 +18,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/switchyard-ai/switchyard/internal/catalog"
-	"github.com/switchyard-ai/switchyard/internal/engine"
-	"github.com/switchyard-ai/switchyard/internal/perf"
-	"github.com/switchyard-ai/switchyard/internal/slo"
+	"github.com/switchyard-ai/switchyard/internal/core/catalog"
+	"github.com/switchyard-ai/switchyard/internal/core/engine"
+	"github.com/switchyard-ai/switchyard/internal/core/perf"
+	"github.com/switchyard-ai/switchyard/internal/core/slo"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/svc"
 	"github.com/switchyard-ai/switchyard/subjects"
@@ -178,7 +178,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			"backend", "openai", "server", w.cfg.OpenAIURL, "nvml", w.remote.haveGPU, "gpu_name", w.remote.gpu.Name)
 	} else {
 		w.sh.Log.Info("worker starting", "gpu", w.replica.GPU.Name, "model", w.cfg.Model, "simulated", true,
-			"note", "simulated GPU: timings come from the roofline model in internal/perf, not a real device")
+			"note", "simulated GPU: timings come from the roofline model in internal/core/perf, not a real device")
 	}
 	maxAck := w.cfg.MaxBatch * 2
 	if maxAck <= 0 {

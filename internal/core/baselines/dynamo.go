@@ -1,0 +1,155 @@
+package baselines
+
+import (
+	"time"
+
+	"github.com/switchyard-ai/switchyard/internal/core/fleet"
+	"github.com/switchyard-ai/switchyard/internal/core/placement"
+	"github.com/switchyard-ai/switchyard/internal/core/tokens"
+)
+
+// DynamoConfig is the KV router's tuning.
+type DynamoConfig struct {
+	// OverlapScoreWeight weighs prefill blocks against decode blocks
+	// (--kv-overlap-score-weight, default 1.0).
+	OverlapScoreWeight float64
+	// Temperature is the softmax temperature over −cost
+	// (--router-temperature, default 0: deterministic argmin).
+	Temperature float64
+}
+
+// DynamoDefaults are the documented defaults.
+var DynamoDefaults = DynamoConfig{OverlapScoreWeight: 1.0, Temperature: 0}
+
+// Dynamo is NVIDIA Dynamo's KV-aware router, re-implemented from
+// docs/design-docs/router-design.md and docs/components/router/
+// router-configuration.md (github.com/ai-dynamo/dynamo): for each worker
+//
+//	cost = overlap_score_weight × prefill_blocks + decode_blocks
+//
+// where prefill_blocks are the request's prompt blocks not already cached
+// on that worker (from the KV-event radix index) plus the prefill blocks
+// already in flight there, and decode_blocks are the distinct KV blocks the
+// worker's active sequences hold (shared prefix blocks counted once, as
+// Dynamo's ActiveSequences deduplicates by block hash) plus this request's
+// blocks not among them. With temperature 0 the lowest
+// cost wins, ties at random.
+//
+// Signal mapping: the cached overlap is the fleet's prefix index (fed by KV
+// events, as Dynamo's indexer is); active prefill and decode blocks are the
+// router's own book of dispatched, unfinished requests, as Dynamo's
+// ActiveSequences are. Dynamo moves a request's blocks from prefill to
+// decode at its first token; this router hears only completions, so a
+// request's uncached blocks count as prefill until it finishes, which
+// overstates prefill load for long generations.
+type Dynamo struct {
+	base
+	cfg     DynamoConfig
+	reject  DynamoRejection
+	lens    []int32
+	touched []int32
+	active  map[string]*dynActive // per worker
+	booked  map[string]dynBooking
+}
+
+type dynActive struct {
+	prefill int
+	// blocks counts active sequences per prompt block hash; out is the
+	// generated-token blocks of active sequences.
+	blocks map[uint64]int
+	out    int
+}
+
+type dynBooking struct {
+	worker  string
+	prefill int
+	out     int
+	hashes  []uint64
+}
+
+func (p *Dynamo) activeOf(id string) *dynActive {
+	a := p.active[id]
+	if a == nil {
+		a = &dynActive{blocks: make(map[uint64]int)}
+		p.active[id] = a
+	}
+	return a
+}
+
+// NewDynamo returns a Dynamo KV router.
+func NewDynamo(cfg DynamoConfig) *Dynamo {
+	return &Dynamo{base: newBase("dynamo"), cfg: cfg, reject: DynamoRejectionDefaults, active: make(map[string]*dynActive), booked: make(map[string]dynBooking)}
+}
+
+// Place implements placement.Policy.
+func (p *Dynamo) Place(f *fleet.Fleet, req *placement.Request, now time.Time) *placement.Decision {
+	c := p.candidates(f, req.Model, now)
+	if len(c) == 0 {
+		return p.decide(req, nil)
+	}
+	for len(p.lens) < f.Prefix().MaxWorker() {
+		p.lens = append(p.lens, 0)
+	}
+	p.touched = f.Prefix().Match(req.BlockHashes, p.lens, p.touched[:0])
+	bs := tokens.BlockSize
+	reqBlocks := (req.PromptTokens + bs - 1) / bs
+	var best *fleet.Worker
+	bestCost, bestNew, ties := 0.0, 0, 0
+	for _, w := range c {
+		overlap := 0
+		if int(w.Idx) < len(p.lens) {
+			overlap = int(p.lens[w.Idx])
+		}
+		newBlocks := max(reqBlocks-overlap, 0)
+		a := p.activeOf(w.ID)
+		fresh := reqBlocks - len(req.BlockHashes)
+		for _, h := range req.BlockHashes {
+			if a.blocks[h] == 0 {
+				fresh++
+			}
+		}
+		cost := p.cfg.OverlapScoreWeight*float64(newBlocks+a.prefill) + float64(len(a.blocks)+a.out+fresh)
+		switch {
+		case best == nil || cost < bestCost:
+			best, bestCost, bestNew, ties = w, cost, newBlocks, 1
+		case cost == bestCost:
+			ties++
+			if p.rng.IntN(ties) == 0 {
+				best, bestNew = w, newBlocks
+			}
+		}
+	}
+	for _, t := range p.touched {
+		p.lens[t] = 0
+	}
+	d := p.decide(req, best)
+	if best != nil {
+		b := dynBooking{worker: best.ID, prefill: bestNew, out: (req.OutputTokens + bs - 1) / bs, hashes: req.BlockHashes}
+		p.booked[req.ID] = b
+		a := p.activeOf(best.ID)
+		a.prefill += b.prefill
+		a.out += b.out
+		for _, h := range b.hashes {
+			a.blocks[h]++
+		}
+	}
+	return d
+}
+
+// Done implements the completion hook.
+func (p *Dynamo) Done(requestID, workerID string) {
+	p.base.Done(requestID, workerID)
+	b, ok := p.booked[requestID]
+	if !ok {
+		return
+	}
+	delete(p.booked, requestID)
+	a := p.activeOf(b.worker)
+	a.prefill -= b.prefill
+	a.out -= b.out
+	for _, h := range b.hashes {
+		if a.blocks[h]--; a.blocks[h] <= 0 {
+			delete(a.blocks, h)
+		}
+	}
+}

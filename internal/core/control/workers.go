@@ -1,0 +1,205 @@
+package control
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/switchyard-ai/switchyard/internal/core/engine"
+	"github.com/switchyard-ai/switchyard/internal/core/perf"
+	"github.com/switchyard-ai/switchyard/schemas"
+)
+
+// decideSpec switches speculative decoding by modelled gain at the
+// worker's batch: on at low load where the extra draft tokens ride on a
+// memory-bound step, off when the step turns compute-bound.
+func (c *Controller) decideSpec(hb *schemas.Heartbeat, st *workerState, rep perf.Replica, in Inputs, d *Decision) {
+	batch := hb.Running
+	if hb.MaxBatch > hb.Running {
+		batch += min(hb.Waiting, hb.MaxBatch-hb.Running)
+	}
+	ctx := int(in.Mix.PromptTokens + in.Mix.OutputTokens/2)
+	g := SpecGain(rep, c.cfg.Spec, max(batch, 1), ctx)
+	cur := hb.SpecDecode
+	want := cur
+	switch {
+	case !cur && g >= c.cfg.SpecOnGain:
+		want = true
+	case cur && g < c.cfg.SpecOffGain:
+		want = false
+	}
+	if want == cur || (!st.specAt.IsZero() && in.Now.Sub(st.specAt) < c.cfg.SpecDwell) {
+		return
+	}
+	st.specAt = in.Now
+	verb := "on"
+	if !want {
+		verb = "off"
+	}
+	reason := fmt.Sprintf("spec decoding %s: modelled %.2f× plain decode tokens/s at batch %d, context %d; band [%.2f, %.2f]",
+		verb, g, batch, ctx, c.cfg.SpecOffGain, c.cfg.SpecOnGain)
+	d.Spec = append(d.Spec, SpecDecision{Worker: hb.WorkerID, On: want, Gain: g, Batch: batch, Reason: reason})
+	d.change(KindSpec, hb.WorkerID, strconv.FormatBool(cur), strconv.FormatBool(want), reason)
+}
+
+// decideBudget picks latency-mode budgets while high-priority work is
+// waiting or missing its SLO (a batch and a prefill chunk that keep the
+// ITL target) and vLLM's throughput defaults otherwise.
+func (c *Controller) decideBudget(hb *schemas.Heartbeat, st *workerState, rep perf.Replica, in Inputs, latency bool, d *Decision) {
+	want := [2]int{engine.DefaultMaxBatch, engine.DefaultTokenBudget}
+	reason := "throughput mode: no high-priority work waiting and SLOs met; vLLM's default budgets"
+	if latency {
+		want[0], want[1] = budgetFor(rep, in.Mix, c.cfg.ITLTarget)
+		reason = fmt.Sprintf("latency mode: high-priority work waiting or missing its SLO; batch %d and %d-token prefill chunks keep decode steps within %s (chunk steps within 2×)",
+			want[0], want[1], c.cfg.ITLTarget)
+	}
+	cur := st.budget
+	if cur[0] == 0 {
+		cur = [2]int{hb.MaxBatch, engine.DefaultTokenBudget}
+	}
+	if want == cur || (!st.budgetAt.IsZero() && in.Now.Sub(st.budgetAt) < c.cfg.BudgetDwell) {
+		return
+	}
+	st.budget, st.budgetAt = want, in.Now
+	d.Budgets = append(d.Budgets, BudgetDecision{Worker: hb.WorkerID, MaxBatch: want[0], TokenBudget: want[1], Reason: reason})
+	d.change(KindBudget, hb.WorkerID, fmt.Sprintf("%d/%d", cur[0], cur[1]), fmt.Sprintf("%d/%d", want[0], want[1]), reason)
+}
+
+// decideWarmth keeps as many replicas hot as the undamped recommendation
+// needs. Surplus hot workers that stay idle are put to sleep (their HBM is
+// freed for other models, and waking costs about a second where a cold
+// start costs tens); sleeping workers are woken before any cold replica is
+// added; a worker asleep and unneeded for UnloadAfter drops its weights.
+func (c *Controller) decideWarmth(ws []schemas.Heartbeat, byPool map[string][]*schemas.Heartbeat, d *Decision, in Inputs) {
+	for _, rd := range d.Replicas {
+		ps := c.byKey[rd.Pool]
+		var hot, asleep []*schemas.Heartbeat
+		for _, hb := range byPool[rd.Pool] {
+			if hb.Draining || len(hb.Models) == 0 {
+				continue
+			}
+			st := c.workers[hb.WorkerID]
+			state := hb.Models[0].State
+			if st.intent != "" {
+				if state == st.intent || in.Now.Sub(st.intentAt) > intentTTL {
+					st.intent = ""
+				} else {
+					state = st.intent
+				}
+			}
+			switch state {
+			case schemas.WeightHot, schemas.WeightLoading:
+				hot = append(hot, hb)
+				st.sleepSince = time.Time{}
+				if hb.Running+hb.Waiting == 0 {
+					if st.idleSince.IsZero() {
+						st.idleSince = in.Now
+					}
+				} else {
+					st.idleSince = time.Time{}
+				}
+			case schemas.WeightSleeping:
+				asleep = append(asleep, hb)
+				if st.sleepSince.IsZero() {
+					st.sleepSince = in.Now
+				}
+			}
+		}
+		need := rd.Raw
+		wake := math.MaxInt
+		if need > len(hot) {
+			wake = need - len(hot)
+		}
+		sort.Slice(asleep, func(i, j int) bool { return asleep[i].WorkerID < asleep[j].WorkerID })
+		for _, hb := range asleep {
+			st := c.workers[hb.WorkerID]
+			model := hb.Models[0].Name
+			switch {
+			case wake != math.MaxInt && wake > 0:
+				wake--
+				st.sleepSince = time.Time{}
+				c.warm(d, st, in.Now, hb.WorkerID, model, schemas.WeightSleeping, schemas.WeightHot,
+					fmt.Sprintf("wake: %d replicas needed, %d hot; waking takes %.1fs, a cold start %.1fs", need, len(hot), ps.rep.LoadSeconds(schemas.WeightSleeping), ps.rep.LoadSeconds(schemas.WeightCold)))
+			case in.Now.Sub(st.sleepSince) >= c.cfg.UnloadAfter:
+				st.sleepSince = time.Time{}
+				c.warm(d, st, in.Now, hb.WorkerID, model, schemas.WeightSleeping, schemas.WeightCold,
+					fmt.Sprintf("unload: asleep and unneeded for %s", c.cfg.UnloadAfter))
+			}
+		}
+		// Only replicas beyond what the damped fleet size keeps may sleep:
+		// a sleeping replica still holds its GPU, and any request placed on
+		// it waits for the wake, so sleeping one the fleet still counts on
+		// trades latency for nothing (in a one-model pool, the HBM it frees
+		// has no other use). And while the pool can still shrink, the
+		// scaler releases surplus replicas instead: sleeping them would keep
+		// paying for GPUs the drain is about to give back, and requests
+		// placed on them meanwhile would wait for a wake. Sleep is for a
+		// pool held at its floor.
+		keep := max(need, rd.Desired, 1)
+		surplus := len(hot) - keep
+		if rd.Desired > ps.Min {
+			surplus = 0
+		}
+		sort.Slice(hot, func(i, j int) bool { return hot[i].WorkerID > hot[j].WorkerID })
+		for _, hb := range hot {
+			if surplus <= 0 {
+				break
+			}
+			st := c.workers[hb.WorkerID]
+			if st.idleSince.IsZero() || in.Now.Sub(st.idleSince) < c.cfg.SleepAfter || hb.Models[0].State != schemas.WeightHot || st.intent != "" {
+				continue
+			}
+			surplus--
+			st.idleSince = time.Time{}
+			c.warm(d, st, in.Now, hb.WorkerID, hb.Models[0].Name, schemas.WeightHot, schemas.WeightSleeping,
+				fmt.Sprintf("sleep: idle %s while %d hot replicas exceed the %d kept", c.cfg.SleepAfter, len(hot), keep))
+		}
+	}
+}
+
+// intentTTL is how long a warmth command is assumed in effect before a
+// heartbeat confirms it; after that the command is considered lost.
+const intentTTL = 15 * time.Second
+
+func (c *Controller) warm(d *Decision, st *workerState, now time.Time, worker, model, from, to, reason string) {
+	st.intent, st.intentAt = to, now
+	d.Warmth = append(d.Warmth, WarmthDecision{Worker: worker, Model: model, State: to, Reason: reason})
+	d.change(KindWarmth, worker, from, to, reason)
+}
+
+// decideShed tightens the lower classes' shedding margins while the high
+// classes miss their SLO and scaling cannot help (a pool is at its
+// maximum), and relaxes them once attainment has held for ShedRecover.
+func (c *Controller) decideShed(now time.Time, highMiss, atMax bool, high Attainment, d *Decision) {
+	var want map[string]float64
+	reason := ""
+	switch {
+	case highMiss && atMax:
+		c.okSince = time.Time{}
+		if !c.tight {
+			c.tight, want = true, c.cfg.ShedTightened
+			reason = fmt.Sprintf("high-priority attainment %.1f%% < %.0f%% with a pool at its maximum: shed lower classes earlier", high.Ratio()*100, c.cfg.SLOTarget*100)
+		}
+	case highMiss:
+		c.okSince = time.Time{}
+	default:
+		if c.okSince.IsZero() {
+			c.okSince = now
+		}
+		if c.tight && now.Sub(c.okSince) >= c.cfg.ShedRecover {
+			c.tight, want = false, c.cfg.ShedMargins
+			reason = fmt.Sprintf("high-priority SLO held for %s: default margins", c.cfg.ShedRecover)
+		}
+	}
+	for _, cl := range schemas.Priorities {
+		m, ok := want[cl]
+		if !ok || m == c.shed[cl] {
+			continue
+		}
+		d.Shed = append(d.Shed, ShedDecision{Class: cl, Margin: m, Reason: reason})
+		d.change(KindShed, cl, ftoa(c.shed[cl]), ftoa(m), reason)
+		c.shed[cl] = m
+	}
+}

@@ -1,0 +1,945 @@
+// Package engine owns the worker engine's scheduling core for one model
+// replica: continuous batching under a per-step token budget with chunked
+// prefill, a paged KV cache in tokens.BlockSize blocks with hash-chained
+// prefix caching and LRU eviction of unreferenced blocks, preemption by
+// recompute when KV runs out, speculative decoding, and weight residency
+// (hot, sleeping, cold, absent) with load times.
+//
+// It is pure: time is passed in and nothing sleeps. Step(now) plans one
+// iteration, costs it with the perf roofline model and applies its effects.
+// The live worker sleeps Step's Duration and publishes the results; the
+// discrete-event simulator calls the same Step in virtual time. Step is
+// O(batch) and reuses its buffers, so it does not allocate in steady state.
+// The scheduling follows vLLM V1 with its priority policy, by class
+// (Sequence.Priority): decodes of running sequences first, then prefill
+// chunks in class order — a running sequence's next chunk before a waiting
+// sequence of the same class, a waiting sequence of a higher class before
+// both, so a long low-class prompt mid-prefill pauses instead of holding a
+// critical prompt behind seconds of its chunks. When a block cannot be
+// found, the running sequence of the lowest class (latest admitted within
+// it) is preempted and recomputed later; a waiting sequence preempts only
+// a lower class, for KV or a batch slot, and after any preemption in a
+// step only such a sequence is admitted, so equal classes never thrash.
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/switchyard-ai/switchyard/internal/core/perf"
+	"github.com/switchyard-ai/switchyard/internal/core/tokens"
+	"github.com/switchyard-ai/switchyard/schemas"
+)
+
+// Defaults follow vLLM V1's (max_num_seqs 256, max_num_batched_tokens 8192).
+const (
+	DefaultMaxBatch    = 256
+	DefaultTokenBudget = 8192
+	// DefaultCriticalStepTime keeps steps, and so the inter-token latency
+	// of a decoding critical sequence, inside a 50 ms per-token target with
+	// a fifth to spare for prediction error and the odd uncapped step (the
+	// one that emits its first token).
+	DefaultCriticalStepTime = 40 * time.Millisecond
+)
+
+// SpecConfig configures speculative decoding (gpu-model.md §8). Each step a
+// decoding sequence verifies K draft tokens; each is accepted with
+// probability Acceptance until the first rejection, plus one bonus token,
+// so a step yields (1 − α^{K+1})/(1 − α) tokens on average. Draft and
+// rejected tokens cost GPU work like any other.
+type SpecConfig struct {
+	Enabled bool
+	// K is the number of draft tokens (default 3, an EAGLE-3 chain).
+	K int
+	// Acceptance is the per-token acceptance rate α (default 0.7: EAGLE-3
+	// ≈0.75-0.8, draft models ≈0.6, n-gram on chat ≈0.5).
+	Acceptance float64
+	// DraftLayers is one draft forward's cost in target-layer units: 0
+	// means the default 1 (an EAGLE head), a negative value a free proposer
+	// (n-gram lookup), a small draft model several.
+	DraftLayers float64
+	// Seed makes acceptance draws reproducible.
+	Seed uint64
+}
+
+// Config configures an Engine.
+type Config struct {
+	Replica     perf.Replica
+	MaxBatch    int // running sequences; 0 = DefaultMaxBatch
+	TokenBudget int // tokens per step; 0 = DefaultTokenBudget
+	// CriticalStepTime caps a step's predicted duration while a Critical
+	// sequence is decoding: prefill chunks are cut to what fits beside the
+	// decodes, so its inter-token latency stays interactive (Sarathi-Serve's
+	// stall-free batching, applied by class). The cap is in time, not
+	// tokens, because a chunk's cost depends on its context: 512 tokens
+	// cost ~13 ms at the start of a prompt and ~40 ms at 50k tokens in (8B
+	// on an H100), while decodes of long contexts can fill the step alone.
+	// 0 means DefaultCriticalStepTime; negative disables the cap.
+	CriticalStepTime time.Duration
+	ChunkSize        int // largest prefill chunk per sequence per step; 0 = TokenBudget
+	MemUtil          float64
+	KVBlocks         int // override; 0 = computed from the replica and MemUtil
+	Spec             SpecConfig
+	// InitialWeights is a schemas.Weight* state; empty means hot.
+	InitialWeights string
+}
+
+// Sequence is one request as the engine sees it.
+type Sequence struct {
+	ID           string
+	PromptTokens int
+	// BlockHashes are the chained hashes of the prompt's full blocks
+	// (internal/core/tokens); they drive prefix caching.
+	BlockHashes []uint64
+	MaxTokens   int
+	Arrival     time.Time
+	// Priority orders the waiting queue, lower first (schemas.PriorityRank:
+	// 0 critical … 3 batch); equal priorities keep arrival order. This is
+	// vLLM's priority scheduling policy: a batch sequence queued on a GPU
+	// never delays an interactive one that arrives after it.
+	Priority int
+	// Critical marks a latency-critical sequence: while one decodes, steps
+	// are capped at Config.CriticalStepTime.
+	Critical bool
+}
+
+// Emit is the tokens one sequence produced in a step.
+type Emit struct {
+	ID     string
+	Tokens int
+}
+
+// Finished reports a completed sequence.
+type Finished struct {
+	ID                                       string
+	PromptTokens, CachedTokens, OutputTokens int
+	Arrival, FirstTokenAt, FinishedAt        time.Time
+	Preemptions                              int
+	// GPUSeconds is this sequence's share of the GPU time of every step it
+	// took part in, prefill-only steps and recomputation after preemption
+	// included (see attribute).
+	GPUSeconds float64
+}
+
+// Step is one iteration's outcome. Its slices are reused by the next call
+// to Step: copy what must outlive it.
+type Step struct {
+	// Duration is how long the iteration takes from Step's now; while
+	// weights load it is the remaining load time and nothing else happens.
+	Duration  time.Duration
+	Emitted   []Emit
+	Finished  []Finished
+	Stored    []uint64 // block hashes newly cached
+	Evicted   []uint64 // block hashes dropped from the cache
+	Preempted []string
+	// GPUSeconds is compute time across the replica's GPUs (Duration × TP;
+	// 0 while loading).
+	GPUSeconds float64
+	// Batch is the shape the step was costed with.
+	Batch perf.Batch
+}
+
+// State is what a heartbeat reports.
+type State struct {
+	Weights        string
+	KVBlocksTotal  int
+	KVBlocksFree   int // empty plus evictable cached blocks
+	KVBlocksCached int // blocks holding a prefix hash (referenced or not)
+	Running        int
+	Waiting        int
+	// QueuedTokens is prompt tokens not yet computed (waiting and mid-prefill).
+	QueuedTokens int
+	// QueuedTokensByPriority splits QueuedTokens by Sequence.Priority
+	// (schemas.PriorityRank; out-of-range priorities clamp to the ends).
+	// Prefill is served in class order, so a placement predicting a
+	// request's queue counts only its own class and higher.
+	QueuedTokensByPriority [NumPriorities]int
+	// KVBlocksByPriority splits the blocks in use (KVBlocksTotal −
+	// KVBlocksFree) by the Sequence.Priority of the running sequences
+	// holding them; a shared prefix block counts once, under the highest
+	// class (lowest rank) holding it, because it is freed only when every
+	// holder is preempted. A waiting sequence preempts strictly lower
+	// classes, so blocks of ranks above its own are what it can reclaim.
+	KVBlocksByPriority [NumPriorities]int
+	MaxBatch           int
+	TokenBudget        int
+	SpecDecode         bool
+	// TokensPerSec and Utilization are exponentially decayed over ~10 s of
+	// engine time (output tokens per second; busy fraction).
+	TokensPerSec float64
+	Utilization  float64
+	// ReadyAt is when a load in progress completes (zero unless loading).
+	ReadyAt time.Time
+}
+
+type seq struct {
+	Sequence
+	computed    int // tokens whose KV is computed
+	generated   int
+	hashed      []int32 // pool nodes of the prompt's leading full blocks
+	private     int     // unhashed blocks held
+	cached      int     // prefix-cache hit at first admission
+	admitted    bool
+	decoding    bool
+	firstToken  time.Time
+	preemptions int
+	gpuSec      float64 // attributed GPU-seconds so far
+	inRun       bool    // in the running list
+	planAt      int     // index in the current step's plan, -1 if not planned
+}
+
+func (s *seq) total() int { return s.PromptTokens + s.generated }
+
+type planned struct {
+	s      *seq
+	n      int // tokens computed this step (1+k for a decode)
+	decode bool
+}
+
+// Engine is one replica's scheduler. It is not safe for concurrent use.
+type Engine struct {
+	cfg     Config
+	rep     perf.Replica
+	kv      *kvPool
+	running []*seq
+	waiting []*seq // FIFO; preempted sequences go to the front
+	byID    map[string]*seq
+	spec    bool
+	rng     *rand.Rand
+
+	weights   string
+	loadUntil time.Time
+
+	plan                  []planned
+	cur                   perf.Batch // what the plan costs so far
+	capSec                float64    // step-time cap this step, 0 for none
+	pre                   []*seq     // prefill candidates of the step being planned
+	out                   Step
+	storedBuf, evictedBuf []uint64
+
+	lastEnd                     time.Time
+	emaTokens, emaTime, emaBusy float64
+}
+
+// rateTau is the decay time of TokensPerSec and Utilization.
+const rateTau = 10.0
+
+// New builds an Engine.
+func New(cfg Config) (*Engine, error) {
+	if cfg.Replica.TP < 1 || cfg.Replica.Model.Layers == 0 {
+		return nil, errors.New("engine: config needs a perf.Replica (perf.NewReplica)")
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = DefaultMaxBatch
+	}
+	if cfg.TokenBudget <= 0 {
+		cfg.TokenBudget = DefaultTokenBudget
+	}
+	if cfg.CriticalStepTime == 0 {
+		cfg.CriticalStepTime = DefaultCriticalStepTime
+	}
+	if cfg.ChunkSize <= 0 || cfg.ChunkSize > cfg.TokenBudget {
+		cfg.ChunkSize = cfg.TokenBudget
+	}
+	if cfg.MemUtil <= 0 {
+		cfg.MemUtil = perf.DefaultMemUtil
+	}
+	if cfg.KVBlocks <= 0 {
+		cfg.KVBlocks = cfg.Replica.KVBlocks(tokens.BlockSize, cfg.MemUtil)
+	}
+	if cfg.KVBlocks <= 0 {
+		return nil, fmt.Errorf("engine: no KV blocks left after weights (%s on %d× %s)", cfg.Replica.Model.Name, cfg.Replica.TP, cfg.Replica.GPU.Name)
+	}
+	if cfg.Spec.K <= 0 {
+		cfg.Spec.K = 3
+	}
+	if cfg.Spec.Acceptance <= 0 || cfg.Spec.Acceptance >= 1 {
+		cfg.Spec.Acceptance = 0.7
+	}
+	if cfg.Spec.DraftLayers < 0 {
+		cfg.Spec.DraftLayers = 0
+	} else if cfg.Spec.DraftLayers == 0 {
+		cfg.Spec.DraftLayers = 1
+	}
+	w := cfg.InitialWeights
+	switch w {
+	case "":
+		w = schemas.WeightHot
+	case schemas.WeightHot, schemas.WeightSleeping, schemas.WeightCold, schemas.WeightAbsent:
+	default:
+		return nil, fmt.Errorf("engine: unknown initial weight state %q", w)
+	}
+	return &Engine{
+		cfg:     cfg,
+		rep:     cfg.Replica,
+		kv:      newKVPool(cfg.KVBlocks),
+		byID:    make(map[string]*seq),
+		spec:    cfg.Spec.Enabled,
+		rng:     rand.New(rand.NewPCG(cfg.Spec.Seed, 0x5eed)),
+		weights: w,
+	}, nil
+}
+
+// Errors from Add.
+var (
+	ErrDuplicate = errors.New("engine: sequence id already queued")
+	ErrTooLong   = errors.New("engine: sequence cannot fit in the KV cache")
+)
+
+// Add queues a sequence. A sequence whose prompt plus output can never fit
+// in the whole KV cache is refused rather than preempting forever.
+func (e *Engine) Add(s Sequence) error {
+	if _, ok := e.byID[s.ID]; ok {
+		return ErrDuplicate
+	}
+	if s.PromptTokens < 1 {
+		s.PromptTokens = 1
+	}
+	if s.MaxTokens < 1 {
+		s.MaxTokens = 1
+	}
+	if need := (s.PromptTokens + s.MaxTokens + e.cfg.Spec.K + tokens.BlockSize - 1) / tokens.BlockSize; need > e.kv.total {
+		return fmt.Errorf("%w: needs %d blocks, cache has %d", ErrTooLong, need, e.kv.total)
+	}
+	q := &seq{Sequence: s, planAt: -1}
+	e.byID[s.ID] = q
+	e.enqueue(q, false)
+	return nil
+}
+
+// enqueue inserts s into the waiting queue behind every sequence of equal
+// or higher priority — or, for a preempted sequence (front), ahead of its
+// own priority's queue so it resumes first.
+func (e *Engine) enqueue(s *seq, front bool) {
+	i := len(e.waiting)
+	for i > 0 {
+		w := e.waiting[i-1]
+		if w.Priority < s.Priority || (!front && w.Priority == s.Priority) {
+			break
+		}
+		i--
+	}
+	e.waiting = append(e.waiting, nil)
+	copy(e.waiting[i+1:], e.waiting[i:])
+	e.waiting[i] = s
+}
+
+// Cancel drops a sequence, freeing its KV; false if it is unknown or done.
+func (e *Engine) Cancel(id string) bool {
+	s, ok := e.byID[id]
+	if !ok {
+		return false
+	}
+	e.releaseBlocks(s)
+	delete(e.byID, id)
+	s.inRun = false
+	e.running = removeSeq(e.running, s)
+	e.waiting = removeSeq(e.waiting, s)
+	return true
+}
+
+func removeSeq(list []*seq, s *seq) []*seq {
+	for i, x := range list {
+		if x == s {
+			copy(list[i:], list[i+1:])
+			list[len(list)-1] = nil
+			return list[:len(list)-1]
+		}
+	}
+	return list
+}
+
+// HasWork reports whether any sequence is queued or running.
+func (e *Engine) HasWork() bool { return len(e.running)+len(e.waiting) > 0 }
+
+// SetSpecDecode switches speculative decoding at run time (the control loop
+// turns it off under load, where verification costs more than it saves).
+func (e *Engine) SetSpecDecode(on bool) { e.spec = on }
+
+// SetBudgets changes the batch and token budgets; values ≤ 0 keep the
+// current one.
+func (e *Engine) SetBudgets(maxBatch, tokenBudget int) {
+	if maxBatch > 0 {
+		e.cfg.MaxBatch = maxBatch
+	}
+	if tokenBudget > 0 {
+		e.cfg.TokenBudget = tokenBudget
+		e.cfg.ChunkSize = min(e.cfg.ChunkSize, tokenBudget)
+		if e.cfg.ChunkSize <= 0 {
+			e.cfg.ChunkSize = tokenBudget
+		}
+	}
+}
+
+// SetWeightState moves the model's weights to state: hot starts a load on
+// the next Step if needed; sleeping, cold and absent unload them (which
+// discards the KV cache, as vLLM's sleep mode does) and are refused while
+// sequences are running.
+func (e *Engine) SetWeightState(state string) error {
+	switch state {
+	case schemas.WeightHot:
+		return nil
+	case schemas.WeightSleeping, schemas.WeightCold, schemas.WeightAbsent:
+	default:
+		return fmt.Errorf("engine: unknown weight state %q", state)
+	}
+	if len(e.running) > 0 {
+		return fmt.Errorf("engine: %d sequences running", len(e.running))
+	}
+	e.kv.evictAll()
+	e.weights, e.loadUntil = state, time.Time{}
+	return nil
+}
+
+// NumPriorities is the number of priority ranks State splits queued tokens
+// by: one per schemas.Priorities class.
+const NumPriorities = 4
+
+// priorityIndex clamps a Sequence.Priority into State's per-rank arrays.
+func priorityIndex(p int) int { return min(max(p, 0), NumPriorities-1) }
+
+// ClassMap writes the State's nonzero QueuedTokensByPriority into m keyed
+// by class name (schemas.Heartbeat.QueuedTokensByClass), clearing m first
+// and allocating it only when nil and needed, so a caller heartbeating
+// often can reuse one map.
+func (st *State) ClassMap(m map[string]int) map[string]int {
+	return classMap(m, &st.QueuedTokensByPriority)
+}
+
+// KVClassMap writes the State's nonzero KVBlocksByPriority into m keyed by
+// class name (schemas.Heartbeat.KVBlocksByClass), reusing m as ClassMap
+// does.
+func (st *State) KVClassMap(m map[string]int) map[string]int {
+	return classMap(m, &st.KVBlocksByPriority)
+}
+
+func classMap(m map[string]int, byRank *[NumPriorities]int) map[string]int {
+	clear(m)
+	for rank, n := range byRank {
+		if n == 0 {
+			continue
+		}
+		if m == nil {
+			m = make(map[string]int, NumPriorities)
+		}
+		m[schemas.Priorities[rank]] = n
+	}
+	return m
+}
+
+// State reports the engine for heartbeats.
+func (e *Engine) State() State {
+	st := State{
+		Weights:        e.weights,
+		KVBlocksTotal:  e.kv.total,
+		KVBlocksFree:   e.kv.available(),
+		KVBlocksCached: len(e.kv.byHash),
+		Running:        len(e.running),
+		Waiting:        len(e.waiting),
+		MaxBatch:       e.cfg.MaxBatch,
+		TokenBudget:    e.cfg.TokenBudget,
+		SpecDecode:     e.spec,
+	}
+	for _, s := range e.running {
+		if !s.decoding {
+			st.QueuedTokens += s.total() - s.computed
+			st.QueuedTokensByPriority[priorityIndex(s.Priority)] += s.total() - s.computed
+		}
+	}
+	for _, s := range e.waiting {
+		st.QueuedTokens += s.total()
+		st.QueuedTokensByPriority[priorityIndex(s.Priority)] += s.total()
+	}
+	e.countBlocksByPriority(&st.KVBlocksByPriority)
+	if e.emaTime > 0 {
+		st.TokensPerSec = e.emaTokens / e.emaTime
+		st.Utilization = e.emaBusy / e.emaTime
+	}
+	if e.weights == schemas.WeightLoading {
+		st.ReadyAt = e.loadUntil
+	}
+	return st
+}
+
+// countBlocksByPriority attributes every block the running sequences hold
+// to the highest class holding it: classes are visited from the highest
+// down, and a shared block already counted by an earlier class is marked
+// seen. Only running sequences hold blocks (a preempted or not yet admitted
+// one holds none), so the counts sum to the blocks in use. It is
+// O(running + blocks held) and does not allocate.
+func (e *Engine) countBlocksByPriority(byRank *[NumPriorities]int) {
+	e.kv.census++
+	if e.kv.census == 0 { // wrapped: clear stale marks that could now match
+		for i := range e.kv.nodes {
+			e.kv.nodes[i].seen = 0
+		}
+		e.kv.census = 1
+	}
+	for rank := range NumPriorities {
+		n := 0
+		for _, s := range e.running {
+			if priorityIndex(s.Priority) != rank {
+				continue
+			}
+			n += s.private
+			for _, i := range s.hashed {
+				if node := &e.kv.nodes[i]; node.seen != e.kv.census {
+					node.seen = e.kv.census
+					n++
+				}
+			}
+		}
+		byRank[rank] = n
+	}
+}
+
+// ensure grows s's blocks to hold n tokens. Leading full prompt blocks are
+// hashed (shared, cached); the rest are private.
+func (e *Engine) ensure(s *seq, n int) bool {
+	need := (n + tokens.BlockSize - 1) / tokens.BlockSize
+	for held := len(s.hashed) + s.private; held < need; held++ {
+		if s.private == 0 && held < len(s.BlockHashes) && (held+1)*tokens.BlockSize <= s.PromptTokens {
+			i, ok := e.kv.allocHashed(s.BlockHashes[held])
+			if !ok {
+				return false
+			}
+			s.hashed = append(s.hashed, i)
+			continue
+		}
+		if !e.kv.allocPrivate() {
+			return false
+		}
+		s.private++
+	}
+	return true
+}
+
+// releaseBlocks frees s's KV. Hashed blocks are released tail first so the
+// end of a prefix is evicted before its start (vLLM does the same).
+func (e *Engine) releaseBlocks(s *seq) {
+	for i := len(s.hashed) - 1; i >= 0; i-- {
+		e.kv.release(s.hashed[i])
+	}
+	s.hashed = s.hashed[:0]
+	e.kv.releasePrivate(s.private)
+	s.private = 0
+}
+
+// admitPrefix takes references on the cached prefix of a waiting sequence.
+// At least the last token is always recomputed, to produce logits.
+func (e *Engine) admitPrefix(s *seq) {
+	for i := 0; i < len(s.BlockHashes) && (i+1)*tokens.BlockSize <= s.PromptTokens; i++ {
+		n, ok := e.kv.lookup(s.BlockHashes[i])
+		if !ok {
+			break
+		}
+		s.hashed = append(s.hashed, n)
+	}
+	s.computed = min(len(s.hashed)*tokens.BlockSize, s.total()-1)
+}
+
+// victim is the running sequence preemption takes: the lowest class,
+// the latest admitted within it (vLLM's priority policy), or nil when no
+// running sequence has a class rank of at least floor.
+func (e *Engine) victim(floor int) *seq {
+	var v *seq
+	for i := len(e.running) - 1; i >= 0; i-- {
+		if s := e.running[i]; s.Priority >= floor && (v == nil || s.Priority > v.Priority) {
+			v = s
+		}
+	}
+	return v
+}
+
+// preempt evicts running sequence v back to the front of its class's
+// waiting queue, to be recomputed, and returns the index it had in the
+// running list. Its tokens already planned this step go back to budget.
+func (e *Engine) preempt(v *seq, budget *int) int {
+	j := slices.Index(e.running, v)
+	copy(e.running[j:], e.running[j+1:])
+	e.running[len(e.running)-1] = nil
+	e.running = e.running[:len(e.running)-1]
+	v.inRun = false
+	if v.planAt >= 0 {
+		*budget += e.plan[v.planAt].n
+		copy(e.plan[v.planAt:], e.plan[v.planAt+1:])
+		e.plan = e.plan[:len(e.plan)-1]
+		for _, p := range e.plan[v.planAt:] {
+			p.s.planAt--
+		}
+		v.planAt = -1
+		spec, draft := e.cur.SpecTokens, e.cur.DraftLayers
+		e.cur = perf.Batch{SpecTokens: spec, DraftLayers: draft}
+		for _, p := range e.plan {
+			addTo(&e.cur, p.s, p.n, p.decode)
+		}
+	}
+	e.releaseBlocks(v)
+	v.computed, v.decoding = 0, false
+	v.preemptions++
+	e.enqueue(v, true)
+	e.out.Preempted = append(e.out.Preempted, v.ID)
+	return j
+}
+
+// add plans n tokens of running sequence s.
+func (e *Engine) add(s *seq, n int, decode bool, budget *int) {
+	*budget -= n
+	s.planAt = len(e.plan)
+	e.plan = append(e.plan, planned{s: s, n: n, decode: decode})
+	addTo(&e.cur, s, n, decode)
+}
+
+func addTo(b *perf.Batch, s *seq, n int, decode bool) {
+	if decode {
+		b.DecodeSeqs++
+		b.DecodeContextTokens += s.computed
+		return
+	}
+	b.PrefillTokens += n
+	b.PrefillContext += s.computed
+	b.PrefillSeqs++
+}
+
+// chunk is how many prompt tokens of s to compute this step: the rest of
+// its prompt, within the token budget and chunk size, and, under the
+// step-time cap, no more than keeps the predicted step inside it. Prefill
+// always moves by at least one block a step, so a cap that decodes alone
+// exceed slows prompts down but never stalls them.
+func (e *Engine) chunk(s *seq, budget int) int {
+	n := min(s.total()-s.computed, budget, e.cfg.ChunkSize)
+	if e.capSec <= 0 || n <= 0 {
+		return n
+	}
+	fits := func(m int) bool {
+		b := e.cur
+		addTo(&b, s, m, false)
+		return e.rep.StepSeconds(b) <= e.capSec
+	}
+	if fits(n) {
+		return n
+	}
+	lo, hi := 0, n // fits(lo) or lo == 0; !fits(hi)
+	for hi-lo > 1 {
+		if m := (lo + hi) / 2; fits(m) {
+			lo = m
+		} else {
+			hi = m
+		}
+	}
+	if lo < tokens.BlockSize && e.cur.PrefillTokens == 0 {
+		lo = min(n, tokens.BlockSize)
+	}
+	return lo
+}
+
+// admit moves waiting sequence s into the running set and plans its first
+// chunk, preempting lower-class running work when it lacks a batch slot
+// or KV blocks. After a preemption in this step only a sequence that can
+// displace a lower class is admitted: re-admitting what was just
+// preempted would only thrash. false when s cannot start this step.
+func (e *Engine) admit(s *seq, preempted bool, budget *int) bool {
+	if preempted && e.victim(s.Priority+1) == nil {
+		return false
+	}
+	for len(e.running) >= e.cfg.MaxBatch {
+		v := e.victim(s.Priority + 1)
+		if v == nil {
+			return false
+		}
+		e.preempt(v, budget)
+	}
+	for {
+		e.admitPrefix(s)
+		n := e.chunk(s, *budget)
+		if n == 0 {
+			e.releaseBlocks(s)
+			return false // the step-time cap is reached
+		}
+		if e.ensure(s, s.computed+n) {
+			if !s.admitted {
+				s.cached, s.admitted = s.computed, true
+			}
+			e.waiting[0] = nil // s is the head
+			e.waiting = e.waiting[1:]
+			s.inRun = true
+			e.running = append(e.running, s)
+			e.add(s, n, false, budget)
+			return true
+		}
+		e.releaseBlocks(s)
+		v := e.victim(s.Priority + 1)
+		if v == nil {
+			return false
+		}
+		e.preempt(v, budget)
+	}
+}
+
+// Step plans, costs and applies the iteration that starts at now. KV events
+// raised between steps (Cancel, SetWeightState) are reported with it.
+func (e *Engine) Step(now time.Time) Step {
+	st := e.step(now)
+	e.storedBuf = append(e.storedBuf[:0], e.kv.stored...)
+	e.evictedBuf = append(e.evictedBuf[:0], e.kv.evicted...)
+	e.kv.stored, e.kv.evicted = e.kv.stored[:0], e.kv.evicted[:0]
+	st.Stored, st.Evicted = e.storedBuf, e.evictedBuf
+	return st
+}
+
+func (e *Engine) step(now time.Time) Step {
+	out := &e.out
+	out.Duration, out.GPUSeconds, out.Batch = 0, 0, perf.Batch{}
+	out.Emitted, out.Finished, out.Preempted = out.Emitted[:0], out.Finished[:0], out.Preempted[:0]
+	if !e.HasWork() {
+		return *out
+	}
+	if e.weights != schemas.WeightHot {
+		if e.weights != schemas.WeightLoading {
+			d := e.rep.LoadSeconds(e.weights)
+			e.loadUntil = now.Add(time.Duration(d * float64(time.Second)))
+			e.weights = schemas.WeightLoading
+		}
+		if now.Before(e.loadUntil) {
+			out.Duration = e.loadUntil.Sub(now)
+			e.account(now, out.Duration, 0, false)
+			return *out
+		}
+		e.weights, e.loadUntil = schemas.WeightHot, time.Time{}
+	}
+
+	k := 0
+	if e.spec {
+		k = e.cfg.Spec.K
+	}
+	budget := e.cfg.TokenBudget
+	e.capSec = 0
+	if c := e.cfg.CriticalStepTime; c > 0 {
+		for _, s := range e.running {
+			if s.decoding && s.Critical {
+				e.capSec = c.Seconds()
+				break
+			}
+		}
+	}
+	e.cur = perf.Batch{}
+	if k > 0 {
+		e.cur.SpecTokens, e.cur.DraftLayers = k, e.cfg.Spec.DraftLayers
+	}
+	for _, p := range e.plan {
+		p.s.planAt = -1
+	}
+	e.plan = e.plan[:0]
+	preempted := false
+	// Decodes first, in admission order: one token each, they keep every
+	// running sequence's inter-token latency whatever the prefills do.
+	for i := 0; i < len(e.running); i++ {
+		s := e.running[i]
+		if !s.decoding {
+			continue
+		}
+		n := 1 + k
+		if n > budget {
+			continue
+		}
+		ok := true
+		for !e.ensure(s, s.computed+n) {
+			preempted = true
+			v := e.victim(0)
+			j := e.preempt(v, &budget)
+			if v == s {
+				ok = false
+				i--
+				break
+			}
+			if j < i {
+				i--
+			}
+		}
+		if ok {
+			e.add(s, n, true, &budget)
+		}
+	}
+	// Then prefill chunks by class: a running sequence's next chunk before
+	// a waiting sequence of the same class, but a waiting sequence of a
+	// higher class before either. A long low-class prompt mid-prefill pauses
+	// (keeping its KV) rather than hold a critical prompt behind it for
+	// seconds of chunks.
+	e.pre = e.pre[:0]
+	for _, s := range e.running {
+		if !s.decoding && s.planAt < 0 {
+			e.pre = append(e.pre, s)
+		}
+	}
+	for i := 1; i < len(e.pre); i++ { // stable: equal classes keep admission order
+		for j := i; j > 0 && e.pre[j].Priority < e.pre[j-1].Priority; j-- {
+			e.pre[j], e.pre[j-1] = e.pre[j-1], e.pre[j]
+		}
+	}
+	ri, waitingBlocked := 0, false
+	for budget > 0 {
+		for ri < len(e.pre) && !e.pre[ri].inRun {
+			ri++ // preempted earlier in this step
+		}
+		if !waitingBlocked && len(e.waiting) > 0 && (ri == len(e.pre) || e.waiting[0].Priority < e.pre[ri].Priority) {
+			// The head is the highest class waiting (preempted sequences
+			// rejoin behind it, being of a lower class).
+			waitingBlocked = !e.admit(e.waiting[0], preempted, &budget)
+			continue
+		}
+		if ri == len(e.pre) {
+			break
+		}
+		s := e.pre[ri]
+		ri++
+		n := e.chunk(s, budget)
+		if n == 0 {
+			break // the step-time cap is reached
+		}
+		ok := true
+		for !e.ensure(s, s.computed+n) {
+			preempted = true
+			if v := e.victim(0); e.preempt(v, &budget) >= 0 && v == s {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			e.add(s, n, false, &budget)
+		}
+	}
+	clear(e.pre)
+	if len(e.plan) == 0 {
+		// Nothing fits (every block is pinned by sequences that cannot
+		// progress); report no progress rather than spin at zero cost.
+		return *out
+	}
+
+	var b perf.Batch
+	for _, p := range e.plan {
+		if p.decode {
+			b.DecodeSeqs++
+			b.DecodeContextTokens += p.s.computed
+		} else {
+			b.PrefillTokens += p.n
+			b.PrefillContext += p.s.computed
+			b.PrefillSeqs++
+		}
+	}
+	if b.DecodeSeqs > 0 && k > 0 {
+		b.SpecTokens = k
+		b.DraftLayers = e.cfg.Spec.DraftLayers
+	}
+	sec := e.rep.StepSeconds(b)
+	dur := time.Duration(math.Round(sec * float64(time.Second)))
+	end := now.Add(dur)
+	out.Batch, out.Duration, out.GPUSeconds = b, dur, sec*float64(e.rep.TP)
+	e.attribute(out.GPUSeconds)
+
+	emitted := 0
+	for _, p := range e.plan {
+		s := p.s
+		var got int
+		if p.decode {
+			got = 1
+			for j := 0; j < k && e.rng.Float64() < e.cfg.Spec.Acceptance; j++ {
+				got++
+			}
+			got = min(got, s.MaxTokens-s.generated)
+			s.computed += got
+		} else {
+			s.computed += p.n
+			if s.computed < s.total() {
+				continue // more chunks to go
+			}
+			s.decoding, got = true, 1
+			if s.firstToken.IsZero() {
+				s.firstToken = end
+			}
+		}
+		s.generated += got
+		emitted += got
+		out.Emitted = append(out.Emitted, Emit{ID: s.ID, Tokens: got})
+		if s.generated >= s.MaxTokens {
+			out.Finished = append(out.Finished, Finished{
+				ID: s.ID, PromptTokens: s.PromptTokens, CachedTokens: s.cached, OutputTokens: s.generated,
+				Arrival: s.Arrival, FirstTokenAt: s.firstToken, FinishedAt: end, Preemptions: s.preemptions,
+				GPUSeconds: s.gpuSec,
+			})
+			e.releaseBlocks(s)
+			delete(e.byID, s.ID)
+			s.decoding, s.inRun = false, false
+			s.generated = -1 << 30 // marks it for removal below
+		}
+	}
+	if len(out.Finished) > 0 {
+		kept := e.running[:0]
+		for _, s := range e.running {
+			if s.generated >= 0 {
+				kept = append(kept, s)
+			}
+		}
+		for i := len(kept); i < len(e.running); i++ {
+			e.running[i] = nil
+		}
+		e.running = kept
+	}
+	e.account(now, dur, emitted, true)
+	return *out
+}
+
+// attribute splits a step's GPU-seconds over the sequences planned in it,
+// in proportion to the tokens each computed (a decode's 1+k, a prefill
+// chunk's length). Every step's time lands on someone: a prefill-only step
+// is charged to the prompts it prefilled, not carried to whoever emits
+// next, and work redone after a preemption is charged to its sequence.
+// Tokens are the unit because the step's cost model is per token; a
+// decode token in a long context costs more than its count says, which
+// this rule does not try to model.
+func (e *Engine) attribute(gpuSec float64) {
+	n := 0
+	for _, p := range e.plan {
+		n += max(p.n, 1)
+	}
+	if n == 0 || gpuSec <= 0 {
+		return
+	}
+	per := gpuSec / float64(n)
+	for _, p := range e.plan {
+		p.s.gpuSec += per * float64(max(p.n, 1))
+	}
+}
+
+// Progress is how far a queued or running sequence has come: the output
+// tokens it generated, its cached prompt tokens, and the GPU time
+// attributed to it — what a cancel reports it spent. ok is false when the
+// engine does not hold it.
+func (e *Engine) Progress(id string) (generated, cached int, gpuSeconds float64, ok bool) {
+	s, ok := e.byID[id]
+	if !ok {
+		return 0, 0, 0, false
+	}
+	return max(0, s.generated), s.cached, s.gpuSec, true
+}
+
+// account folds a step into the decayed rate counters, counting idle time
+// since the previous step as well.
+func (e *Engine) account(now time.Time, dur time.Duration, emitted int, busy bool) {
+	gap := 0.0
+	if !e.lastEnd.IsZero() && now.After(e.lastEnd) {
+		gap = now.Sub(e.lastEnd).Seconds()
+	}
+	d := dur.Seconds()
+	decay := math.Exp(-(gap + d) / rateTau)
+	e.emaTokens = e.emaTokens*decay + float64(emitted)
+	e.emaTime = e.emaTime*decay + gap + d
+	e.emaBusy *= decay
+	if busy {
+		e.emaBusy += d
+	}
+	e.lastEnd = now.Add(dur)
+}

@@ -1,0 +1,50 @@
+package engine
+
+import (
+	"github.com/switchyard-ai/switchyard/internal/core/tokens"
+	"github.com/switchyard-ai/switchyard/schemas"
+)
+
+// HBMBytes reports the replica's device memory, in all its TP GPUs, and
+// the part in use: the weights plus the occupied share of the KV pool the
+// engine reserves (MemUtil of HBM less the weights, vLLM's
+// gpu_memory_utilization). The live worker and the simulator both report
+// this figure, so the headroom axis reads the same number in either.
+func (e *Engine) HBMBytes() (total, used uint64) {
+	total = uint64(e.rep.GPU.HBMBytes()) * uint64(e.rep.TP)
+	weights := e.rep.WeightBytes()
+	pool := max(0, float64(total)*e.cfg.MemUtil-weights)
+	occupied := 1 - float64(e.kv.available())/float64(max(1, e.kv.total))
+	return total, min(total, uint64(weights+pool*occupied))
+}
+
+// FillHeartbeat writes what a heartbeat says about this engine and its
+// replica into hb: GPU, memory, KV cache, queue, rates and the model's
+// weight state. The caller adds who it is (WorkerID, Pool, Backend), its
+// sequence numbers, clock and counters. hb's maps and Models slice are
+// reused when present, so a caller heartbeating often allocates nothing.
+// This is the one heartbeat builder for a simulated GPU: the live worker
+// and the simulator both call it.
+func (e *Engine) FillHeartbeat(hb *schemas.Heartbeat) {
+	st := e.State()
+	g := e.rep.GPU
+	total, used := e.HBMBytes()
+	hb.GPU, hb.Arch, hb.TP = g.Name, g.Arch, e.rep.TP
+	hb.Simulated = true
+	hb.HBMTotalBytes, hb.HBMFreeBytes = total, total-used
+	hb.KVBlocksTotal, hb.KVBlocksFree, hb.BlockSize = st.KVBlocksTotal, st.KVBlocksFree, tokens.BlockSize
+	hb.Utilization, hb.TokensPerSec, hb.SpecDecode = st.Utilization, st.TokensPerSec, st.SpecDecode
+	hb.Running, hb.Waiting, hb.QueuedTokens, hb.MaxBatch = st.Running, st.Waiting, st.QueuedTokens, st.MaxBatch
+	hb.QueuedTokensByClass = st.ClassMap(hb.QueuedTokensByClass)
+	hb.KVBlocksByClass = st.KVClassMap(hb.KVBlocksByClass)
+	hb.PricePerHour = e.rep.PricePerHour()
+	m := schemas.ModelState{Name: e.rep.Model.Name, Dtype: e.rep.Dtype, State: st.Weights, LoadSeconds: e.rep.LoadSeconds(schemas.WeightCold),
+		ContextLength: e.rep.Model.MaxContext}
+	hb.Models = append(hb.Models[:0], m)
+}
+
+// CostUSD prices GPU-seconds spent on this replica: its hourly price is
+// for all TP GPUs, and GPU-seconds count each of them.
+func (e *Engine) CostUSD(gpuSeconds float64) float64 {
+	return gpuSeconds / 3600 * e.rep.PricePerHour() / float64(max(1, e.rep.TP))
+}

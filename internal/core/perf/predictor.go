@@ -1,0 +1,109 @@
+package perf
+
+import (
+	"math"
+	"sync"
+
+	"github.com/switchyard-ai/switchyard/internal/core/catalog"
+)
+
+// Predictor answers the router's cost questions by name. It caches one
+// Replica per (gpu, model, dtype, tp) key exactly as the caller spells it,
+// so after the first call per key a lookup is one read-locked map access
+// with no allocation. Unknown or invalid combinations (unknown names, FP8 on
+// Ampere, weights that do not fit) are cached too and cost +Inf seconds, so
+// a cost-minimising router never picks them. Safe for concurrent use.
+type Predictor struct {
+	cat *catalog.Catalog
+	mu  sync.RWMutex
+	rep map[replicaKey]*replicaEntry
+}
+
+type replicaKey struct {
+	gpu, model, dtype string
+	tp                int
+}
+
+type replicaEntry struct {
+	r  Replica
+	ok bool
+	// gen is the catalog's generation when a failed entry was built: a
+	// model learned since (catalog.Learn) may make the key valid.
+	gen uint64
+}
+
+// NewPredictor returns a Predictor over c (nil = catalog.Default()).
+func NewPredictor(c *catalog.Catalog) *Predictor {
+	if c == nil {
+		c = catalog.Default()
+	}
+	return &Predictor{cat: c, rep: make(map[replicaKey]*replicaEntry)}
+}
+
+// replica returns the cached entry for the key, building it on first use.
+// A valid entry is never replaced, so a lookup copies nothing; a failed one
+// is rebuilt once the catalog has learned a model since (see gen).
+func (p *Predictor) replica(gpu, model, dtype string, tp int) *replicaEntry {
+	k := replicaKey{gpu, model, dtype, tp}
+	p.mu.RLock()
+	e := p.rep[k]
+	p.mu.RUnlock()
+	gen := p.cat.Generation()
+	if e != nil && (e.ok || e.gen == gen) {
+		return e
+	}
+	r, err := NewReplica(p.cat, gpu, model, dtype, tp)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e := p.rep[k]; e != nil && (e.ok || e.gen == gen) {
+		return e
+	}
+	e = &replicaEntry{r: r, ok: err == nil, gen: gen}
+	p.rep[k] = e
+	return e
+}
+
+// PrefillSeconds is the time to prefill newTokens over cachedTokens alone on
+// the replica; +Inf when the replica is unknown or invalid.
+func (p *Predictor) PrefillSeconds(gpu, model, dtype string, tp, newTokens, cachedTokens int) float64 {
+	e := p.replica(gpu, model, dtype, tp)
+	if !e.ok {
+		return math.Inf(1)
+	}
+	return e.r.PrefillSeconds(newTokens, cachedTokens)
+}
+
+// DecodeSeconds is the time to produce outputTokens for one sequence while
+// batch sequences (itself included) decode with mean context ctx; +Inf when
+// the replica is unknown or invalid. The context grows by outputTokens/2 on
+// average over the generation.
+func (p *Predictor) DecodeSeconds(gpu, model, dtype string, tp, outputTokens, batch, ctx int) float64 {
+	e := p.replica(gpu, model, dtype, tp)
+	if !e.ok {
+		return math.Inf(1)
+	}
+	if outputTokens <= 0 {
+		return 0
+	}
+	return float64(outputTokens) * e.r.DecodeStepSeconds(max(batch, 1), ctx+outputTokens/2)
+}
+
+// LoadSeconds is the time to make the model servable from a weight state
+// (0 for hot); +Inf when the replica is unknown or invalid.
+func (p *Predictor) LoadSeconds(gpu, model, dtype string, tp int, fromState string) float64 {
+	e := p.replica(gpu, model, dtype, tp)
+	if !e.ok {
+		return math.Inf(1)
+	}
+	return e.r.LoadSeconds(fromState)
+}
+
+// PricePerHour is the on-demand price of tp GPUs of this type; +Inf for an
+// unknown GPU so that it is never the cheapest choice.
+func (p *Predictor) PricePerHour(gpu string, tp int) float64 {
+	g, ok := p.cat.GPU(gpu)
+	if !ok {
+		return math.Inf(1)
+	}
+	return g.PricePerHour * float64(max(tp, 1))
+}

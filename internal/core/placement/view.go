@@ -1,0 +1,545 @@
+package placement
+
+import (
+	"cmp"
+	"math"
+	"math/bits"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/switchyard-ai/switchyard/internal/core/fleet"
+	"github.com/switchyard-ai/switchyard/schemas"
+)
+
+// view is the placer's struct-of-arrays copy of the fleet: per worker, the
+// few fields placement reads, packed in two dense arrays by Idx. A
+// placement walks every worker, and reading each one's fleet.Worker (a few
+// hundred bytes on its own heap object, its class strings and its models on
+// others) cost a cache miss or more per worker per placement; the rows are
+// contiguous, so the walk streams through them. The copy is refreshed from
+// fleet.Versions: only slots that changed since the last placement are
+// re-read, which between two placements of the live router is the one
+// worker the last booking touched plus those that sent a heartbeat.
+type view struct {
+	fleet   *fleet.Fleet
+	version uint64   // the fleet.Version the rows were brought up to
+	vers    []uint64 // by Idx: the fleet.Versions entry each row was copied at
+	hot     []hotRow
+	cold    []coldRow
+	// members lists, by group (see groupOf), the live rows of the group
+	// in ascending Idx, so the scan can pass over a group whose bound
+	// cannot beat the bar without reading its rows; groups summarises
+	// each, and buckets each decode bucket of a class: its groups
+	// together (see bucketOf).
+	members [][]int32
+	// byQueue lists each group's members again for each class rank k,
+	// by queue[k] (then Idx): the scan reads a group's members only up to
+	// the first whose queue alone puts the group's bound over the bar.
+	// Within a group the queue is what spreads the bounds most (the batch
+	// is banded and the price is the class's), and a batch request at
+	// 10,000 workers read some 300 workers one by one, nearly all of them
+	// in groups whose bound was within 2 % of the bar.
+	byQueue [][fleet.NumClasses][]int32
+	groups  []group
+	buckets []group
+	dirty   []int32 // groups whose members changed since summarize
+}
+
+// A group is the workers of one cost class whose batch falls in one band:
+// a quarter of a decode bucket (an octave of batch sizes), summarised for
+// the scan's group bound. Within a class the batch is what moves a
+// worker's bound most and both ways (its decode share of the GPU falls as
+// the batch grows, its own decode and the delay it imposes rise), and a
+// bound from the best of each over a whole octave was loose by a sixth
+// for batch requests: at 10,000 workers they bounded some 1,100 workers
+// one by one, the whole of the best GPU's busiest buckets, to evaluate 15.
+// The same summary over a whole bucket (view.buckets) is what the scan
+// orders and first skips by, so a placement bounds a few dozen buckets,
+// not four times as many groups.
+type group struct {
+	minOwnPricePerSecond float64 // +Inf if no member has its own price (or the GPU axis is off)
+	minInvBatch          float64
+	minOthers            float64
+	minQueue             [fleet.NumClasses]int // by rank, as hotRow.queue
+	// minFrac and maxFrac bound the members' decodeFrac: decode time is
+	// linear in it between the bucket's ends, so its least is at one of
+	// them. maxFrac > 0 when some member interpolates past the bucket.
+	minFrac, maxFrac float64
+	n                int32 // members
+	dirty            bool
+	bound            float64 // groupBound for this placement
+}
+
+// bands is the number of groups a decode bucket is split into.
+const bands = 4
+
+// emptyGroup is the summary of no workers, which any member lowers.
+func emptyGroup() group {
+	gr := group{minOwnPricePerSecond: math.Inf(1), minInvBatch: 1, minOthers: math.Inf(1), minFrac: 1}
+	for k := range gr.minQueue {
+		gr.minQueue[k] = math.MaxInt
+	}
+	return gr
+}
+
+// merge lowers gr's summary by o's.
+func (gr *group) merge(o *group) {
+	gr.minOwnPricePerSecond = min(gr.minOwnPricePerSecond, o.minOwnPricePerSecond)
+	gr.minInvBatch = min(gr.minInvBatch, o.minInvBatch)
+	gr.minOthers = min(gr.minOthers, o.minOthers)
+	for k := range gr.minQueue {
+		gr.minQueue[k] = min(gr.minQueue[k], o.minQueue[k])
+	}
+	gr.minFrac, gr.maxFrac = min(gr.minFrac, o.minFrac), max(gr.maxFrac, o.maxFrac)
+	gr.n += o.n
+}
+
+// groupOf is the group of a live row.
+func groupOf(h *hotRow) int32 { return bucketOf(h)*bands + int32(h.band) }
+
+// bucketOf is the decode bucket of a live row's class: an index into
+// view.buckets, and groupOf/bands.
+func bucketOf(h *hotRow) int32 { return h.class*decodeBuckets + int32(h.decodeLo) }
+
+// hotRow is what every worker's lower bound needs: read for all of them.
+type hotRow struct {
+	seen time.Time // fleet.Worker.LastSeen; kept as a time.Time so freshness compares as before (monotonic clock included)
+	// queue[k] is the prompt tokens queued (heartbeat) and booked of class
+	// ranks 0..k: what a request of rank k waits behind (see queueTerm).
+	queue [fleet.NumClasses]int
+	// others is batch-1 and invBatch 1/batch (see coldRow.batch), as
+	// floats for the bound.
+	others, invBatch float64
+	// ownPricePerSecond is the worker's own price in $/s when the GPU
+	// axis uses it (see gpuCostTerm), else 0.
+	ownPricePerSecond float64
+	// decodeFrac and decodeLo place batch between the decode buckets (see
+	// decodePoint), so the per-worker decode is one interpolation.
+	decodeFrac float64
+	class      int32 // index into Placer.classes
+	decodeLo   uint8
+	band       uint8 // which quarter of the bucket batch lies in (see group)
+	flags      rowFlags
+}
+
+// coldRow is read only for workers that survive the lower bound.
+type coldRow struct {
+	w                 *fleet.Worker
+	hbmTotal, hbmFree uint64
+	free, kvTotal     int // KV blocks; free is net of bookings
+	blockSize         int
+	batch             int     // running + booked sequences + 1: the batch the request would join
+	price             float64 // the worker's own $/hour, 0 if it gave none
+	// lower[k] is the KV blocks held by classes of rank above k, which
+	// the engine preempts for a request of rank k (see the headroom axis).
+	lower [fleet.NumClasses]int32
+	// gpu, arch and tp are what class and fp8 were derived from, so a
+	// heartbeat that keeps them skips the class lookup.
+	gpu, arch string
+	tp        int
+}
+
+type rowFlags uint8
+
+const (
+	rowLive     rowFlags = 1 << iota // a worker occupies the slot
+	rowHeard                         // at least one heartbeat (LastSeen set)
+	rowDraining                      // the worker is draining
+	rowFP8                           // its architecture runs FP8 weights
+	// Set for one placement only:
+	rowTouched  // holds a cached prefix of the request (its lens entry is set)
+	rowExcluded // the request's retry must avoid it
+)
+
+// refresh brings the view up to f's current state. It re-reads only slots
+// whose fleet version moved, and nothing at all when the fleet's version
+// has not; a different fleet than last time is copied whole.
+func (p *Placer) refresh(f *fleet.Fleet) {
+	v := &p.view
+	if v.fleet != f {
+		v.fleet, v.version = f, 0
+		v.vers, v.hot, v.cold = v.vers[:0], v.hot[:0], v.cold[:0]
+		for g := range v.members {
+			v.members[g] = v.members[g][:0]
+			for k := range v.byQueue[g] {
+				v.byQueue[g][k] = v.byQueue[g][k][:0]
+			}
+			p.changed(int32(g))
+		}
+		// Cached residencies carry the old fleet's versions.
+		clear(p.modelIdx)
+		p.resCols = p.resCols[:0]
+	} else if v.version == f.Version() {
+		return
+	}
+	vers, workers := f.Versions(), f.Workers()
+	for len(v.vers) < len(vers) {
+		v.vers = append(v.vers, 0)
+		v.hot = append(v.hot, hotRow{})
+		v.cold = append(v.cold, coldRow{})
+	}
+	for i, ver := range vers {
+		if ver != v.vers[i] {
+			p.copyRow(int32(i), workers[i])
+			v.vers[i] = ver
+		}
+	}
+	v.version = f.Version()
+	for _, g := range v.dirty {
+		p.summarize(g)
+	}
+	v.dirty = v.dirty[:0]
+}
+
+// changed marks group g's summary stale.
+func (p *Placer) changed(g int32) {
+	if gr := &p.view.groups[g]; !gr.dirty {
+		gr.dirty = true
+		p.view.dirty = append(p.view.dirty, g)
+	}
+}
+
+// summarize recomputes what group g's bound needs from its members, and
+// its class's decode buckets. It is exact, not a running total, so that a
+// placer kept across fleet changes bounds, skips and reports as a new one
+// would.
+func (p *Placer) summarize(g int32) {
+	v := &p.view
+	gr := &v.groups[g]
+	*gr = emptyGroup()
+	for _, i := range v.members[g] {
+		h := &v.hot[i]
+		gr.minInvBatch = min(gr.minInvBatch, h.invBatch)
+		gr.minOthers = min(gr.minOthers, h.others)
+		for k := range gr.minQueue {
+			gr.minQueue[k] = min(gr.minQueue[k], h.queue[k])
+		}
+		gr.minFrac, gr.maxFrac = min(gr.minFrac, h.decodeFrac), max(gr.maxFrac, h.decodeFrac)
+		if h.ownPricePerSecond > 0 {
+			gr.minOwnPricePerSecond = min(gr.minOwnPricePerSecond, h.ownPricePerSecond)
+		}
+	}
+	gr.n = int32(len(v.members[g]))
+	b := g / bands
+	bk := &v.buckets[b]
+	*bk = emptyGroup()
+	for s := b * bands; s < (b+1)*bands; s++ {
+		bk.merge(&v.groups[s])
+	}
+	k := b / decodeBuckets
+	cl := &p.classes[k]
+	cl.buckets = 0
+	for lo := range decodeBuckets {
+		bk := &v.buckets[k*decodeBuckets+int32(lo)]
+		if bk.n == 0 {
+			continue
+		}
+		cl.buckets |= 1 << lo
+		if bk.maxFrac > 0 {
+			cl.buckets |= 1 << (lo + 1)
+		}
+	}
+}
+
+// copyRow copies worker w (nil for a free slot) into row i.
+func (p *Placer) copyRow(i int32, w *fleet.Worker) {
+	h, c := &p.view.hot[i], &p.view.cold[i]
+	for _, col := range p.resCols {
+		if int(i) < len(col) {
+			col[i].current = false
+		}
+	}
+	wasLive := h.flags&rowLive != 0
+	var oldGroup int32
+	oldQueue := h.queue
+	if wasLive {
+		oldGroup = groupOf(h)
+		p.changed(oldGroup)
+	}
+	if w == nil {
+		if wasLive {
+			p.view.leave(oldGroup, i, &oldQueue)
+		}
+		*h, *c = hotRow{}, coldRow{}
+		return
+	}
+	if !wasLive || c.w != w || c.gpu != w.GPU || c.arch != w.Arch || c.tp != w.TP {
+		var fp8 bool
+		h.class, fp8 = p.classOf(w)
+		h.flags = 0
+		if fp8 {
+			h.flags = rowFP8
+		}
+		c.gpu, c.arch, c.tp = w.GPU, w.Arch, w.TP
+	}
+	h.flags = h.flags&rowFP8 | rowLive
+	if !w.LastSeen.IsZero() {
+		h.flags |= rowHeard
+	}
+	if w.Draining {
+		h.flags |= rowDraining
+	}
+	h.seen = w.LastSeen
+	q := 0
+	for k := range fleet.NumClasses {
+		q += w.QueuedByClass[k] + w.BookedPromptByClass[k]
+		h.queue[k] = q
+	}
+	batch := w.Running + w.BookedRequests + 1
+	h.decodeLo, h.decodeFrac = decodePoint(batch)
+	h.band = bandOf(batch, h.decodeLo)
+	h.others, h.invBatch = float64(batch-1), 1/float64(batch)
+	h.ownPricePerSecond = 0
+	if p.on[axGPU] && w.PricePerHour > 0 {
+		h.ownPricePerSecond = w.PricePerHour / 3600
+	}
+	if g := groupOf(h); !wasLive || g != oldGroup {
+		if wasLive {
+			p.view.leave(oldGroup, i, &oldQueue)
+		}
+		p.view.join(g, i)
+		p.changed(g)
+	} else if h.queue != oldQueue {
+		p.view.requeue(g, i, &oldQueue)
+	}
+
+	c.w = w
+	c.hbmTotal, c.hbmFree = w.HBMTotal, w.HBMFree
+	c.free, c.kvTotal, c.blockSize = w.FreeBlocks(), w.KVBlocksTotal, w.BlockSize
+	c.batch, c.price = batch, w.PricePerHour
+	for k := range c.lower {
+		c.lower[k] = int32(min(w.LowerClassBlocks(k), math.MaxInt32))
+	}
+}
+
+// classOf returns the index of w's cost class (GPU and TP; the reference
+// GPU when the GPU axis is off) and whether its architecture runs FP8.
+func (p *Placer) classOf(w *fleet.Worker) (int32, bool) {
+	arch := w.Arch
+	if arch == "" {
+		arch = ArchOf(w.GPU)
+	}
+	fp8 := false
+	for _, a := range p.opts.FP8Arches {
+		if strings.EqualFold(a, arch) {
+			fp8 = true
+		}
+	}
+	key := classKey{gpu: w.GPU, tp: w.TP}
+	if !p.on[axGPU] {
+		key.gpu = p.opts.ReferenceGPU
+	}
+	id, ok := p.classIdx[key]
+	if !ok {
+		id = int32(len(p.classes))
+		p.classes = append(p.classes, class{gpu: key.gpu, tp: key.tp})
+		p.classIdx[key] = id
+		for range decodeBuckets * bands {
+			p.view.members = append(p.view.members, nil)
+			p.view.byQueue = append(p.view.byQueue, [fleet.NumClasses][]int32{})
+			p.view.groups = append(p.view.groups, emptyGroup())
+		}
+		for range decodeBuckets {
+			p.view.buckets = append(p.view.buckets, emptyGroup())
+		}
+	}
+	return id, fp8
+}
+
+// join adds row i to group g's members, keeping them in Idx order (and
+// byQueue in queue order) so that a placer kept across fleet changes scans
+// in the same order as a new one.
+func (v *view) join(g, i int32) {
+	m := v.members[g]
+	at, _ := slices.BinarySearch(m, i)
+	v.members[g] = slices.Insert(m, at, i)
+	for k := range v.byQueue[g] {
+		q := v.byQueue[g][k]
+		at := v.queuePos(q, k, i, v.hot[i].queue[k])
+		v.byQueue[g][k] = slices.Insert(q, at, i)
+	}
+}
+
+// leave removes row i, whose queue was queue when it joined, from group g.
+func (v *view) leave(g, i int32, queue *[fleet.NumClasses]int) {
+	m := v.members[g]
+	if at, ok := slices.BinarySearch(m, i); ok {
+		v.members[g] = slices.Delete(m, at, at+1)
+	}
+	for k := range v.byQueue[g] {
+		q := v.byQueue[g][k]
+		if at := v.queuePos(q, k, i, queue[k]); at < len(q) && q[at] == i {
+			v.byQueue[g][k] = slices.Delete(q, at, at+1)
+		}
+	}
+}
+
+// requeue moves row i within group g's queue orders, from queue to its
+// row's.
+func (v *view) requeue(g, i int32, queue *[fleet.NumClasses]int) {
+	for k := range v.byQueue[g] {
+		if queue[k] == v.hot[i].queue[k] {
+			continue
+		}
+		q := v.byQueue[g][k]
+		if at := v.queuePos(q, k, i, queue[k]); at < len(q) && q[at] == i {
+			q = slices.Delete(q, at, at+1)
+		}
+		at := v.queuePos(q, k, i, v.hot[i].queue[k])
+		v.byQueue[g][k] = slices.Insert(q, at, i)
+	}
+}
+
+// queuePos is where row i with queue[k] == key sits, or would, in q
+// (ordered by queue[k], then Idx). Row i's own entry, if found on the way,
+// is compared at key, since its row may already hold a new queue.
+func (v *view) queuePos(q []int32, k int, i int32, key int) int {
+	at, _ := slices.BinarySearchFunc(q, i, func(x, i int32) int {
+		kx := v.hot[x].queue[k]
+		if x == i {
+			kx = key
+		}
+		if c := cmp.Compare(kx, key); c != 0 {
+			return c
+		}
+		return cmp.Compare(x, i)
+	})
+	return at
+}
+
+// decodePoint places a batch size among the decode buckets: the bucket at
+// or below it and the fraction of the way to the next, 0 on a bucket (or
+// past the last one, which is used flat).
+func decodePoint(batch int) (lo uint8, frac float64) {
+	if batch < 1 {
+		batch = 1
+	}
+	l := bits.Len(uint(batch)) - 1
+	if l >= decodeBuckets-1 {
+		return decodeBuckets - 1, 0
+	}
+	if batch == 1<<l {
+		return uint8(l), 0
+	}
+	return uint8(l), float64(batch-(1<<l)) / float64(int(1)<<l)
+}
+
+// bandOf is the quarter of decode bucket lo (see decodePoint) that batch
+// falls in; the last bucket, used flat, is banded over its first octave.
+func bandOf(batch int, lo uint8) uint8 {
+	start := 1 << lo
+	return uint8(min(max(batch-start, 0)*bands>>lo, bands-1))
+}
+
+// weightState is a model's residency on a worker as a small code, so the
+// warmth and headroom axes switch on a byte instead of comparing strings.
+type weightState uint8
+
+const (
+	stateHot weightState = iota
+	stateSleeping
+	stateLoading
+	stateCold
+	stateAbsent
+	stateUnknown // a state string this placer does not know: never bet on it
+)
+
+// residency is the request's model on one worker.
+type residency struct {
+	resident bool        // the worker lists the model
+	state    weightState // stateUnknown when the worker does not list the model
+	// ownLoad is the worker's own load-time estimate for weights that are
+	// not hot, 0 if it gave none.
+	ownLoad float64
+	// current is cleared for every model when the row is copied again.
+	current bool
+}
+
+type modelKey struct{ model, dtype string }
+
+// maxModelKeys bounds the residency columns kept; past it they start over,
+// so requests naming ever new models cannot grow the placer without limit.
+const maxModelKeys = 64
+
+// residencies returns the column of residencies of model at dtype, by Idx
+// and as long as the view. copyRow marks a row's entries stale in every
+// column; the scan re-reads those (see residencyAt).
+func (p *Placer) residencies(model, dtype string) []residency {
+	k := modelKey{model, dtype}
+	id, ok := p.modelIdx[k]
+	if !ok {
+		if len(p.modelIdx) >= maxModelKeys {
+			clear(p.modelIdx)
+			p.resCols = p.resCols[:0]
+		}
+		id = int32(len(p.resCols))
+		p.modelIdx[k] = id
+		p.resCols = append(p.resCols, nil)
+	}
+	col := p.resCols[id]
+	for len(col) < len(p.view.hot) {
+		col = append(col, residency{})
+	}
+	p.resCols[id] = col
+	return col
+}
+
+// residencyAt is the request's model residency on the worker at Idx i,
+// re-read from the worker only when the row changed since it was cached.
+// The worker's class must be prepared for r.
+func (p *Placer) residencyAt(i int32, r *Request) *residency {
+	if e := &p.res[i]; e.current {
+		return e
+	}
+	return p.reread(i, r)
+}
+
+func (p *Placer) reread(i int32, r *Request) *residency {
+	e := &p.res[i]
+	*e = residencyOf(p.view.cold[i].w, r.Model, r.Dtype)
+	if !p.on[axWarmth] {
+		e.ownLoad = 0 // the axis is blind to residency: see warmLoad
+	}
+	e.current = true
+	// A state new to the worker's class needs its load_s, for this request
+	// too: the class was prepared without it.
+	if cl := &p.classes[p.view.hot[i].class]; cl.states&(1<<e.state) == 0 {
+		cl.states |= 1 << e.state
+		p.fillLoad(cl, r, e.state)
+	}
+	return e
+}
+
+func residencyOf(w *fleet.Worker, model, dtype string) residency {
+	ms, ok := w.Model(model, dtype)
+	if !ok {
+		// A worker serves the models it lists (hot, sleeping, cold or
+		// absent-but-loadable, as an engine that loads models on demand
+		// reports them); one it does not list it cannot run, and waiting
+		// will not change that. Treating it as loadable sent requests to
+		// replicas of another model.
+		return residency{state: stateUnknown}
+	}
+	res := residency{resident: true, state: stateOf(ms.State)}
+	if res.state != stateHot && ms.LoadSeconds > 0 {
+		res.ownLoad = ms.LoadSeconds
+	}
+	return res
+}
+
+func stateOf(s string) weightState {
+	switch s {
+	case schemas.WeightHot:
+		return stateHot
+	case schemas.WeightSleeping:
+		return stateSleeping
+	case schemas.WeightLoading:
+		return stateLoading
+	case schemas.WeightCold:
+		return stateCold
+	case schemas.WeightAbsent:
+		return stateAbsent
+	}
+	return stateUnknown
+}

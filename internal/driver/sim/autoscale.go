@@ -1,0 +1,473 @@
+package sim
+
+// Autoscaling in virtual time: internal/core/control's Controller runs every
+// Interval on the inputs the live controller (services/controller) gathers
+// — the workers' latest heartbeats, the router queue's depth per class,
+// SLO attainment per class over the last SLOWindow and the request mix —
+// and its decisions act on the simulated fleet the way the live worker and
+// the local scaler (services/controller Scaler) act on them: spec
+// decoding, budgets and weight warmth on the engines, shedding margins on
+// the admitter's shedder, desired replicas by starting and draining
+// workers.
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/switchyard-ai/switchyard/internal/core/baselines"
+	"github.com/switchyard-ai/switchyard/internal/core/control"
+	"github.com/switchyard-ai/switchyard/internal/core/engine"
+	"github.com/switchyard-ai/switchyard/internal/core/perf"
+	"github.com/switchyard-ai/switchyard/schemas"
+)
+
+// Autoscale turns the control loop on for a run (Config.Autoscale).
+type Autoscale struct {
+	// Control configures the controller. With no Pools, each GPU entry of
+	// the fleet becomes one pool of Config.Model bounded by [Min, Max]; the
+	// fleet's counts are the starting replicas.
+	Control control.Config
+	// Min and Max bound the derived pools (defaults 1 and 64).
+	Min, Max int
+	// SLOWindow is the window attainment is measured over (default 60 s,
+	// the live controller's).
+	SLOWindow time.Duration
+	// Warmth applies the controller's weight-warmth decisions (sleep,
+	// wake, unload). Off by default: in a pool of one model a sleeping
+	// replica is still paid for — the scaler is the cost lever — and each
+	// request placed on it waits for the wake. The controller now sleeps
+	// replicas only in a pool held at its floor, so on the Azure code trace
+	// turning this on changes nothing (docs/benchmarks.md "Control loop").
+	Warmth bool
+	// Planner names the planner that sizes the pools: "" or "switchyard"
+	// for internal/core/control's Controller, or a baseline of
+	// baselines.PlannerNames (Dynamo's planner in throughput or load mode,
+	// llm-d's Workload Variant Autoscaler, the HPA on KEDA's JetStream lag).
+	// Every planner runs on the same fleet, started and drained the same
+	// way, with the same cold-start costs.
+	Planner string
+}
+
+// AutoscaleStats is what the control loop did in one run.
+type AutoscaleStats struct {
+	Decisions int `json:"decisions"`
+	// Started and Retired count workers added and drained to exit.
+	Started int `json:"started"`
+	Retired int `json:"retired"`
+	// Replicas: provisioned replicas (serving, starting or draining);
+	// MeanReplicas is time-weighted over the makespan.
+	MinReplicas  int     `json:"min_replicas"`
+	MaxReplicas  int     `json:"max_replicas"`
+	MeanReplicas float64 `json:"mean_replicas"`
+	// Changes counts decided changes by kind (replicas, spec, budget,
+	// warmth, shed).
+	Changes map[string]int `json:"changes"`
+	// Timeline is the provisioned replicas after every change in that
+	// figure, for charts.
+	Timeline []ReplicaPoint `json:"timeline"`
+}
+
+// ReplicaPoint is the provisioned replica count from a virtual instant on.
+type ReplicaPoint struct {
+	AtSeconds float64 `json:"t_s"`
+	Replicas  int     `json:"replicas"`
+	Desired   int     `json:"desired"`
+}
+
+// Control-loop events run after everything else at an instant, so a
+// decision sees the state that instant's steps and heartbeats left.
+const (
+	evReady   = evRetry + 1 // a started worker has loaded its weights
+	evControl = evRetry + 2 // one controller decision
+)
+
+type pool struct {
+	control.Pool
+	rep  perf.Replica
+	next int // name counter
+}
+
+// starting is a worker provisioned but not yet serving: it loads its
+// weights (process start, weight read, compile and graph capture) before
+// it registers, as a vLLM server does before it accepts requests, and is
+// paid for from the moment it was started.
+type starting struct {
+	pool    *pool
+	id      string
+	startAt int64
+	done    bool
+}
+
+type autoscaler struct {
+	cfg Autoscale
+	// unserved counts requests turned away without a worker (Inputs.Unserved).
+	unserved uint64
+	ctl      control.Planner
+	interval int64
+	pools    []*pool
+	byKey    map[string]*pool
+	poolOf   []*pool // by worker index
+	startAt  []int64 // by worker index: when it was provisioned
+	endAt    []int64 // by worker index: retired at, -1 while provisioned
+	drainAt  []int64 // by worker index: draining since, -1 if not
+	starts   []starting
+	recent   control.Recent
+	margins  map[string]float64
+	stats    AutoscaleStats
+	first    int64
+	lastRep  int
+	lastAt   int64
+	repSecs  float64 // replica-seconds provisioned, for the mean
+	lastDes  int
+	workers  []schemas.Heartbeat
+	queued   map[string]int
+	slo      map[string]control.Attainment
+	starting map[string]int
+}
+
+// startAutoscale builds the controller over the fleet buildFleet made.
+func (r *runner) startAutoscale() error {
+	if err := r.newAutoscaler(); err != nil {
+		return err
+	}
+	return r.as.adopt(r)
+}
+
+func (r *runner) newAutoscaler() error {
+	as := *r.cfg.Autoscale
+	if as.Min < 0 {
+		as.Min = 0
+	}
+	if as.Max <= 0 {
+		as.Max = 64
+	}
+	if as.SLOWindow <= 0 {
+		as.SLOWindow = time.Minute
+	}
+	cc := as.Control
+	if cc.Catalog == nil {
+		cc.Catalog = r.cfg.Catalog
+	}
+	if len(cc.Pools) == 0 {
+		for _, g := range r.cfg.GPUs {
+			rep, err := perf.NewReplica(r.cfg.Catalog, g.GPU, r.cfg.Model, r.cfg.Dtype, max(g.TP, 1))
+			if err != nil {
+				return fmt.Errorf("sim: autoscale: %w", err)
+			}
+			// The canonical names, so the pool key matches the heartbeats'.
+			cc.Pools = append(cc.Pools, control.Pool{GPU: rep.GPU.Name, Model: rep.Model.Name, Dtype: r.cfg.Dtype, TP: rep.TP,
+				Min: min(as.Min, as.Max), Max: max(as.Max, g.Count)})
+		}
+	}
+	ctl, err := control.New(cc)
+	if err != nil {
+		return fmt.Errorf("sim: autoscale: %w", err)
+	}
+	a := &autoscaler{cfg: as, ctl: ctl, byKey: map[string]*pool{}, queued: map[string]int{},
+		slo: map[string]control.Attainment{}, starting: map[string]int{}, margins: map[string]float64{},
+		stats: AutoscaleStats{Changes: map[string]int{}}, recent: control.Recent{Window: as.SLOWindow}}
+	a.cfg.Control = ctl.Config()
+	if as.Planner != "" && as.Planner != control.PlannerSwitchyard {
+		p, err := baselines.NewPlanner(as.Planner, a.cfg.Control)
+		if err != nil {
+			return fmt.Errorf("sim: autoscale: %w", err)
+		}
+		a.ctl = p
+	}
+	a.interval = int64(a.cfg.Control.Interval)
+	for k, v := range a.cfg.Control.ShedMargins {
+		a.margins[k] = v
+	}
+	for _, p := range a.cfg.Control.Pools {
+		rep, err := perf.NewReplica(r.cfg.Catalog, p.GPU, p.Model, p.Dtype, max(p.TP, 1))
+		if err != nil {
+			return fmt.Errorf("sim: autoscale: %w", err)
+		}
+		if len(r.ws) > 0 && rep.Model.Name != r.ws[0].rep.Model.Name {
+			return fmt.Errorf("sim: autoscale: pool %s serves %s, the trace asks for %s", p.Key(), p.Model, r.cfg.Model)
+		}
+		pl := &pool{Pool: p, rep: rep}
+		a.pools = append(a.pools, pl)
+		a.byKey[p.Key()] = pl
+	}
+	r.as = a
+	return nil
+}
+
+// adopt registers the run's initial workers (after buildFleet) and
+// schedules the first decision.
+func (a *autoscaler) adopt(r *runner) error {
+	first := int64(r.tr.Requests[0].Arrival)
+	for _, w := range r.ws {
+		pl := a.byKey[control.PoolKey(w.rep.GPU.Name, w.rep.Model.Name)]
+		if pl == nil {
+			return fmt.Errorf("sim: autoscale: worker %s is in no configured pool", w.id)
+		}
+		pl.next++
+		a.poolOf = append(a.poolOf, pl)
+		a.startAt = append(a.startAt, first)
+		a.endAt = append(a.endAt, -1)
+		a.drainAt = append(a.drainAt, -1)
+	}
+	a.first, a.lastAt, a.lastRep = first, first, len(r.ws)
+	a.stats.MinReplicas, a.stats.MaxReplicas = a.lastRep, a.lastRep
+	a.stats.Timeline = append(a.stats.Timeline, ReplicaPoint{AtSeconds: 0, Replicas: a.lastRep, Desired: a.lastRep})
+	r.h.push(first+a.interval, evControl, 0)
+	return nil
+}
+
+// event handles the control loop's own events.
+func (a *autoscaler) event(r *runner, ev event) {
+	switch ev.kind {
+	case evControl:
+		a.decide(r)
+		r.h.push(r.now+a.interval, evControl, 0)
+	case evReady:
+		a.ready(r, int(ev.a))
+	}
+}
+
+// provisioned is how many replicas are paid for now.
+func (a *autoscaler) provisioned() int {
+	n := 0
+	for _, e := range a.endAt {
+		if e < 0 {
+			n++
+		}
+	}
+	for _, s := range a.starts {
+		if !s.done {
+			n++
+		}
+	}
+	return n
+}
+
+// track accumulates replica-seconds and the timeline on every change.
+func (a *autoscaler) track(now int64) {
+	n := a.provisioned()
+	a.repSecs += float64(a.lastRep) * float64(now-a.lastAt) / 1e9
+	a.lastAt = now
+	if n == a.lastRep {
+		return
+	}
+	a.lastRep = n
+	a.stats.MinReplicas = min(a.stats.MinReplicas, n)
+	a.stats.MaxReplicas = max(a.stats.MaxReplicas, n)
+	a.stats.Timeline = append(a.stats.Timeline, ReplicaPoint{AtSeconds: float64(now-a.first) / 1e9, Replicas: n, Desired: a.lastDes})
+}
+
+func (a *autoscaler) decide(r *runner) {
+	now := at(r.now)
+	in := control.Inputs{Now: now, Queued: a.queued, SLO: a.slo, Starting: a.starting, Unserved: a.unserved}
+	clear(a.queued)
+	clear(a.slo)
+	clear(a.starting)
+	a.workers = a.workers[:0]
+	for i, w := range r.ws {
+		if a.endAt[i] < 0 {
+			a.workers = append(a.workers, w.hb)
+		}
+	}
+	in.Workers = a.workers
+	for _, p := range schemas.Priorities {
+		a.queued[p] = r.core.QueuedClass(p)
+	}
+	in.SLO = a.recent.SLO(now, a.slo)
+	in.Mix = a.recent.Mix()
+	for _, s := range a.starts {
+		if !s.done {
+			a.starting[s.pool.Key()]++
+		}
+	}
+
+	d := a.ctl.Decide(in)
+	a.stats.Decisions++
+	for _, ch := range d.Changes {
+		a.stats.Changes[ch.Kind]++
+	}
+	for _, s := range d.Spec {
+		if w := a.live(r, s.Worker); w != nil {
+			w.eng.SetSpecDecode(s.On)
+		}
+	}
+	for _, b := range d.Budgets {
+		if w := a.live(r, b.Worker); w != nil {
+			w.eng.SetBudgets(b.MaxBatch, b.TokenBudget)
+		}
+	}
+	for _, wd := range d.Warmth {
+		if !a.cfg.Warmth {
+			break
+		}
+		// A worker refuses to unload while it runs sequences, as the live
+		// worker's engine does; the controller retries on a later decision.
+		if w := a.live(r, wd.Worker); w != nil && w.eng.SetWeightState(wd.State) == nil {
+			r.heartbeat(w)
+		}
+	}
+	for _, s := range d.Shed {
+		a.margins[s.Class] = s.Margin
+	}
+	a.lastDes = 0
+	for _, rd := range d.Replicas {
+		a.lastDes += rd.Desired
+		if pl := a.byKey[rd.Pool]; pl != nil {
+			a.reconcile(r, pl, rd.Desired)
+		}
+	}
+	a.track(r.now)
+}
+
+// live returns a provisioned, not draining worker by id.
+func (a *autoscaler) live(r *runner, id string) *simWorker {
+	i, ok := r.byWID[id]
+	if !ok || a.endAt[i] >= 0 || a.drainAt[i] >= 0 {
+		return nil
+	}
+	return r.ws[i]
+}
+
+// reconcile moves a pool toward desired replicas as the local scaler
+// does: start workers for a shortfall; for a surplus drain the cheapest
+// to lose (sleeping first, then the least loaded, then the newest) and
+// leave workers still starting to join.
+func (a *autoscaler) reconcile(r *runner, pl *pool, desired int) {
+	var live []*simWorker
+	for i, w := range r.ws {
+		if a.poolOf[i] == pl && a.endAt[i] < 0 && a.drainAt[i] < 0 {
+			live = append(live, w)
+		}
+	}
+	pending := 0
+	for _, s := range a.starts {
+		if !s.done && s.pool == pl {
+			pending++
+		}
+	}
+	hbs := make([]schemas.Heartbeat, len(live))
+	byID := make(map[string]*simWorker, len(live))
+	for i, w := range live {
+		hbs[i] = w.hb
+		byID[w.hb.WorkerID] = w
+	}
+	start, drain := control.Reconcile(hbs, pending, desired)
+	for ; start > 0; start-- {
+		id := fmt.Sprintf("%s-%02d", pl.rep.GPU.Name, pl.next)
+		pl.next++
+		a.starts = append(a.starts, starting{pool: pl, id: id, startAt: r.now})
+		a.stats.Started++
+		load := time.Duration(pl.rep.LoadSeconds(schemas.WeightCold) * float64(time.Second))
+		r.h.push(r.now+int64(load), evReady, int32(len(a.starts)-1))
+	}
+	for _, id := range drain {
+		w := byID[id]
+		a.drainAt[w.idx] = r.now
+		// The draining heartbeat goes out at once: placement stops
+		// choosing the worker before it stops taking deliveries.
+		r.heartbeat(w)
+	}
+}
+
+// ready registers a started worker: its engine exists from now on, hot,
+// and it joins the fleet by heartbeat.
+func (a *autoscaler) ready(r *runner, k int) {
+	s := &a.starts[k]
+	s.done = true
+	n := len(r.ws)
+	eng, err := engine.New(engine.Config{
+		Replica: s.pool.rep, MaxBatch: r.cfg.MaxBatch, TokenBudget: r.cfg.TokenBudget,
+		KVBlocks: r.cfg.KVBlocks, Spec: engine.SpecConfig{Seed: uint64(r.cfg.Seed) + uint64(n)},
+	})
+	if err != nil {
+		// The same replica built the initial fleet's engines: unreachable
+		// unless the configuration changed under the run.
+		panic(fmt.Sprintf("sim: autoscale: %v", err))
+	}
+	w := &simWorker{id: s.id, idx: int32(n), pool: s.pool.rep.GPU.Name, eng: eng, rep: s.pool.rep,
+		running: map[int32]int32{}, deliveredAt: map[int32]int64{}}
+	r.ws = append(r.ws, w)
+	r.byWID[w.id] = w.idx
+	a.poolOf = append(a.poolOf, s.pool)
+	a.startAt = append(a.startAt, s.startAt)
+	a.endAt = append(a.endAt, -1)
+	a.drainAt = append(a.drainAt, -1)
+	r.heartbeat(w)
+	r.h.push(r.now+int64(r.cfg.HeartbeatInterval), evHeartbeat, w.idx)
+}
+
+// beat runs on each of w's heartbeats; false means w has retired and
+// sends no more. A draining worker retires once it holds no work and every
+// dispatch sent before its draining heartbeat has been delivered.
+func (a *autoscaler) beat(r *runner, w *simWorker) bool {
+	i := w.idx
+	if a.endAt[i] >= 0 {
+		return false
+	}
+	if a.drainAt[i] < 0 || w.busy || w.eng.HasWork() || r.now-a.drainAt[i] <= int64(r.cfg.DispatchLatency) {
+		return true
+	}
+	a.endAt[i] = r.now
+	a.stats.Retired++
+	// It heartbeats no more; the router core lets a drained worker that
+	// went quiet depart, as it does live.
+	a.track(r.now)
+	return false
+}
+
+// draining reports whether worker i announces itself draining.
+func (a *autoscaler) draining(i int32) bool { return int(i) < len(a.drainAt) && a.drainAt[i] >= 0 }
+
+// resolved feeds a request's outcome into the SLO window and the mix.
+func (a *autoscaler) resolved(r *runner, i int32, status uint8) {
+	q := &r.tr.Requests[i]
+	a.recent.Observe(at(r.now), q.Priority, status == stOK && r.reqs[i].sloMet, status == stOK, q.PromptTokens, q.OutputTokens)
+	// Shed, or expired in the queue, without a worker (control.Unserved).
+	if status != stOK && r.reqs[i].placeAt == 0 {
+		a.unserved++
+	}
+}
+
+// shedMargins is the margins the controller set, or nil (the defaults).
+func (r *runner) shedMargins() map[string]float64 {
+	if r.as == nil {
+		return nil
+	}
+	return r.as.margins
+}
+
+// provisionedSeconds is how long w was paid for inside the makespan
+// [first, end]: all of it for a fixed fleet.
+func (r *runner) provisionedSeconds(w *simWorker, first, end int64) float64 {
+	if r.as == nil {
+		return float64(end-first) / 1e9
+	}
+	s, e := r.as.startAt[w.idx], r.as.endAt[w.idx]
+	if e < 0 || e > end {
+		e = end
+	}
+	return float64(max(0, e-max(s, first))) / 1e9
+}
+
+// autoscaleResult adds what the never-ready starts cost and the stats.
+func (r *runner) autoscaleResult(res *Result, first, end int64) {
+	a := r.as
+	if a == nil {
+		return
+	}
+	for _, s := range a.starts {
+		if s.done {
+			continue
+		}
+		sec := float64(max(0, end-max(s.startAt, first))) / 1e9
+		res.GPUHours += sec / 3600 * float64(s.pool.rep.TP)
+		res.CostUSD += sec / 3600 * s.pool.rep.PricePerHour()
+	}
+	a.track(min(r.now, end))
+	a.repSecs += float64(a.lastRep) * float64(max(0, end-a.lastAt)) / 1e9
+	st := a.stats
+	if span := float64(end-first) / 1e9; span > 0 {
+		st.MeanReplicas = a.repSecs / span
+	}
+	res.Autoscale = &st
+}

@@ -1,0 +1,322 @@
+// Package enginetest runs a real inference engine for tests and benchmarks:
+// Ollama (llama.cpp inside), pinned by .ci/install-tools.sh into
+// .tools/bin, started on a free loopback port with its own temporary model
+// directory, serving tiny Llama models that internal/adapter/gguf generates (no
+// model is downloaded). Its tests drive the whole system — NATS client,
+// admitter, router, worker with the openai backend — against that engine.
+//
+// Nothing here is simulated: the engine tokenizes, runs the model on the CPU
+// and streams real tokens; only the model's weights are random.
+package enginetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/switchyard-ai/switchyard/internal/adapter/backend/openai"
+	"github.com/switchyard-ai/switchyard/internal/adapter/gguf"
+)
+
+// OllamaVersion is the pinned release; .ci/install-tools.sh installs it.
+const OllamaVersion = "v0.6.5"
+
+// ErrNoOllama is returned by FindOllama when no binary is installed.
+var ErrNoOllama = errors.New("ollama not installed; run .ci/install-tools.sh")
+
+// FindOllama returns the ollama binary: the pinned one in the repository's
+// .tools/bin first (what install-tools put there), else one on PATH.
+func FindOllama() (string, error) {
+	if root, err := repoRoot(); err == nil {
+		p := filepath.Join(root, ".tools", "bin", "ollama")
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath("ollama"); err == nil {
+		return p, nil
+	}
+	return "", ErrNoOllama
+}
+
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("go.mod not found")
+		}
+		dir = parent
+	}
+}
+
+// Options configure an Ollama server.
+type Options struct {
+	// Binary is the ollama executable (FindOllama when empty).
+	Binary string
+	// Dir holds the models, the generated GGUF files and the server's
+	// home; a new temporary directory (removed by Stop) when empty.
+	Dir string
+	// NumParallel is OLLAMA_NUM_PARALLEL, the sequences one loaded model
+	// serves at once (1 when 0).
+	NumParallel int
+	// MaxLoaded is OLLAMA_MAX_LOADED_MODELS (2 when 0).
+	MaxLoaded int
+	// Addr is the listen address; a free loopback port when empty.
+	Addr string
+	// Log receives the server's output (discarded when nil).
+	Log io.Writer
+}
+
+// Ollama is one running `ollama serve`.
+type Ollama struct {
+	// URL is the server root, e.g. http://127.0.0.1:41234.
+	URL  string
+	Addr string
+
+	bin, dir string
+	ownDir   bool
+	opts     Options
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Start runs `ollama serve` and waits until it answers.
+func Start(ctx context.Context, o Options) (*Ollama, error) {
+	if o.Binary == "" {
+		b, err := FindOllama()
+		if err != nil {
+			return nil, err
+		}
+		o.Binary = b
+	}
+	s := &Ollama{bin: o.Binary, dir: o.Dir, opts: o}
+	if s.dir == "" {
+		d, err := os.MkdirTemp("", "switchyard-ollama-")
+		if err != nil {
+			return nil, fmt.Errorf("enginetest: %w", err)
+		}
+		s.dir, s.ownDir = d, true
+	}
+	if err := os.MkdirAll(filepath.Join(s.dir, "models"), 0o755); err != nil {
+		return nil, fmt.Errorf("enginetest: %w", err)
+	}
+	s.Addr = o.Addr
+	if s.Addr == "" {
+		addr, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		s.Addr = addr
+	}
+	s.URL = "http://" + s.Addr
+	if err := s.start(ctx); err != nil {
+		s.cleanup()
+		return nil, err
+	}
+	return s, nil
+}
+
+// freePort asks the kernel for an unused loopback port. Another process
+// could take it before ollama binds it; Start then fails loudly.
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("enginetest: free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+func (s *Ollama) env() []string {
+	par := max(1, s.opts.NumParallel)
+	loaded := s.opts.MaxLoaded
+	if loaded <= 0 {
+		loaded = 2
+	}
+	return append(os.Environ(),
+		"OLLAMA_HOST="+s.Addr,
+		"OLLAMA_MODELS="+filepath.Join(s.dir, "models"),
+		"HOME="+s.dir, // its key pair and history stay in the temporary tree
+		"OLLAMA_NUM_PARALLEL="+strconv.Itoa(par),
+		"OLLAMA_MAX_LOADED_MODELS="+strconv.Itoa(loaded),
+		"OLLAMA_NOPRUNE=1",
+		"OLLAMA_NOHISTORY=1",
+	)
+}
+
+func (s *Ollama) start(ctx context.Context) error {
+	cmd := exec.Command(s.bin, "serve")
+	cmd.Env = s.env()
+	out := s.opts.Log
+	if out == nil {
+		out = io.Discard
+	}
+	cmd.Stdout, cmd.Stderr = out, out
+	// Its own process group, so Stop also ends the runner it spawns.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("enginetest: start ollama: %w", err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	s.mu.Lock()
+	s.cmd, s.done = cmd, done
+	s.mu.Unlock()
+	client := openai.New(s.URL, "")
+	wait, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for {
+		if _, err := client.OllamaVersion(wait); err == nil {
+			return nil
+		}
+		select {
+		case <-done:
+			return fmt.Errorf("enginetest: ollama serve exited before answering on %s", s.Addr)
+		case <-wait.Done():
+			s.signal(syscall.SIGKILL)
+			return fmt.Errorf("enginetest: ollama serve did not answer on %s: %w", s.Addr, wait.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (s *Ollama) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd != nil && cmd.Process != nil {
+		syscall.Kill(-cmd.Process.Pid, sig) // the whole group: server and runners
+	}
+}
+
+// Kill ends the server and its runners at once (SIGKILL), as a crash
+// would, and waits for the server process to be gone.
+func (s *Ollama) Kill() {
+	s.signal(syscall.SIGKILL)
+	s.waitExit(10 * time.Second)
+}
+
+// Restart starts the server again on the same address and models after
+// Kill or Stop.
+func (s *Ollama) Restart(ctx context.Context) error {
+	s.Kill()
+	return s.start(ctx)
+}
+
+func (s *Ollama) waitExit(d time.Duration) bool {
+	s.mu.Lock()
+	done := s.done
+	s.mu.Unlock()
+	if done == nil {
+		return true
+	}
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// Stop ends the server gracefully (SIGTERM, then SIGKILL after 10 s) and
+// removes the temporary directory Start made.
+func (s *Ollama) Stop() {
+	s.signal(syscall.SIGTERM)
+	if !s.waitExit(10 * time.Second) {
+		s.Kill()
+	}
+	// Runners outlive a server killed first; the group kill takes them.
+	s.signal(syscall.SIGKILL)
+	s.cleanup()
+}
+
+func (s *Ollama) cleanup() {
+	if s.ownDir {
+		os.RemoveAll(s.dir)
+	}
+}
+
+// Client returns an openai backend client for model on this server.
+func (s *Ollama) Client(model string) *openai.Client { return openai.New(s.URL, model) }
+
+// CreateTiny writes a TinyLlama GGUF with the given options and registers
+// it as model name (`ollama create name -f Modelfile`).
+func (s *Ollama) CreateTiny(ctx context.Context, name string, o gguf.TinyOptions) error {
+	f, err := gguf.TinyLlama(o)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(s.dir, name+".gguf")
+	var buf bytes.Buffer
+	if err := f.Write(&buf); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("enginetest: %w", err)
+	}
+	// The prompt alone, no chat markup: the model has no chat template and
+	// a request's tokens are exactly its text's. One thread: llama.cpp's
+	// worker threads spin while they wait, and on a small shared machine
+	// several of them slow a model this size down a hundredfold.
+	modelfile := filepath.Join(s.dir, name+".Modelfile")
+	if err := os.WriteFile(modelfile, []byte("FROM "+path+"\nTEMPLATE {{ .Prompt }}\nPARAMETER num_thread 1\n"), 0o644); err != nil {
+		return fmt.Errorf("enginetest: %w", err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, s.bin, "create", name, "-f", modelfile)
+	cmd.Env = s.env()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("enginetest: ollama create %s: %w: %s", name, err, lastLine(out))
+	}
+	return nil
+}
+
+func lastLine(b []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return lines[len(lines)-1]
+}
+
+// Ready waits until the server answers a one-token completion for model,
+// which also loads it.
+func (s *Ollama) Ready(ctx context.Context, model string) error {
+	c := s.Client(model)
+	_, err := c.Generate(ctx, openai.Request{Prompt: "a", MaxTokens: 1}, nil)
+	return err
+}
+
+// Get fetches path from the server, for tests that check what it reports.
+func (s *Ollama) Get(ctx context.Context, path string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
+}

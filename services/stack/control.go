@@ -1,0 +1,116 @@
+package stack
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/switchyard-ai/switchyard/internal/core/control"
+	"github.com/switchyard-ai/switchyard/internal/core/perf"
+	"github.com/switchyard-ai/switchyard/schemas"
+	"github.com/switchyard-ai/switchyard/services/controller"
+)
+
+// ControlConfig turns the control loop on in a stack: the controller
+// service (services/controller) decides every Interval and a local scaler
+// acts on its desired replicas with the stack's AddWorker and StopWorker,
+// so autoscaling is visible on one machine. New workers are paid for from
+// the start, load their weights for the model's cold-load time and then
+// join by heartbeat; leaving workers are announced draining, then drained
+// (they finish what they hold) before they exit.
+type ControlConfig struct {
+	// Pools to scale; empty means one per GPU × model of the fleet,
+	// bounded by [Min, Max].
+	Pools []control.Pool
+	// Min and Max bound the derived pools (defaults 1 and twice the
+	// pool's starting size, at least 4).
+	Min, Max int
+	// Control is the controller's configuration; its Pools and Catalog are
+	// filled from the stack. Interval defaults to 2 s.
+	Control control.Config
+}
+
+// Controller returns the running controller service (nil without Control).
+func (s *Stack) Controller() *controller.Controller { return s.ctl }
+
+// startControl starts the controller and the local scaler.
+func (s *Stack) startControl(cc ControlConfig) error {
+	cfg := cc.Control
+	cfg.Catalog = s.Catalog
+	cfg.Pools = cc.Pools
+	if len(cfg.Pools) == 0 {
+		count := map[string]int{}
+		var order []control.Pool
+		for _, w := range s.cfg.Fleet {
+			rep, err := perf.NewReplica(s.Catalog, w.GPU, w.Model, w.Dtype, max(w.TP, 1))
+			if err != nil {
+				return fmt.Errorf("stack control: %w", err)
+			}
+			// Canonical names, so the pool key matches the heartbeats'.
+			p := control.Pool{GPU: rep.GPU.Name, Model: rep.Model.Name, Dtype: w.Dtype, TP: rep.TP}
+			if count[p.Key()] == 0 {
+				order = append(order, p)
+			}
+			count[p.Key()]++
+		}
+		for _, p := range order {
+			p.Min, p.Max = cc.Min, cc.Max
+			if p.Min <= 0 {
+				p.Min = 1
+			}
+			if p.Max <= 0 {
+				p.Max = max(4, 2*count[p.Key()])
+			}
+			p.Max = max(p.Max, p.Min)
+			cfg.Pools = append(cfg.Pools, p)
+		}
+	}
+	speedUp := s.cfg.SpeedUp
+	if speedUp <= 0 {
+		speedUp = 1 // as the workers read it
+	}
+	// A new replica is paid for from the start, loads its weights, and
+	// only then registers. A worker that joined cold would wait for a
+	// request to start its load, and placement never sends a worker a
+	// request it cannot finish by its deadline after a 30 s load, so it
+	// would stay cold and idle. The load takes the model's simulated
+	// cold-load time, compressed by SpeedUp as all simulated GPU time is.
+	// A started worker not heard from within its load time and a minute
+	// more is given up on.
+	load := map[string]time.Duration{}
+	startTimeout := time.Minute
+	for _, p := range cfg.Pools {
+		rep, err := perf.NewReplica(s.Catalog, p.GPU, p.Model, p.Dtype, max(p.TP, 1))
+		if err != nil {
+			return fmt.Errorf("stack control: %w", err)
+		}
+		load[p.Key()] = time.Duration(rep.LoadSeconds(schemas.WeightCold) / speedUp * float64(time.Second))
+		startTimeout = max(startTimeout, time.Minute+load[p.Key()])
+	}
+	sh, err := s.shell("controller", "controller-1")
+	if err != nil {
+		return err
+	}
+	sc, err := controller.NewScaler(sh.NC, controller.ScalerConfig{
+		Pools: cfg.Pools,
+		Add: func(p control.Pool) (string, error) {
+			return s.AddWorker(WorkerSpec{GPU: p.GPU, Model: p.Model, Dtype: p.Dtype, TP: p.TP, JoinAfter: load[p.Key()]})
+		},
+		Stop: s.StopWorker,
+		Log:  s.Log.With("service", "scaler"),
+		// Heartbeats arrive every 500 ms in a stack; a second of grace
+		// lets dispatches already sent reach the draining worker.
+		DrainGrace:   time.Second,
+		StartTimeout: startTimeout,
+	})
+	if err != nil {
+		return err
+	}
+	ctl, err := controller.New(sh, controller.Config{Control: cfg, Starting: sc.Starting})
+	if err != nil {
+		return err
+	}
+	s.ctl = ctl
+	s.run("scaler", sc.Run)
+	s.run("controller", ctl.Run)
+	return nil
+}
