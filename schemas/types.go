@@ -172,6 +172,9 @@ type Result struct {
 	SLOMet       bool       `json:"slo_met"`
 	Deadline     *time.Time `json:"deadline,omitempty"`
 	FinishedAt   time.Time  `json:"finished_at"`
+	// Reliability is set when the request was resumed mid-stream after a
+	// worker loss (see Reliability).
+	Reliability *Reliability `json:"reliability,omitempty"`
 }
 
 // ModelState is one model's residency on a worker.
@@ -294,11 +297,17 @@ type Cancel struct {
 	At        time.Time `json:"at"`
 }
 
-// TokenChunk is one piece of a streamed answer, published on core NATS at
+// TokenChunk is one piece of a streamed answer, published at
 // sy.tok.<tenant>.<id> as tokens are generated. Seq starts at 1 and
 // increases by one per chunk so a follower can detect a gap; the chunk with
-// Done set is the last. Chunks are not stored: the durable answer is the
-// Result in RESULTS, which a late subscriber still gets.
+// Done set is the last. Followers receive chunks as core NATS messages; the
+// TOKENS stream also keeps them for a few minutes, so that a worker which
+// takes over a request whose worker died mid-stream continues it from what
+// was already sent: its first chunk has Seq one past the last stored one
+// and a higher Attempt. A follower therefore drops a chunk whose Seq it has
+// already delivered, and chunks of an attempt older than one it has seen.
+// The durable answer is the Result in RESULTS, which a late subscriber
+// still gets.
 type TokenChunk struct {
 	V    int       `json:"v,omitempty"`
 	ID   string    `json:"id"`
@@ -306,4 +315,30 @@ type TokenChunk struct {
 	Text string    `json:"text"`
 	Done bool      `json:"done,omitempty"`
 	At   time.Time `json:"at"`
+	// Tokens is how many output tokens Text holds (0 when the producer
+	// cannot tell, e.g. a gateway relaying words). A worker resuming the
+	// request sums it over the stored chunks to know how far it got.
+	Tokens int `json:"tokens,omitempty"`
+	// Attempt is the dispatch attempt that produced the chunk (Admitted.Attempt).
+	Attempt int `json:"attempt,omitempty"`
+}
+
+// Reliability says what the control plane's failover did for one request:
+// set on a final result whose request continued on this worker after the
+// worker of an earlier attempt was lost mid-stream.
+type Reliability struct {
+	// ResumedFromSeq is the last chunk the earlier attempts had streamed;
+	// this worker's chunks started after it.
+	ResumedFromSeq uint64 `json:"resumed_from_seq"`
+	// ResumedTokens is how many output tokens had been streamed before the
+	// loss; they are in Usage.CompletionTokens and in Text.
+	ResumedTokens int `json:"resumed_tokens"`
+	// ReprefillTokens is what this worker prefilled to continue: the prompt
+	// plus the resumed tokens, less what its prefix cache held.
+	ReprefillTokens int `json:"reprefill_tokens"`
+	// ReprefillGPUSeconds is that prefill's GPU time (included in the
+	// result's GPUSeconds and CostUSD): the price of the lost KV cache.
+	ReprefillGPUSeconds float64 `json:"reprefill_gpu_seconds"`
+	// LostWorkers are the workers earlier attempts were lost on.
+	LostWorkers []string `json:"lost_workers,omitempty"`
 }

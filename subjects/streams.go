@@ -20,7 +20,13 @@ const (
 	StreamControl    = "CONTROL"
 	StreamDLQ        = "DLQ"
 	StreamJournal    = "JOURNAL"
+	StreamTokens     = "TOKENS"
 )
+
+// TokensMaxAge is how long the TOKENS stream keeps a streamed request's
+// chunks: long enough for the router to notice a lost worker and for the
+// re-placed attempt to read them back, short enough that memory holds them.
+const TokensMaxAge = 10 * time.Minute
 
 // StreamOptions sizes the streams. The zero value gives the defaults used
 // by the one-machine setup.
@@ -88,7 +94,19 @@ func Streams(o StreamOptions) []jetstream.StreamConfig {
 		mk(StreamControl, "control-plane commands", []string{ControlAll}, o.MaxAge, 16),
 		mk(StreamDLQ, "messages that could not be decoded, with the reason", []string{DLQAll}, o.MaxAge, 16),
 		mk(StreamJournal, "each decision loop's inputs in order, for exact replay", []string{JournalAll}, short, 8),
+		tokens(mk, o.MaxAge),
 	}
+}
+
+// tokens is the TOKENS stream: every chunk a worker streamed, captured from
+// its plain publishes (followers still read them as core NATS), so that a
+// worker taking over a request lost mid-stream continues from exactly what
+// the client received. Memory storage and a short age: the chunks matter
+// only while the request may still fail over; the Result is the record.
+func tokens(mk func(string, string, []string, time.Duration, int64) jetstream.StreamConfig, maxAge time.Duration) jetstream.StreamConfig {
+	cfg := mk(StreamTokens, "streamed token chunks, kept briefly so a re-placed request resumes mid-stream", []string{TokensAll}, min(maxAge, TokensMaxAge), 16)
+	cfg.Storage = jetstream.MemoryStorage
+	return cfg
 }
 
 // Provision creates or updates every stream. It is idempotent and safe to

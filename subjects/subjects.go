@@ -11,7 +11,7 @@
 //	sy.event.<service>.<kind>                     every service              EVENTS
 //	sy.ctl.>                                      controller, admitter → all CONTROL
 //	sy.dlq.<service>                              undecodable input          DLQ
-//	sy.tok.<tenant>.<request-id>                  worker → client (core NATS, not stored)
+//	sy.tok.<tenant>.<request-id>                  worker → client (core NATS) TOKENS (memory, 10 min)
 //	sy.journal.<service>.<instance>               a decision loop's ordered inputs JOURNAL
 //	sy.rpc.<kind>.<target>                        core request/reply, never stored
 package subjects
