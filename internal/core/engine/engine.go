@@ -30,6 +30,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/switchyard-ai/switchyard/internal/core/lru"
 	"github.com/switchyard-ai/switchyard/internal/core/perf"
 	"github.com/switchyard-ai/switchyard/internal/core/tokens"
 	"github.com/switchyard-ai/switchyard/schemas"
@@ -180,9 +181,9 @@ type seq struct {
 	Sequence
 	computed    int // tokens whose KV is computed
 	generated   int
-	hashed      []int32 // pool nodes of the prompt's leading full blocks
-	private     int     // unhashed blocks held
-	cached      int     // prefix-cache hit at first admission
+	hashed      []lru.Slot // pool slots of the prompt's leading full blocks
+	private     int        // unhashed blocks held
+	cached      int        // prefix-cache hit at first admission
 	admitted    bool
 	decoding    bool
 	firstToken  time.Time
@@ -474,9 +475,7 @@ func (e *Engine) State() State {
 func (e *Engine) countBlocksByPriority(byRank *[NumPriorities]int) {
 	e.kv.census++
 	if e.kv.census == 0 { // wrapped: clear stale marks that could now match
-		for i := range e.kv.nodes {
-			e.kv.nodes[i].seen = 0
-		}
+		e.kv.blocks.EachSlot(func(b *kvBlock) { b.seen = 0 })
 		e.kv.census = 1
 	}
 	for rank := range NumPriorities {
@@ -487,7 +486,7 @@ func (e *Engine) countBlocksByPriority(byRank *[NumPriorities]int) {
 			}
 			n += s.private
 			for _, i := range s.hashed {
-				if node := &e.kv.nodes[i]; node.seen != e.kv.census {
+				if node := e.kv.blocks.At(i); node.seen != e.kv.census {
 					node.seen = e.kv.census
 					n++
 				}

@@ -598,9 +598,7 @@ func TestKVBlocksCensusWraps(t *testing.T) {
 	if want[0] == 0 {
 		t.Fatal("nothing held to count")
 	}
-	for i := range e.kv.nodes {
-		e.kv.nodes[i].seen = 0 // as if allocated since the last count
-	}
+	e.kv.blocks.EachSlot(func(b *kvBlock) { b.seen = 0 }) // as if allocated since the last count
 	e.kv.census = ^uint32(0)
 	for range 3 {
 		if got := e.State().KVBlocksByPriority; got != want {

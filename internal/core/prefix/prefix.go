@@ -20,26 +20,19 @@
 // access (see internal/core/fleet).
 package prefix
 
+import "github.com/switchyard-ai/switchyard/internal/core/lru"
+
 // DefaultCap is the per-worker block cap when none is set: about 1 M blocks
 // (16 M tokens), above any single GPU's KV capacity, so it only bites when
 // eviction events were lost.
 const DefaultCap = 1 << 20
 
-const nilNode = -1
-
-// node is one (worker, hash) entry in that worker's LRU list, kept in a slab
-// so entries cost no per-entry heap object.
-type node struct {
-	hash       uint64
-	prev, next int32
-}
-
+// workerSet is one worker's blocks: every block it holds is on its LRU
+// list (a store refreshes it), the oldest evicted past the cap.
 type workerSet struct {
-	pos        map[uint64]int32 // hash -> slab index
-	nodes      []node
-	free       int32 // free-list head in nodes (linked through next)
-	head, tail int32 // head = most recent
-	cap        int
+	pos    map[uint64]lru.Slot // hash -> slot of its block
+	blocks lru.List[uint64]    // the hashes, oldest first
+	cap    int
 }
 
 // Index maps chained block hashes to the workers holding them.
@@ -65,7 +58,7 @@ func (ix *Index) worker(w int32) *workerSet {
 	}
 	ws := ix.workers[w]
 	if ws == nil {
-		ws = &workerSet{pos: make(map[uint64]int32), free: nilNode, head: nilNode, tail: nilNode, cap: ix.defaultCap}
+		ws = &workerSet{pos: make(map[uint64]lru.Slot), cap: ix.defaultCap}
 		ix.workers[w] = ws
 	}
 	return ws
@@ -80,7 +73,7 @@ func (ix *Index) SetCap(w int32, n int) {
 	}
 	ws.cap = n
 	for len(ws.pos) > ws.cap {
-		ix.evictTail(w, ws)
+		ix.evictOldest(w, ws)
 	}
 }
 
@@ -90,17 +83,16 @@ func (ix *Index) Stored(w int32, hashes []uint64) {
 	ws := ix.worker(w)
 	for _, h := range hashes {
 		if i, ok := ws.pos[h]; ok {
-			ws.unlink(i)
-			ws.pushFront(i)
+			ws.blocks.PushBack(i)
 			continue
 		}
-		i := ws.alloc(h)
+		i := ws.blocks.Alloc(h)
 		ws.pos[h] = i
-		ws.pushFront(i)
+		ws.blocks.PushBack(i)
 		ix.holders.add(h, w)
 		ix.entries++
 		if len(ws.pos) > ws.cap {
-			ix.evictTail(w, ws)
+			ix.evictOldest(w, ws)
 		}
 	}
 }
@@ -241,57 +233,17 @@ func extend(ws []int32, lens []int32, i int32) bool {
 // the length Match's lens must have.
 func (ix *Index) MaxWorker() int { return len(ix.workers) }
 
-func (ix *Index) evictTail(w int32, ws *workerSet) {
-	if ws.tail == nilNode {
+func (ix *Index) evictOldest(w int32, ws *workerSet) {
+	i, ok := ws.blocks.Oldest()
+	if !ok {
 		return
 	}
-	ix.drop(w, ws, ws.nodes[ws.tail].hash, ws.tail)
+	ix.drop(w, ws, *ws.blocks.At(i), i)
 }
 
-func (ix *Index) drop(w int32, ws *workerSet, h uint64, i int32) {
-	ws.unlink(i)
+func (ix *Index) drop(w int32, ws *workerSet, h uint64, i lru.Slot) {
+	ws.blocks.Free(i)
 	delete(ws.pos, h)
-	ws.nodes[i].next = ws.free
-	ws.free = i
 	ix.holders.remove(h, w)
 	ix.entries--
-}
-
-func (ws *workerSet) alloc(h uint64) int32 {
-	if ws.free != nilNode {
-		i := ws.free
-		ws.free = ws.nodes[i].next
-		ws.nodes[i] = node{hash: h, prev: nilNode, next: nilNode}
-		return i
-	}
-	ws.nodes = append(ws.nodes, node{hash: h, prev: nilNode, next: nilNode})
-	return int32(len(ws.nodes) - 1)
-}
-
-func (ws *workerSet) unlink(i int32) {
-	n := &ws.nodes[i]
-	if n.prev != nilNode {
-		ws.nodes[n.prev].next = n.next
-	} else {
-		ws.head = n.next
-	}
-	if n.next != nilNode {
-		ws.nodes[n.next].prev = n.prev
-	} else {
-		ws.tail = n.prev
-	}
-	n.prev, n.next = nilNode, nilNode
-}
-
-func (ws *workerSet) pushFront(i int32) {
-	n := &ws.nodes[i]
-	n.prev = nilNode
-	n.next = ws.head
-	if ws.head != nilNode {
-		ws.nodes[ws.head].prev = i
-	}
-	ws.head = i
-	if ws.tail == nilNode {
-		ws.tail = i
-	}
 }
