@@ -62,6 +62,8 @@ type Input struct {
 	Adopted []schemas.Dispatch `json:"adopted,omitempty"`
 	// Bookings are another router's bookings (InPeerBooking).
 	Bookings []PeerBooking `json:"bookings,omitempty"`
+	// Pool is a pool the controller scales (InPool, warmup.go).
+	Pool *PoolSpec `json:"pool,omitempty"`
 	// ID names the request of a release or a failed dispatch.
 	ID string `json:"id,omitempty"`
 }
@@ -191,6 +193,10 @@ type Core struct {
 	// combos is minServiceParts' scratch: the distinct (GPU, TP, dtype)
 	// replica kinds serving a model.
 	combos []replicaKind
+	// pools are the scalable pools the controller described, by key, and
+	// warm the requests held for a pool's cold start (warmup.go).
+	pools map[string]poolSeen
+	warm  map[string]*warmup
 }
 
 type replicaKind struct {
@@ -248,7 +254,7 @@ func New(cfg Config) *Core {
 	}
 	return &Core{cfg: cfg, fleet: fleet.New(cfg.Fleet), q: queue.NewWith[*Held](disc), held: map[string]*Held{},
 		placedOn: map[string]*inflight{}, breakers: breaker.NewSet(cfg.Breaker), budget: retry.NewBudget(cfg.Retry),
-		approxKV: map[string]bool{}, preciseKV: map[string]bool{}, gate: gate}
+		approxKV: map[string]bool{}, preciseKV: map[string]bool{}, gate: gate, pools: map[string]poolSeen{}, warm: map[string]*warmup{}}
 }
 
 // Fleet is the core's view of the fleet, for a caller that reads it
@@ -330,6 +336,7 @@ func (c *Core) Apply(in Input, handle any) []Action {
 			c.forgetDeparted(in.At)
 		}
 		c.placeReady(in.At)
+		c.heldDemandEvents(in.At)
 	case InDispatchFailed:
 		// The dispatch never reached the stream: undo the booking and hold
 		// the request again.
@@ -366,11 +373,14 @@ func (c *Core) Apply(in Input, handle any) []Action {
 		}
 	case InPeerBooking:
 		c.peerBookings(in.Bookings, in.At)
+	case InPool:
+		c.notePool(in.Pool, in.At)
 	case InForget:
 		for id := range c.held {
 			c.q.Remove(id)
 			delete(c.held, id)
 		}
+		clear(c.warm)
 	}
 	return c.acts
 }
@@ -418,6 +428,7 @@ func (c *Core) fail(h *Held, e *schemas.Error) {
 // placed yet stays queued (delayed, never dropped); one that never can is
 // failed as unplaceable.
 func (c *Core) placeReady(now time.Time) {
+	c.releaseWarm(now)
 	if c.q.Len() == 0 {
 		return
 	}
@@ -457,6 +468,13 @@ func (c *Core) place(it queue.Item[*Held], now time.Time) queue.Outcome {
 	breakerExcluded := c.excludeSuspects(&req, now)
 	dec := c.cfg.Policy.Place(c.fleet, &req, now)
 	if !dec.OK() {
+		// No live worker serves the model: hold it for a pool's cold start
+		// (out of the queue, so it neither blocks the pass nor counts as
+		// queued work), or answer it now if no pool can warm one in time.
+		if !breakerExcluded && (dec.Unresolvable || c.fleet.Len() == 0) && !c.servesLive(h.Adm.Model, now) &&
+			c.holdOrRefuse(h, it.Enqueued, now) {
+			return queue.Answered
+		}
 		// A worker behind an open breaker may come back: waiting helps.
 		if dec.Unresolvable && c.fleet.Len() > 0 && !breakerExcluded {
 			c.fail(h, schemas.Errf(schemas.CodeUnplaceable, "model", "no GPU in the fleet can serve model %q: %s", h.Adm.Model, Summarize(dec)))
