@@ -89,6 +89,8 @@ func TestValidate(t *testing.T) {
 		{"bad temperature", func(r *Request) { v := 3.0; r.Temperature = &v }, CodeInvalidTemperature},
 		{"bad priority", func(r *Request) { r.Priority = "urgent" }, CodeInvalidPriority},
 		{"negative deadline", func(r *Request) { r.DeadlineMs = -1 }, CodeInvalidDeadline},
+		{"negative ttft target", func(r *Request) { r.TTFTTargetMs = -5 }, CodeInvalidDeadline},
+		{"huge tpot target", func(r *Request) { r.TPOTTargetMs = 1e12 }, CodeInvalidDeadline},
 		{"deadline in the past", func(r *Request) { r.Deadline = &past }, CodeInvalidDeadline},
 		{"workflow step 0", func(r *Request) { r.Workflow = &Workflow{ID: "w", Step: 0} }, CodeInvalidWorkflow},
 		{"workflow step beyond of", func(r *Request) { r.Workflow = &Workflow{ID: "w", Step: 4, Of: 3} }, CodeInvalidWorkflow},

@@ -61,13 +61,19 @@ type Request struct {
 	// DeadlineMs is the latency budget from submission to final result.
 	DeadlineMs int64 `json:"deadline_ms,omitempty"`
 	// Deadline is an absolute deadline; when both are set the earlier wins.
-	Deadline   *time.Time        `json:"deadline,omitempty"`
-	Workflow   *Workflow         `json:"workflow,omitempty"`
-	SessionID  string            `json:"session_id,omitempty"`
-	PrefixHint string            `json:"prefix_hint,omitempty"`
-	Stream     bool              `json:"stream,omitempty"`
-	NoCache    bool              `json:"no_cache,omitempty"`
-	Metadata   map[string]string `json:"metadata,omitempty"`
+	Deadline *time.Time `json:"deadline,omitempty"`
+	// TTFTTargetMs and TPOTTargetMs are the caller's latency objective
+	// beyond the deadline: time to first token, and mean time per output
+	// token after it. A result's slo_met holds them (internal/core/slo);
+	// zero promises only the deadline.
+	TTFTTargetMs float64           `json:"ttft_target_ms,omitempty"`
+	TPOTTargetMs float64           `json:"tpot_target_ms,omitempty"`
+	Workflow     *Workflow         `json:"workflow,omitempty"`
+	SessionID    string            `json:"session_id,omitempty"`
+	PrefixHint   string            `json:"prefix_hint,omitempty"`
+	Stream       bool              `json:"stream,omitempty"`
+	NoCache      bool              `json:"no_cache,omitempty"`
+	Metadata     map[string]string `json:"metadata,omitempty"`
 }
 
 // Deterministic reports whether the same request always yields the same

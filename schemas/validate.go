@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"math"
 	"regexp"
 	"strings"
 	"time"
@@ -119,6 +120,14 @@ func (r *Request) Validate(now time.Time, known ModelLookup, lim Limits) *Error 
 	}
 	if time.Duration(r.DeadlineMs)*time.Millisecond > lim.MaxDeadline {
 		return Errf(CodeInvalidDeadline, "deadline_ms", "deadline_ms %d exceeds the limit of %s", r.DeadlineMs, lim.MaxDeadline)
+	}
+	for _, t := range []struct {
+		field string
+		ms    float64
+	}{{"ttft_target_ms", r.TTFTTargetMs}, {"tpot_target_ms", r.TPOTTargetMs}} {
+		if t.ms < 0 || math.IsNaN(t.ms) || math.IsInf(t.ms, 0) || time.Duration(t.ms*float64(time.Millisecond)) > lim.MaxDeadline {
+			return Errf(CodeInvalidDeadline, t.field, "%s must be a number of milliseconds in [0, %d], got %g", t.field, lim.MaxDeadline.Milliseconds(), t.ms)
+		}
 	}
 	if r.Deadline != nil {
 		if !r.Deadline.After(now) {

@@ -129,5 +129,7 @@ func Admit(s Submission, priority, model string, now, deadline time.Time) schema
 		PromptTokens: n,
 		BlockHashes:  hashes,
 		ResultFormat: s.Format.String(),
+		TTFTTargetMs: s.Request.TTFTTargetMs,
+		TPOTTargetMs: s.Request.TPOTTargetMs,
 	}
 }

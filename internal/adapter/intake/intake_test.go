@@ -2,6 +2,7 @@ package intake
 
 import (
 	"testing"
+	"time"
 
 	"github.com/switchyard-ai/switchyard/schemas"
 )
@@ -73,5 +74,29 @@ func TestBatchLaneForcesTheBatchClass(t *testing.T) {
 	sub, _ = Decode("sy.submit.acme", "", "i1", []byte(`{"model":"m","prompt":"x","max_tokens":1,"priority":"critical"}`), 0)
 	if sub.BatchLane || sub.Request.Priority != schemas.PriorityCritical {
 		t.Fatalf("interactive lane submission %+v", sub)
+	}
+}
+
+// TestAdmitCarriesTheLatencyObjective: a caller's TTFT/TPOT targets reach
+// the Admitted envelope, where the worker and the simulator judge slo_met
+// by them (internal/core/slo.TargetOf), and zero stays zero.
+func TestAdmitCarriesTheLatencyObjective(t *testing.T) {
+	now := time.Unix(1000, 0)
+	tests := []struct {
+		name       string
+		ttft, tpot float64
+	}{
+		{"targets set", 1500, 75},
+		{"deadline only", 0, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sub := Submission{Tenant: "acme", ID: "r1", Request: schemas.Request{ID: "r1", Model: "m", Prompt: "hello there", MaxTokens: 4,
+				TTFTTargetMs: tc.ttft, TPOTTargetMs: tc.tpot}}
+			a := Admit(sub, schemas.PriorityInteractive, "m", now, now.Add(time.Second))
+			if a.TTFTTargetMs != tc.ttft || a.TPOTTargetMs != tc.tpot {
+				t.Fatalf("admitted targets %v/%v, want %v/%v", a.TTFTTargetMs, a.TPOTTargetMs, tc.ttft, tc.tpot)
+			}
+		})
 	}
 }
