@@ -1,23 +1,43 @@
-// Package queue owns the router's wait queue: weighted priority classes
-// with earliest-deadline-first order inside each class, a starvation
-// guarantee across classes, and explicit expiry of requests whose deadline
-// can no longer be met.
+// Package queue owns the router's wait queue: weighted priority classes,
+// token-fair tenants inside each class, earliest-deadline-first order
+// inside each tenant, a starvation guarantee across classes and tenants,
+// explicit expiry of requests whose deadline can no longer be met, and
+// the counters that make class weights and tenant shares hold across a
+// fleet of routers (fair.go).
 //
-// Between classes the queue runs smooth weighted round-robin (the nginx
-// scheme) over the classes that have work: with weights 8/4/2/1 and every
-// class backlogged, every window of 15 pops serves 8/4/2/1 requests, so the
-// lowest class always gets its share and is never starved, while an idle
-// class's share goes to the others. Inside a class the earliest deadline
-// goes first (no deadline sorts last), ties in arrival order — until the
-// class falls behind: when the request EDF would serve next has already
-// waited longer than LIFOAfter, the class serves its newest request first
-// (adaptive LIFO, as in Facebook's "Fail at Scale" queues) until it catches
-// up. Under sustained overload EDF serves exactly the requests that have
-// waited longest, whose first-token targets are already lost, and every
-// newer request then ages past its own behind them; newest-first serves
-// requests that can still start in time and leaves the stale ones to
-// expire. When the backlog clears, EDF's head is fresh again and EDF
-// resumes.
+// Between classes the queue runs weighted fair queueing over the classes
+// that have work: each class keeps a virtual time, the requests it was
+// served divided by its weight, and the class whose next request would
+// finish first in virtual time goes next (ties to the higher class). With
+// weights 8/4/2/1 and every class backlogged, every window of 15 pops
+// serves 8/4/2/1 requests, so the lowest class always gets its share and
+// is never starved, while an idle class's share goes to the others. A
+// class that returns from idle is lifted to the least virtual time of the
+// backlogged classes, so it cannot cash in credit it banked while idle.
+//
+// Inside a class, tenants share by tokens, VTC-style (Sheng et al.,
+// "Fairness in Serving Large Language Models", OSDI'24): each tenant has a
+// virtual counter of the tokens it was served (the Item's Cost: prompt
+// plus weighted output tokens, as the caller counts them), the backlogged
+// tenant with the least counter goes next, and a tenant that returns from
+// idle is lifted to the least counter of the backlogged tenants. A tenant
+// with large requests therefore gets fewer requests, not more tokens.
+// Every backlogged tenant's counter rises only when it is served, so the
+// one left behind becomes the least and is served: no tenant starves.
+//
+// Inside a tenant the earliest deadline goes first (no deadline sorts
+// last), ties in arrival order — until it falls behind: when the request
+// EDF would serve next has already waited longer than LIFOAfter, the
+// tenant's newest request goes first (adaptive LIFO, as in Facebook's
+// "Fail at Scale" queues) until it catches up. Under sustained overload
+// EDF serves exactly the requests that have waited longest, whose
+// first-token targets are already lost, and every newer request then ages
+// past its own behind them; newest-first serves requests that can still
+// start in time and leaves the stale ones to expire. When the backlog
+// clears, EDF's head is fresh again and EDF resumes. Deadlines are not
+// traded for fairness across tenants: a tenant over its share waits,
+// and one of its requests whose deadline passes meanwhile expires with an
+// explicit answer (below) rather than jumping the fair order.
 //
 // A request expires when now + its predicted minimum service time is past
 // its deadline: computing it would waste GPU time on an answer nobody can
@@ -58,6 +78,12 @@ var DefaultWeights = map[string]int{
 type Item[T any] struct {
 	ID       string
 	Priority string
+	// Tenant is whose request it is: tenants share their class by tokens.
+	Tenant string
+	// Cost is what serving it counts against its tenant's share, in
+	// weighted tokens (routing charges prompt + OutputTokenWeight × output);
+	// below 1 it counts as 1.
+	Cost int64
 	// Deadline is zero when the request has none (it then never expires).
 	Deadline time.Time
 	// MinService is the predicted minimum time to serve the request on the
@@ -77,12 +103,13 @@ type entry[T any] struct {
 	item      Item[T]
 	class     int // the band it waits in
 	rank      int // its own priority class
+	tenant    *tenantQ[T]
 	seq       uint64
-	dl        int64 // order key in its class: the deadline in unix ns, MaxInt64 for none or in arrival order
+	dl        int64 // order key in its tenant: the deadline in unix ns, MaxInt64 for none or in arrival order
 	lastStart int64 // dl - MinService
 	enq       int64 // Enqueued in unix ns, 0 when unknown
-	ci, ei    int   // positions in the class heap and the expiry heap
-	li        int   // position in the class's newest-first heap
+	ci, ei    int   // positions in the tenant's EDF heap and the expiry heap
+	li        int   // position in the tenant's newest-first heap
 }
 
 type classHeap[T any] []*entry[T]
@@ -104,8 +131,8 @@ func (h *classHeap[T]) Pop() any {
 	return e
 }
 
-// newestHeap orders a class newest first: latest Enqueued, then latest
-// pushed.
+// newestHeap orders a tenant's requests newest first: latest Enqueued,
+// then latest pushed.
 type newestHeap[T any] []*entry[T]
 
 func (h newestHeap[T]) Len() int { return len(h) }
@@ -139,41 +166,114 @@ func (h *expiryHeap[T]) Pop() any {
 	return e
 }
 
+// tenantQ is one tenant's requests in one band, and its VTC counter.
+type tenantQ[T any] struct {
+	name   string
+	edf    classHeap[T]
+	newest newestHeap[T]
+	// vt is the tenant's virtual counter: weighted tokens served to it,
+	// fleet-wide (this router's and its peers'), lifted on return from idle.
+	vt int64
+	// ai is its position in the band's heap of backlogged tenants, -1 when
+	// it has nothing queued here; since orders ties (first backlogged first).
+	ai    int
+	since uint64
+	// placed is the weighted tokens this router placed for it (cumulative;
+	// what its reports tell the peers).
+	placed int64
+	// reported counts the live peers whose latest report has it queued;
+	// advanced is when vt last rose or it became backlogged (unix ns).
+	reported int
+	advanced int64
+}
+
+type tenantHeap[T any] []*tenantQ[T]
+
+func (h tenantHeap[T]) Len() int { return len(h) }
+func (h tenantHeap[T]) Less(i, j int) bool {
+	if h[i].vt != h[j].vt {
+		return h[i].vt < h[j].vt
+	}
+	return h[i].since < h[j].since
+}
+func (h tenantHeap[T]) Swap(i, j int) { h[i], h[j] = h[j], h[i]; h[i].ai = i; h[j].ai = j }
+func (h *tenantHeap[T]) Push(x any)   { t := x.(*tenantQ[T]); t.ai = len(*h); *h = append(*h, t) }
+func (h *tenantHeap[T]) Pop() any {
+	o := *h
+	t := o[len(o)-1]
+	o[len(o)-1] = nil
+	*h = o[:len(o)-1]
+	t.ai = -1
+	return t
+}
+
+// vtScale is one request's virtual time at weight 1: the least common
+// multiple of 1…16, so a request at any weight up to 16 (and every
+// divisor of it) advances its class by an exact integer.
+const vtScale = 720720
+
+// band is one class's queue (every class's, in a OneBand queue).
+type band[T any] struct {
+	// vt is the class's virtual time: requests served to it, fleet-wide,
+	// times step (vtScale / weight); lifted on return from idle.
+	vt, step int64
+	n        int // queued here
+	tenants  map[string]*tenantQ[T]
+	active   tenantHeap[T]
+	// hiVT is the highest tenant counter: where a tenant starts when no
+	// tenant of the class is backlogged anywhere.
+	hiVT int64
+	// placed is the requests this router placed from the class
+	// (cumulative, for the reports).
+	placed int64
+	// reported and advanced are as for a tenant; reportedT are the
+	// tenants some live peer reports queued.
+	reported  int
+	advanced  int64
+	reportedT map[string]*tenantQ[T]
+}
+
 // Queue is the router's wait queue.
 type Queue[T any] struct {
-	names   []string
-	weights []int
-	current []int // smooth WRR state
-	classes []classHeap[T]
-	newest  []newestHeap[T]
-	expiry  expiryHeap[T]
-	byID    map[string]*entry[T]
-	seq     uint64
-	// lifoAfter is the EDF head's wait past which its class serves newest
+	names  []string
+	bands  []band[T]
+	expiry expiryHeap[T]
+	byID   map[string]*entry[T]
+	seq    uint64
+	// lifoAfter is the EDF head's wait past which a tenant serves newest
 	// first; <= 0 keeps EDF always.
 	lifoAfter int64
 	disc      Discipline
-	byRank    []int       // queued per priority class, whatever the band
-	blocked   []*entry[T] // Pass scratch
+	// fair: tenants share a band by tokens (every EDF discipline); fleet:
+	// the counters are shared with peer routers (the Switchyard one).
+	fair, fleet bool
+	byRank      []int       // queued per priority class, whatever the band
+	blocked     []*entry[T] // Pass scratch
+	peers       map[string]*peerState
+	hold        holdBars
+	heldBack    int64
 }
 
 // Discipline is how a queue orders and expires what it holds. The zero
-// value is Switchyard's: weighted classes (DefaultWeights), earliest
-// deadline first inside a class with the adaptive LIFO switch, and expiry
-// of requests that can no longer meet their deadline. The other settings
-// let a baseline's router keep the queue its own documentation describes
-// (internal/core/baselines), through the same code.
+// value is Switchyard's: weighted classes (DefaultWeights), token-fair
+// tenants, earliest deadline first inside a tenant with the adaptive LIFO
+// switch, expiry of requests that can no longer meet their deadline, and
+// counters shared with peer routers (fair.go). The other settings let a
+// baseline's router keep the queue its own documentation describes
+// (internal/core/baselines), through the same code; each of them turns
+// the fleet-wide sharing off.
 type Discipline struct {
 	// Weights are the per-class shares (DefaultWeights when nil).
 	Weights map[string]int
 	// Strict serves the highest non-empty class always (priority bands)
-	// instead of weighted round-robin.
+	// instead of weighted fair queueing.
 	Strict bool
 	// OneBand puts every class in one band: a gateway that forwards in
 	// arrival order whatever the class.
 	OneBand bool
-	// ArrivalOrder serves each class first come, first served instead of
-	// earliest deadline first (and never switches to newest first).
+	// ArrivalOrder serves each band first come, first served whatever the
+	// tenant, instead of token-fair tenants and earliest deadline first
+	// (and never switches to newest first).
 	ArrivalOrder bool
 	// NoExpiry keeps a request whose deadline can no longer be met instead
 	// of handing it back as expired.
@@ -197,12 +297,13 @@ func NewWith[T any](d Discipline) *Queue[T] {
 	}
 	n := len(schemas.Priorities)
 	q := &Queue[T]{
-		names: schemas.Priorities, weights: make([]int, n), current: make([]int, n),
-		classes: make([]classHeap[T], n), newest: make([]newestHeap[T], n), byID: make(map[string]*entry[T]),
+		names: schemas.Priorities, bands: make([]band[T], n), byID: make(map[string]*entry[T]),
 		lifoAfter: int64(DefaultLIFOAfter), disc: d, byRank: make([]int, n),
+		fair: !d.ArrivalOrder, fleet: !d.ArrivalOrder && !d.OneBand && !d.Strict, peers: map[string]*peerState{},
 	}
 	for i, p := range schemas.Priorities {
-		q.weights[i] = max(weights[p], 1)
+		w := int64(min(max(weights[p], 1), vtScale))
+		q.bands[i] = band[T]{step: vtScale / w, tenants: map[string]*tenantQ[T]{}, reportedT: map[string]*tenantQ[T]{}}
 	}
 	switch {
 	case d.ArrivalOrder || d.LIFOAfter < 0:
@@ -216,9 +317,9 @@ func NewWith[T any](d Discipline) *Queue[T] {
 // Discipline is how q orders and expires.
 func (q *Queue[T]) Discipline() Discipline { return q.disc }
 
-// SetLIFOAfter sets how long a class's EDF head may have waited before the
-// class serves newest first (DefaultLIFOAfter unless set); d <= 0 keeps
-// every class in EDF order always.
+// SetLIFOAfter sets how long a tenant's EDF head may have waited before it
+// serves newest first (DefaultLIFOAfter unless set); d <= 0 keeps EDF
+// order always.
 func (q *Queue[T]) SetLIFOAfter(d time.Duration) { q.lifoAfter = int64(d) }
 
 // Push enqueues it.
@@ -234,8 +335,18 @@ func (q *Queue[T]) Push(it Item[T]) error {
 	if q.disc.OneBand {
 		c = 0
 	}
+	b := &q.bands[c]
+	tq := q.tenant(b, it.Tenant)
+	// Returning from idle (nothing queued here, none reported by a peer):
+	// lifted, so idle time banks no credit.
+	if b.n == 0 && b.reported == 0 {
+		q.liftBand(c)
+	}
+	if tq.ai < 0 && tq.reported == 0 {
+		liftTenant(b, tq)
+	}
 	q.seq++
-	e := &entry[T]{item: it, class: c, rank: rank, seq: q.seq, dl: math.MaxInt64, lastStart: math.MaxInt64}
+	e := &entry[T]{item: it, class: c, rank: rank, tenant: tq, seq: q.seq, dl: math.MaxInt64, lastStart: math.MaxInt64}
 	if !it.Deadline.IsZero() {
 		dl := it.Deadline.UnixNano()
 		if !q.disc.ArrivalOrder {
@@ -252,35 +363,72 @@ func (q *Queue[T]) Push(it Item[T]) error {
 	return nil
 }
 
+// tenant is band b's queue of tenant name (one queue for all in an
+// arrival-order band), made on first sight.
+func (q *Queue[T]) tenant(b *band[T], name string) *tenantQ[T] {
+	if !q.fair {
+		name = ""
+	}
+	tq := b.tenants[name]
+	if tq == nil {
+		tq = &tenantQ[T]{name: name, ai: -1}
+		b.tenants[name] = tq
+	}
+	return tq
+}
+
 func (q *Queue[T]) insert(e *entry[T]) {
-	heap.Push(&q.classes[e.class], e)
-	heap.Push(&q.newest[e.class], e)
+	tq, b := e.tenant, &q.bands[e.class]
+	heap.Push(&tq.edf, e)
+	heap.Push(&tq.newest, e)
 	heap.Push(&q.expiry, e)
 	q.byID[e.item.ID] = e
 	q.byRank[e.rank]++
+	b.n++
+	if tq.ai < 0 {
+		q.seq++
+		tq.since = q.seq
+		heap.Push(&b.active, tq)
+	}
+}
+
+func (q *Queue[T]) remove(e *entry[T]) {
+	tq, b := e.tenant, &q.bands[e.class]
+	heap.Remove(&tq.edf, e.ci)
+	heap.Remove(&tq.newest, e.li)
+	heap.Remove(&q.expiry, e.ei)
+	delete(q.byID, e.item.ID)
+	q.byRank[e.rank]--
+	b.n--
+	if len(tq.edf) == 0 {
+		heap.Remove(&b.active, tq.ai)
+	}
 }
 
 // PopReady returns the next request to place at now, or ok=false when the
 // queue is empty. Requests found expired on the way are appended to
-// expired and returned; they are removed from the queue.
+// expired and returned; they are removed from the queue. The popped
+// request counts as served.
 func (q *Queue[T]) PopReady(now time.Time, expired []Item[T]) (it Item[T], ok bool, exp []Item[T]) {
 	expired = q.Expire(now, expired)
+	q.hold.on = false // a pop is not a pass: it holds nothing back
 	c := q.pick()
 	if c < 0 {
 		return it, false, expired
 	}
-	e := q.head(c, now.UnixNano())
+	e := q.head(q.bands[c].active[0], now.UnixNano())
 	q.remove(e)
+	q.charge(e, now.UnixNano())
 	return e.item, true, expired
 }
 
-// head is class c's next request at now (unix ns): the earliest deadline,
-// or the newest request once the earliest deadline's has waited longer
-// than lifoAfter. A head of unknown enqueue time never switches the class.
-func (q *Queue[T]) head(c int, now int64) *entry[T] {
-	e := q.classes[c][0]
+// head is tenant tq's next request at now (unix ns): the earliest
+// deadline, or the newest request once the earliest deadline's has waited
+// longer than lifoAfter. A head of unknown enqueue time never switches.
+func (q *Queue[T]) head(tq *tenantQ[T], now int64) *entry[T] {
+	e := tq.edf[0]
 	if q.lifoAfter > 0 && e.enq != 0 && now-e.enq > q.lifoAfter {
-		return q.newest[c][0]
+		return tq.newest[0]
 	}
 	return e
 }
@@ -297,32 +445,92 @@ func (q *Queue[T]) Expire(now time.Time, dst []Item[T]) []Item[T] {
 	return dst
 }
 
-// pick chooses the class to serve by smooth weighted round-robin over the
-// non-empty classes, or -1 when all are empty.
+// pick chooses the band to serve, or -1 when none may be: the highest
+// non-empty one under Strict; otherwise, among the bands with work whose
+// least tenant is within the fleet's bars (fair.go), the one whose next
+// request finishes first in virtual time, ties to the higher class.
 func (q *Queue[T]) pick() int {
 	if q.disc.Strict {
-		for i := range q.classes {
-			if len(q.classes[i]) > 0 {
+		for i := range q.bands {
+			if q.bands[i].n > 0 {
 				return i
 			}
 		}
 		return -1
 	}
-	best, total := -1, 0
-	for i := range q.classes {
-		if len(q.classes[i]) == 0 {
+	best := -1
+	var bestF int64
+	for i := range q.bands {
+		b := &q.bands[i]
+		if b.n == 0 {
 			continue
 		}
-		q.current[i] += q.weights[i]
-		total += q.weights[i]
-		if best < 0 || q.current[i] > q.current[best] {
-			best = i
+		if q.hold.on && (b.vt > q.hold.band+classSlack || b.active[0].vt > q.hold.tenant[i]+TenantSlack) {
+			continue
+		}
+		if f := b.vt + b.step; best < 0 || f < bestF {
+			best, bestF = i, f
 		}
 	}
-	if best >= 0 {
-		q.current[best] -= total
-	}
 	return best
+}
+
+// charge counts e as served at now: its class's virtual time and its
+// tenant's counter advance, and this router's totals with them.
+func (q *Queue[T]) charge(e *entry[T], now int64) {
+	b, tq := &q.bands[e.class], e.tenant
+	cost := max(e.item.Cost, 1)
+	b.vt += b.step
+	b.placed++
+	b.advanced = now
+	tq.vt += cost
+	tq.placed += cost
+	tq.advanced = now
+	b.hiVT = max(b.hiVT, tq.vt)
+	if tq.ai >= 0 {
+		heap.Fix(&b.active, tq.ai)
+	}
+}
+
+// liftBand lifts band c's virtual time to the least of the bands
+// backlogged anywhere in the fleet, or to the highest of all when none is.
+func (q *Queue[T]) liftBand(c int) {
+	floor, any := int64(0), false
+	for i := range q.bands {
+		b := &q.bands[i]
+		if i == c || (b.n == 0 && b.reported == 0) {
+			continue
+		}
+		if !any || b.vt < floor {
+			floor, any = b.vt, true
+		}
+	}
+	if !any {
+		for i := range q.bands {
+			floor = max(floor, q.bands[i].vt)
+		}
+	}
+	q.bands[c].vt = max(q.bands[c].vt, floor)
+}
+
+// liftTenant lifts tq's counter to the least of band b's tenants
+// backlogged anywhere in the fleet, or to the highest of all when none is
+// (VTC's counter lift).
+func liftTenant[T any](b *band[T], tq *tenantQ[T]) {
+	floor, any := int64(0), false
+	if len(b.active) > 0 {
+		floor, any = b.active[0].vt, true
+	}
+	for _, o := range b.reportedT {
+		if o != tq && (!any || o.vt < floor) {
+			floor, any = o.vt, true
+		}
+	}
+	if !any {
+		floor = b.hiVT
+	}
+	tq.vt = max(tq.vt, floor)
+	b.hiVT = max(b.hiVT, tq.vt)
 }
 
 // Remove takes a request out of the queue (a cancel), reporting whether it
@@ -335,19 +543,6 @@ func (q *Queue[T]) Remove(id string) (Item[T], bool) {
 	}
 	q.remove(e)
 	return e.item, true
-}
-
-func (q *Queue[T]) remove(e *entry[T]) {
-	heap.Remove(&q.classes[e.class], e.ci)
-	heap.Remove(&q.newest[e.class], e.li)
-	heap.Remove(&q.expiry, e.ei)
-	delete(q.byID, e.item.ID)
-	q.byRank[e.rank]--
-	if len(q.classes[e.class]) == 0 {
-		// An emptied class restarts from zero credit, so a burst after an
-		// idle spell cannot cash in credit it banked while others waited.
-		q.current[e.class] = 0
-	}
 }
 
 // Len is the number of queued requests.
@@ -377,9 +572,10 @@ const (
 // Pass runs one placement pass at now: it removes the requests that can no
 // longer meet their deadline (appended to expired and returned, for the
 // caller to answer), then offers requests to place in queue order until
-// maxBlocked of them are blocked or the queue runs dry, and puts the
-// blocked ones back. The live router and the simulator both place through
-// Pass, so they walk the queue identically.
+// maxBlocked of them are blocked, the queue runs dry, or what is left is
+// held back for a peer router's share (fair.go), and puts the blocked
+// ones back. A placed request counts as served. The live router and the
+// simulator both place through Pass, so they walk the queue identically.
 //
 // Measured in the simulator (Mooncake conversation trace, first 10 min,
 // h100:16; SLO attainment overall / critical / interactive / standard /
@@ -428,17 +624,24 @@ const (
 //     sits ahead of interactive requests on the GPUs.
 func (q *Queue[T]) Pass(now time.Time, maxBlocked int, expired []Item[T], place func(Item[T]) Outcome) []Item[T] {
 	expired = q.Expire(now, expired)
-	q.blocked = q.blocked[:0]
 	t := now.UnixNano()
+	q.holdBars(t)
+	q.blocked = q.blocked[:0]
 	for len(q.blocked) < maxBlocked {
 		c := q.pick()
 		if c < 0 {
+			if q.hold.on && q.Len() > len(q.blocked) {
+				q.heldBack++ // work left for a peer that holds a share further behind
+			}
 			break
 		}
-		e := q.head(c, t)
+		e := q.head(q.bands[c].active[0], t)
 		q.remove(e)
-		if place(e.item) == Blocked {
+		switch place(e.item) {
+		case Blocked:
 			q.blocked = append(q.blocked, e)
+		case Placed:
+			q.charge(e, t)
 		}
 	}
 	// Blocked requests go back as they were, keeping their arrival order

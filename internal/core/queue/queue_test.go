@@ -264,10 +264,13 @@ func TestDisciplines(t *testing.T) {
 		want []string
 		exp  int
 	}{
-		{"switchyard: weighted, EDF", Discipline{}, t0, []string{"c2", "i1", "c1", "b1"}, 0},
+		// Weighted fair queueing at 8/4/2/1: critical's second request
+		// finishes (2/8) no later than interactive's first (1/4) in
+		// virtual time, and ties go to the higher class.
+		{"switchyard: weighted, EDF", Discipline{}, t0, []string{"c2", "c1", "i1", "b1"}, 0},
 		{"strict bands, arrival order", Discipline{Strict: true, ArrivalOrder: true}, t0, []string{"c1", "c2", "i1", "b1"}, 0},
 		{"one band, arrival order", Discipline{OneBand: true, ArrivalOrder: true}, t0, []string{"b1", "i1", "c1", "c2"}, 0},
-		{"switchyard expires the late", Discipline{}, t0.Add(2 * time.Second), []string{"c2", "i1", "c1"}, 1},
+		{"switchyard expires the late", Discipline{}, t0.Add(2 * time.Second), []string{"c2", "c1", "i1"}, 1},
 		{"no expiry keeps the late", Discipline{OneBand: true, ArrivalOrder: true, NoExpiry: true}, t0.Add(2 * time.Second), []string{"b1", "i1", "c1", "c2"}, 0},
 	} {
 		q := NewWith[int](tc.d)

@@ -1,0 +1,298 @@
+package queue
+
+import (
+	"container/heap"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/switchyard-ai/switchyard/schemas"
+)
+
+// Fleet-wide fairness. Active-active routers each hold only the requests
+// they pulled, so a queue that counted only its own service would make
+// class weights and tenant shares hold per router: a router holding only
+// regular work serves it as fast as the fleet frees capacity, whatever
+// the premium class's weight at its peer (the failure of a per-process
+// scheduler with skewed ingress, ai-dynamo/dynamo #15187). Two things fix
+// it:
+//
+//   - Shared counters. Each router publishes a Report of what it placed
+//     (cumulative requests per class, weighted tokens per tenant) and what
+//     it holds queued; every router adds its peers' increases to the same
+//     virtual times its own placements advance (ApplyPeer), so the class
+//     and tenant it picks next are the ones furthest behind fleet-wide.
+//     Cumulative totals make a lost report cost nothing but delay: the
+//     next one carries the difference.
+//   - Holding back. A router whose least-served local work is ahead of
+//     work a live peer reports queued — its class by more than classSlack,
+//     its tenant by more than TenantSlack — leaves the capacity to that
+//     peer for now (Pass stops) instead of serving it: without that, the
+//     counters alone would not stop a router that holds nothing but the
+//     over-served class. The capacity is not lost: the peer's next pass
+//     takes it. Liveness is bounded twice over: a peer report older than
+//     PeerStale is forgotten (a dead router's backlog no longer holds
+//     anyone back), and a peer's queued work whose counter has not moved
+//     for StallAfter (it cannot be placed: its model's pool is full, say)
+//     holds nobody back either.
+//
+// Staleness: a router's view of a peer's service lags by the report
+// period plus one core-NATS hop (≤ ~250 ms with the router's 200 ms
+// period), and by one period more per lost report. The lag is an offset
+// in the counters, not a drift: the shares it skews are at most the
+// service of one period, and they are corrected by the next report.
+
+// PeerStale is how old a peer's latest report may be before its queued
+// work no longer counts (its served totals stay counted).
+const PeerStale = time.Second
+
+// StallAfter is how long a peer's queued class or tenant may go without
+// its counter advancing before it stops holding other work back.
+const StallAfter = 2 * time.Second
+
+// TenantSlack is how many weighted tokens a tenant may be ahead of a
+// tenant a peer holds before this router leaves the capacity to the peer:
+// a few requests' worth, so counters that lag by a report period do not
+// make routers take turns holding back.
+const TenantSlack = 8192
+
+// classSlack is the same for classes, in virtual time: one request at
+// weight 1 (one round of the weights).
+const classSlack = vtScale
+
+// Report is one router's fairness state, for its peers: what it placed
+// since it started, and what it holds queued.
+type Report struct {
+	Classes []ClassShare `json:"classes"`
+}
+
+// ClassShare is one class in a Report.
+type ClassShare struct {
+	Class string `json:"class"`
+	// Placed is the requests of the class this router placed (cumulative).
+	Placed int64 `json:"placed"`
+	// Queued is how many of the class it holds now.
+	Queued  int           `json:"queued,omitempty"`
+	Tenants []TenantShare `json:"tenants,omitempty"`
+}
+
+// TenantShare is one tenant of a class in a Report.
+type TenantShare struct {
+	Tenant string `json:"tenant"`
+	// Tokens is the weighted tokens (Item.Cost) placed for it (cumulative).
+	Tokens int64 `json:"tokens"`
+	Queued int   `json:"queued,omitempty"`
+}
+
+// peerState is what the queue keeps of one peer router.
+type peerState struct {
+	// at is when its latest report was applied (zero once stale).
+	at int64
+	// placed and tokens are the cumulative totals of its latest report.
+	placed map[string]int64
+	tokens map[string]map[string]int64
+	// bands and tenants are what its latest report has queued, as counted
+	// in band.reported and tenantQ.reported.
+	bands   []int
+	tenants []tenantRef
+}
+
+type tenantRef struct {
+	band   int
+	tenant string
+}
+
+// holdBars are the least counters of work only peers hold, for one Pass:
+// local work further ahead than the slack is held back.
+type holdBars struct {
+	on     bool
+	band   int64
+	tenant []int64 // per band
+}
+
+// Report is this router's fairness state for its peers; nil for a
+// discipline that does not share (a baseline's).
+func (q *Queue[T]) Report() *Report {
+	if !q.fleet {
+		return nil
+	}
+	r := &Report{}
+	for i := range q.bands {
+		b := &q.bands[i]
+		if b.placed == 0 && b.n == 0 {
+			continue
+		}
+		cs := ClassShare{Class: q.names[i], Placed: b.placed, Queued: b.n}
+		for _, tq := range b.tenants {
+			if tq.placed > 0 || len(tq.edf) > 0 {
+				cs.Tenants = append(cs.Tenants, TenantShare{Tenant: tq.name, Tokens: tq.placed, Queued: len(tq.edf)})
+			}
+		}
+		slices.SortFunc(cs.Tenants, func(a, b TenantShare) int { return strings.Compare(a.Tenant, b.Tenant) })
+		r.Classes = append(r.Classes, cs)
+	}
+	return r
+}
+
+// ApplyPeer counts peer's report at now: the increase of its totals since
+// its previous report advances the classes' and tenants' counters, and
+// what it holds queued holds this router's further-ahead work back until
+// the report is PeerStale. A total lower than before means the peer
+// restarted: its totals count from zero again.
+func (q *Queue[T]) ApplyPeer(peer string, r *Report, now time.Time) {
+	if !q.fleet || r == nil {
+		return
+	}
+	t := now.UnixNano()
+	q.expirePeers(t)
+	p := q.peers[peer]
+	if p == nil {
+		p = &peerState{placed: map[string]int64{}, tokens: map[string]map[string]int64{}}
+		q.peers[peer] = p
+	}
+	if restarted(p, r) {
+		p.placed, p.tokens = map[string]int64{}, map[string]map[string]int64{}
+	}
+	q.unreport(p)
+	for _, cs := range r.Classes {
+		c := schemas.PriorityRank(cs.Class)
+		if c < 0 {
+			continue // a class this build does not know
+		}
+		b := &q.bands[c]
+		if d := cs.Placed - p.placed[cs.Class]; d > 0 {
+			b.vt += d * b.step
+			b.advanced = t
+		}
+		p.placed[cs.Class] = max(p.placed[cs.Class], cs.Placed)
+		seen := p.tokens[cs.Class]
+		if seen == nil {
+			seen = map[string]int64{}
+			p.tokens[cs.Class] = seen
+		}
+		for _, ts := range cs.Tenants {
+			tq := q.tenant(b, ts.Tenant)
+			if d := ts.Tokens - seen[ts.Tenant]; d > 0 {
+				tq.vt += d
+				tq.advanced = t
+				b.hiVT = max(b.hiVT, tq.vt)
+				if tq.ai >= 0 {
+					heap.Fix(&b.active, tq.ai)
+				}
+			}
+			seen[ts.Tenant] = max(seen[ts.Tenant], ts.Tokens)
+		}
+	}
+	// What it holds queued: a class or tenant backlogged nowhere before
+	// returns from idle, and is lifted as a local arrival would be.
+	for _, cs := range r.Classes {
+		c := schemas.PriorityRank(cs.Class)
+		if c < 0 || cs.Queued <= 0 {
+			continue
+		}
+		b := &q.bands[c]
+		if b.n == 0 && b.reported == 0 {
+			q.liftBand(c)
+			b.advanced = t
+		}
+		b.reported++
+		p.bands = append(p.bands, c)
+		for _, ts := range cs.Tenants {
+			if ts.Queued <= 0 {
+				continue
+			}
+			tq := q.tenant(b, ts.Tenant)
+			if tq.ai < 0 && tq.reported == 0 {
+				liftTenant(b, tq)
+				tq.advanced = t
+			}
+			tq.reported++
+			b.reportedT[tq.name] = tq
+			p.tenants = append(p.tenants, tenantRef{band: c, tenant: tq.name})
+		}
+	}
+	p.at = t
+}
+
+// restarted reports whether any total in r is below what p last reported.
+func restarted(p *peerState, r *Report) bool {
+	for _, cs := range r.Classes {
+		if cs.Placed < p.placed[cs.Class] {
+			return true
+		}
+		for _, ts := range cs.Tenants {
+			if ts.Tokens < p.tokens[cs.Class][ts.Tenant] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// unreport takes p's queued work out of the counts.
+func (q *Queue[T]) unreport(p *peerState) {
+	for _, c := range p.bands {
+		q.bands[c].reported--
+	}
+	for _, ref := range p.tenants {
+		b := &q.bands[ref.band]
+		if tq := b.tenants[ref.tenant]; tq != nil {
+			tq.reported--
+			if tq.reported == 0 {
+				delete(b.reportedT, ref.tenant)
+			}
+		}
+	}
+	p.bands, p.tenants = p.bands[:0], p.tenants[:0]
+}
+
+// expirePeers forgets the queued work of peers not heard from within
+// PeerStale of now (unix ns); their totals stay, so a report that comes
+// later counts only what is new.
+func (q *Queue[T]) expirePeers(now int64) {
+	for _, p := range q.peers {
+		if p.at != 0 && now-p.at > int64(PeerStale) {
+			q.unreport(p)
+			p.at = 0
+		}
+	}
+}
+
+// holdBars sets, for a pass at now, the least counters of the classes and
+// tenants only live peers hold queued and that are still being served.
+func (q *Queue[T]) holdBars(now int64) {
+	q.hold.on = false
+	if !q.fleet || len(q.peers) == 0 {
+		return
+	}
+	q.expirePeers(now)
+	h := holdBars{band: math.MaxInt64, tenant: q.hold.tenant}
+	if len(h.tenant) != len(q.bands) {
+		h.tenant = make([]int64, len(q.bands))
+	}
+	for i := range q.bands {
+		h.tenant[i] = math.MaxInt64
+		b := &q.bands[i]
+		if b.reported > 0 && b.n == 0 && now-b.advanced <= int64(StallAfter) {
+			h.band, h.on = min(h.band, b.vt), true
+		}
+		for _, tq := range b.reportedT {
+			if tq.ai < 0 && now-tq.advanced <= int64(StallAfter) {
+				h.tenant[i], h.on = min(h.tenant[i], tq.vt), true
+			}
+		}
+	}
+	if h.on {
+		// Saturate instead of overflowing when the slack is added.
+		h.band = min(h.band, math.MaxInt64-classSlack)
+		for i := range h.tenant {
+			h.tenant[i] = min(h.tenant[i], math.MaxInt64-TenantSlack)
+		}
+		q.hold = h
+	}
+}
+
+// HeldBack counts the passes that left local work queued because live
+// peers hold work further behind in its class or tenant share.
+func (q *Queue[T]) HeldBack() int64 { return q.heldBack }
