@@ -238,16 +238,42 @@ func (c *Client) Results(ctx context.Context, tenant string, fn func(schemas.Res
 
 // Stream follows a request's token stream, calling fn for each chunk in
 // order; unsubscribe after the Done chunk. Subscribe before submitting:
-// chunks are core NATS and are not stored.
+// followers read chunks as core NATS, from the moment they subscribe.
+//
+// When a request's worker is lost mid-stream, the worker that takes it over
+// continues the stream after the last chunk TOKENS stored (the same Seq
+// sequence, a higher Attempt). fn never sees a chunk twice: one whose Seq
+// was already delivered is dropped, and so is any chunk of an attempt older
+// than one already seen (a lost worker that was only silent, not dead).
 func (c *Client) Stream(tenant, id string, fn func(schemas.TokenChunk)) (*nats.Subscription, error) {
+	var f StreamFilter
 	return c.nc.Subscribe(subjects.Tokens(tenant, id), func(m *nats.Msg) {
-		f, err := schemas.FormatFromContentType(m.Header.Get(schemas.HeaderContentType))
+		format, err := schemas.FormatFromContentType(m.Header.Get(schemas.HeaderContentType))
 		if err != nil {
 			return
 		}
 		var ch schemas.TokenChunk
-		if schemas.Unmarshal(f, m.Data, &ch) == nil {
+		if schemas.Unmarshal(format, m.Data, &ch) == nil && f.Admit(ch) {
 			fn(ch)
 		}
 	})
+}
+
+// StreamFilter keeps a follower from delivering a token chunk twice when a
+// request fails over mid-stream: Admit reports whether a chunk is new. The
+// zero value is ready; it is not safe for concurrent use.
+type StreamFilter struct {
+	lastSeq uint64
+	attempt int
+}
+
+// Admit reports whether ch should be delivered: its Seq is past every one
+// delivered, and its attempt is not older than one already seen. A gap in
+// Seq is admitted, for the caller to notice.
+func (f *StreamFilter) Admit(ch schemas.TokenChunk) bool {
+	if ch.Seq <= f.lastSeq || ch.Attempt < f.attempt {
+		return false
+	}
+	f.lastSeq, f.attempt = ch.Seq, ch.Attempt
+	return true
 }

@@ -91,8 +91,8 @@ func (s *Server) complete(hw http.ResponseWriter, r *http.Request, ep endpoint) 
 	}
 	w.Header().Set(gw.HeaderRequestID, id)
 
-	// Subscribe before submitting: token chunks are core NATS and not
-	// stored. Both subscriptions feed one channel, which the connection's
+	// Subscribe before submitting: token chunks are read as core NATS.
+	// Both subscriptions feed one channel, which the connection's
 	// read loop fills in the server's order, so the result can never
 	// overtake the chunks published before it.
 	ch := make(chan *nats.Msg, 1024)
@@ -145,6 +145,10 @@ func (s *Server) complete(hw http.ResponseWriter, r *http.Request, ep endpoint) 
 	out := &responder{w: w, ep: ep, id: id, created: now.Unix(), model: req.Model, stream: req.Stream, includeUsage: includeUsage, now: s.cfg.Now}
 	defer func() { obs.firstToken, obs.lastToken = out.firstToken, out.lastToken }()
 	var state gw.StreamState
+	// A request that fails over mid-stream continues on another worker
+	// after the last stored chunk; a chunk already relayed, or one from an
+	// attempt older than one seen, never reaches the user twice.
+	var seen client.StreamFilter
 	for {
 		select {
 		case m := <-ch:
@@ -152,6 +156,9 @@ func (s *Server) complete(hw http.ResponseWriter, r *http.Request, ep endpoint) 
 				c, err := decodeChunk(m)
 				if err != nil {
 					s.log.Warn("undecodable token chunk", "id", id, "err", err)
+					continue
+				}
+				if !seen.Admit(c) {
 					continue
 				}
 				if text := state.Chunk(c); text != "" {
