@@ -281,8 +281,12 @@ type Inputs struct {
 	// already dropped by the caller).
 	Workers []schemas.Heartbeat
 	// Queued is admitted requests not yet dispatched, per class (the
-	// router consumers' pending plus ack-pending counts).
+	// router consumers' pending plus ack-pending counts), less those held
+	// for a pool's cold start, which Held carries by pool.
 	Queued map[string]int
+	// Held is the demand routers hold for a pool's cold start, by pool key
+	// (held.go): requests for a model no live worker serves.
+	Held map[string]HeldDemand
 	// SLO is attainment per class over a recent window.
 	SLO map[string]Attainment
 	// Mix is the recent request shape (zero: 1024 in, 256 out).
@@ -333,6 +337,14 @@ type ReplicaDecision struct {
 	ArrivalRate, Forecast, Capacity float64
 	Backlog                         int
 	Reason                          string
+	// Dtype, TP, Max and ColdStartSeconds describe the pool to routers
+	// (ReplicasMsg): what a new replica runs, how many may run, and how
+	// long one started now takes to serve (its cold weight load). Held is
+	// the requests held for its cold start.
+	Dtype            string
+	TP, Max          int
+	ColdStartSeconds float64
+	Held             int
 }
 
 // SpecDecision is a speculative-decoding switch for one worker.
@@ -458,12 +470,14 @@ type Controller struct {
 	// unserved is Inputs.Unserved at the last decision.
 	unserved     uint64
 	haveUnserved bool
+	// heldSeen is each pool's held requests at the last decision (held.go).
+	heldSeen map[string]int
 }
 
 // New builds a Controller.
 func New(cfg Config) (*Controller, error) {
 	cfg.fill()
-	c := &Controller{cfg: cfg, byKey: map[string]*poolState{}, workers: map[string]*workerState{}, shed: map[string]float64{}}
+	c := &Controller{cfg: cfg, byKey: map[string]*poolState{}, workers: map[string]*workerState{}, shed: map[string]float64{}, heldSeen: map[string]int{}}
 	for _, p := range cfg.Pools {
 		if p.Dtype == "" {
 			p.Dtype = catalog.DtypeBF16
@@ -529,6 +543,12 @@ func (c *Controller) Decide(in Inputs) Decision {
 		queued += n
 	}
 	shares := c.queueShares(byPool, in, queued)
+	// Held requests wait for one pool's model: they are its demand alone.
+	for key, h := range in.Held {
+		if c.byKey[key] != nil && h.Requests > 0 {
+			shares[key] += float64(h.Requests)
+		}
+	}
 	// Requests turned away since the last decision are split over the
 	// pools as the queue is.
 	var unserved float64
@@ -538,7 +558,9 @@ func (c *Controller) Decide(in Inputs) Decision {
 	c.unserved, c.haveUnserved = in.Unserved, true
 	unservedShares := c.queueShares(byPool, in, 1)
 	for _, ps := range c.pools {
+		g := c.guardHeld(ps, byPool[ps.Key()], in, &d)
 		rd := c.scale(ps, byPool[ps.Key()], in, shares[ps.Key()], unserved*unservedShares[ps.Key()], highMiss, &d)
+		rd = g.apply(ps, rd, &d)
 		if rd.Desired >= ps.Max && highMiss {
 			atMax = true
 		}

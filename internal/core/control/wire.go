@@ -68,15 +68,24 @@ type WarmthMsg struct {
 	At     time.Time `json:"at"`
 }
 
-// ReplicasMsg is a pool's desired replica count.
+// ReplicasMsg is a pool's desired replica count. Routers and admitters
+// read it too: it says what a new replica of the pool runs (Dtype, TP),
+// how many may run (Max) and how long one started now takes to serve
+// (ColdStartSeconds), so they can hold a request for a model no live
+// worker serves while the pool warms one.
 type ReplicasMsg struct {
-	Pool    string    `json:"pool"`
-	GPU     string    `json:"gpu"`
-	Model   string    `json:"model"`
-	Desired int       `json:"desired"`
-	Current int       `json:"current"`
-	Reason  string    `json:"reason"`
-	At      time.Time `json:"at"`
+	Pool             string    `json:"pool"`
+	GPU              string    `json:"gpu"`
+	Model            string    `json:"model"`
+	Dtype            string    `json:"dtype,omitempty"`
+	TP               int       `json:"tp,omitempty"`
+	Max              int       `json:"max,omitempty"`
+	ColdStartSeconds float64   `json:"cold_start_s,omitempty"`
+	Desired          int       `json:"desired"`
+	Current          int       `json:"current"`
+	Held             int       `json:"held,omitempty"`
+	Reason           string    `json:"reason"`
+	At               time.Time `json:"at"`
 }
 
 // ShedMsg sets the admitter's shedding margin of one class.
