@@ -79,15 +79,33 @@ func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.
 			w.mu.Unlock()
 			<-r.sem
 		}()
-		j := &job{d: d, msg: m, stream: a.Request.Stream}
-		model := w.engineModel(a.Model)
-		w.ensureLoaded(rctx, model)
-		var seq uint64
-		res, err := r.client.Generate(rctx, openai.Request{Model: model, Messages: a.Request.Messages, Prompt: a.Request.Prompt,
-			MaxTokens: a.Request.MaxTokens, Temperature: a.Request.Temperature, Seed: a.Request.Seed}, func(text string) {
-			if j.stream {
-				seq++
-				w.publishChunk(a.Tenant, a.Request.ID, a.ResultFormat, seq, text, false)
+		resumed, ok := w.resumePoint(ctx, d, m)
+		if !ok {
+			return
+		}
+		if resumed.done || (resumed.tokens > 0 && resumed.tokens >= a.Request.MaxTokens) {
+			w.answerFromRecord(ctx, d, m, resumed, false)
+			return
+		}
+		req := openai.Request{Model: w.engineModel(a.Model), Messages: a.Request.Messages, Prompt: a.Request.Prompt,
+			MaxTokens: a.Request.MaxTokens, Temperature: a.Request.Temperature, Seed: a.Request.Seed}
+		if resumed.seq > 0 {
+			if e := resumeRemote(&req, resumed); e != nil {
+				w.finish(ctx, d, m, svc.ErrorResult(a.Request.ID, a.Tenant, a.Priority, e, w.sh.Now()))
+				return
+			}
+		}
+		var ts *tokenStream
+		if a.Request.Stream {
+			ts = newTokenStream(&a)
+			ts.continueFrom(resumed)
+		}
+		w.ensureLoaded(rctx, req.Model)
+		res, err := r.client.Generate(rctx, req, func(text string) {
+			// Each piece is one token for vLLM and Ollama, which stream
+			// token by token; chunks group them as the simulated path does.
+			if ts != nil && ts.add(text, 1, w.sh.Now()) {
+				w.flush(ts, false)
 			}
 		})
 		now := w.sh.Now()
@@ -107,12 +125,12 @@ func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.
 			w.mu.Unlock()
 			w.sh.Emit(schemas.Event{Kind: "engine_lost", RequestID: a.Request.ID, Tenant: a.Tenant, WorkerID: w.cfg.ID,
 				Reason: "engine " + r.client.BaseURL + " stopped answering mid-request: " + err.Error(),
-				Fields: map[string]any{"chunks_streamed": seq, "attempt": a.Attempt}})
+				Fields: map[string]any{"chunks_streamed": chunksOf(ts), "attempt": a.Attempt}})
 			m.NakWithDelay(engineLostRedelivery)
 			return
 		}
-		if j.stream {
-			w.publishChunk(a.Tenant, a.Request.ID, a.ResultFormat, seq+1, "", true)
+		if ts != nil {
+			w.flush(ts, true)
 		}
 		if err != nil {
 			code, msg := schemas.CodeBackendError, "backend "+r.client.BaseURL+": "+err.Error()
@@ -133,12 +151,26 @@ func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.
 			itl = float64((res.Total - res.TTFT).Microseconds()) / 1000 / float64(res.CompletionTokens-1)
 		}
 		gpuSec := res.Total.Seconds() * float64(max(1, w.cfg.TP))
+		usage := schemas.Usage{PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens, CachedTokens: res.CachedTokens}
+		text, ttft := res.Text, queue+res.TTFT
+		var rel *schemas.Reliability
+		if k := resumed.tokens; resumed.seq > 0 {
+			// The engine was sent the streamed text as prompt: it counted
+			// it as prompt tokens, and prefilled it in its time to first
+			// token, which is the re-prefill's measured price.
+			text = resumed.text + res.Text
+			usage.PromptTokens = max(0, res.PromptTokens-k)
+			usage.CompletionTokens = res.CompletionTokens + k
+			ttft = resumed.firstAt.Sub(a.SubmittedAt)
+			rel = &schemas.Reliability{ResumedFromSeq: resumed.seq, ResumedTokens: k, ReprefillTokens: res.PromptTokens - res.CachedTokens,
+				ReprefillGPUSeconds: res.TTFT.Seconds() * float64(max(1, w.cfg.TP)), LostWorkers: a.ExcludeWorkers}
+		}
 		out := schemas.Result{
-			ID: a.Request.ID, Tenant: a.Tenant, Status: schemas.StatusOK, Model: a.Model, Text: res.Text,
-			FinishReason: res.FinishReason,
-			Usage:        schemas.Usage{PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens, CachedTokens: res.CachedTokens},
-			Timing:       schemas.Timing{QueueMs: ms(queue), TTFTMs: ms(queue + res.TTFT), ITLMs: itl, TotalMs: ms(queue + res.Total)},
-			WorkerID:     w.cfg.ID, GPU: w.replica.GPU.Name, Simulated: false, Priority: a.Priority, Attempt: a.Attempt,
+			ID: a.Request.ID, Tenant: a.Tenant, Status: schemas.StatusOK, Model: a.Model, Text: text,
+			FinishReason: res.FinishReason, Reliability: rel,
+			Usage:    usage,
+			Timing:   schemas.Timing{QueueMs: ms(queue), TTFTMs: ms(ttft), ITLMs: itl, TotalMs: ms(queue + res.Total)},
+			WorkerID: w.cfg.ID, GPU: w.replica.GPU.Name, Simulated: false, Priority: a.Priority, Attempt: a.Attempt,
 			GPUSeconds: gpuSec, CostUSD: res.Total.Seconds() / 3600 * w.replica.PricePerHour(), FinishedAt: now,
 		}
 		dl := a.Deadline
@@ -149,6 +181,35 @@ func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// resumeRemote rewrites a forwarded request to continue after what an
+// earlier attempt streamed. A completion (raw prompt) continues exactly:
+// the engine is sent prompt+streamed text and asked for the tokens left,
+// which is what it would have been generating next (up to how it
+// re-tokenises the seam; Ollama applies the model's template to the
+// prompt, which for a template other than the bare prompt conditions the
+// continuation on the wrapped text). A chat answer cannot be continued
+// through the OpenAI API in general — a partial assistant message is read
+// as a finished turn, and the answer would restart or change — so a chat
+// request lost mid-stream fails with the reason instead of a stream that
+// pretends to continue.
+func resumeRemote(req *openai.Request, r streamed) *schemas.Error {
+	if len(req.Messages) > 0 {
+		return schemas.Errf(schemas.CodeWorkerFailed, "",
+			"its worker was lost after streaming %d chunks of a chat answer, and an OpenAI-compatible backend cannot continue a partial chat answer without repeating or changing it", r.seq)
+	}
+	req.Prompt += r.text
+	req.MaxTokens -= r.tokens
+	return nil
+}
+
+// chunksOf is how many chunks a stream has sent, 0 without a stream.
+func chunksOf(s *tokenStream) uint64 {
+	if s == nil {
+		return 0
+	}
+	return s.seq
+}
 
 // engineLostRedelivery is how long a dispatch whose engine died waits
 // before JetStream offers it to this worker again: long past the router's

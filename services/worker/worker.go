@@ -94,10 +94,15 @@ type Worker struct {
 const instantConcurrency = 64
 
 type job struct {
-	d       schemas.Dispatch
-	msg     jetstream.Msg
-	emitted uint64
-	stream  bool
+	d   schemas.Dispatch
+	msg jetstream.Msg
+	// tokens is the streamed request's outgoing stream, nil when the
+	// request is not streamed.
+	tokens *tokenStream
+	// words produces the simulated answer's words in order.
+	words simWords
+	// resumed is what earlier attempts streamed, when this one continues it.
+	resumed streamed
 }
 
 // New builds a worker. The replica must fit the GPU.
@@ -312,23 +317,52 @@ func (w *Worker) onDispatch(ctx context.Context, m jetstream.Msg) {
 		return
 	}
 	w.mu.Lock()
-	if _, dup := w.inflight[id]; dup {
-		w.mu.Unlock()
+	_, dup := w.inflight[id]
+	w.mu.Unlock()
+	if dup {
 		m.Ack() // a redelivery of something already running here
 		return
 	}
-	now := w.clock.now(w.sh.Now())
-	err := w.eng.Add(engine.Sequence{
+	// A stream its lost worker had begun continues from what the client
+	// already received (docs/architecture.md, "Mid-stream failover").
+	resumed, ok := w.resumePoint(ctx, d, m)
+	if !ok {
+		return
+	}
+	if resumed.done || resumed.tokens >= d.Admitted.Request.MaxTokens {
+		w.answerFromRecord(ctx, d, m, resumed, true)
+		return
+	}
+	seq := engine.Sequence{
 		ID:           id,
 		PromptTokens: d.Admitted.PromptTokens,
 		BlockHashes:  d.Admitted.BlockHashes,
 		MaxTokens:    d.Admitted.Request.MaxTokens,
-		Arrival:      now,
 		Priority:     engine.PriorityOf(d.Admitted.Priority),
 		Critical:     d.Admitted.Priority == schemas.PriorityCritical,
-	})
+	}
+	var err error
+	if resumed.tokens > 0 {
+		seq, err = engine.Resume(seq, resumed.tokens)
+	}
+	j := &job{d: d, msg: m, words: newSimWords(id), resumed: resumed}
+	j.words.skip(resumed.tokens)
+	if d.Admitted.Request.Stream {
+		j.tokens = newTokenStream(&d.Admitted)
+		j.tokens.continueFrom(resumed)
+	}
+	w.mu.Lock()
 	if err == nil {
-		w.inflight[id] = &job{d: d, msg: m, stream: d.Admitted.Request.Stream}
+		if _, dup = w.inflight[id]; dup {
+			w.mu.Unlock()
+			m.Ack()
+			return
+		}
+		seq.Arrival = w.clock.now(w.sh.Now())
+		err = w.eng.Add(seq)
+	}
+	if err == nil {
+		w.inflight[id] = j
 	}
 	w.mu.Unlock()
 	if err != nil {
@@ -400,9 +434,21 @@ func (w *Worker) afterStep(ctx context.Context, st engine.Step) {
 	if len(st.Stored) > 0 || len(st.Evicted) > 0 {
 		w.publishKV(st.Stored, st.Evicted)
 	}
+	now := w.sh.Now()
+	emitted := make(map[string]bool, len(st.Emitted))
 	for _, e := range st.Emitted {
-		if j := w.inflight[e.ID]; j != nil && j.stream {
-			w.publishTokens(j, e.Tokens, false)
+		if j := w.inflight[e.ID]; j != nil && j.tokens != nil {
+			emitted[e.ID] = true
+			if j.tokens.add(j.words.next(e.Tokens), e.Tokens, now) {
+				w.flush(j.tokens, false)
+			}
+		}
+	}
+	// A stream that produced nothing this step (a preempted sequence)
+	// still sends what it holds once it has waited long enough.
+	for id, j := range w.inflight {
+		if j.tokens != nil && !emitted[id] && j.tokens.due(now) {
+			w.flush(j.tokens, false)
 		}
 	}
 	type fin struct {
@@ -424,6 +470,9 @@ func (w *Worker) afterStep(ctx context.Context, st engine.Step) {
 
 func (w *Worker) complete(ctx context.Context, j *job, f engine.Finished) {
 	a := j.d.Admitted
+	// A resumed sequence prefilled the tokens streamed before as prompt;
+	// they are output the client received, and counted as such.
+	k := j.resumed.tokens
 	ttft := f.FirstTokenAt.Sub(f.Arrival)
 	total := f.FinishedAt.Sub(f.Arrival)
 	itl := 0.0
@@ -431,18 +480,28 @@ func (w *Worker) complete(ctx context.Context, j *job, f engine.Finished) {
 		itl = float64(f.FinishedAt.Sub(f.FirstTokenAt).Milliseconds()) / float64(f.OutputTokens-1)
 	}
 	queue := j.d.PlacedAt.Sub(a.SubmittedAt)
+	firstToken := queue + ttft
+	if k > 0 && !j.resumed.firstAt.IsZero() {
+		firstToken = j.resumed.firstAt.Sub(a.SubmittedAt) // what the client saw
+	}
 	finished := w.sh.Now()
+	text := ""
+	if j.tokens != nil {
+		text = j.tokens.Text()
+	} else {
+		text = SimulatedText(a.Request.ID, a.Model, f.OutputTokens)
+	}
 	res := schemas.Result{
 		ID:           a.Request.ID,
 		Tenant:       a.Tenant,
 		Status:       schemas.StatusOK,
 		Model:        a.Model,
-		Text:         SimulatedText(a.Request.ID, a.Model, f.OutputTokens),
+		Text:         text,
 		FinishReason: "length",
-		Usage:        schemas.Usage{PromptTokens: f.PromptTokens, CompletionTokens: f.OutputTokens, CachedTokens: f.CachedTokens},
+		Usage:        schemas.Usage{PromptTokens: f.PromptTokens - k, CompletionTokens: f.OutputTokens + k, CachedTokens: f.CachedTokens},
 		Timing: schemas.Timing{
 			QueueMs: float64(queue.Microseconds()) / 1000,
-			TTFTMs:  float64((queue + ttft).Microseconds()) / 1000,
+			TTFTMs:  float64(firstToken.Microseconds()) / 1000,
 			ITLMs:   itl,
 			TotalMs: float64((queue + total).Microseconds()) / 1000,
 		},
@@ -455,11 +514,19 @@ func (w *Worker) complete(ctx context.Context, j *job, f engine.Finished) {
 		CostUSD:    w.eng.CostUSD(f.GPUSeconds),
 		FinishedAt: finished,
 	}
+	if k > 0 {
+		reprefill := f.PromptTokens - f.CachedTokens
+		res.Reliability = &schemas.Reliability{
+			ResumedFromSeq: j.resumed.seq, ResumedTokens: k, ReprefillTokens: reprefill,
+			ReprefillGPUSeconds: w.replica.PrefillSeconds(reprefill, f.CachedTokens) * float64(w.replica.TP),
+			LostWorkers:         a.ExcludeWorkers,
+		}
+	}
 	dl := a.Deadline
 	res.Deadline = &dl
-	res.SLOMet = slo.Met(slo.Observed{OK: true, TTFT: queue + ttft, ITL: time.Duration(itl * float64(time.Millisecond)), Finished: finished}, slo.TargetOf(&a))
-	if j.stream {
-		w.publishTokens(j, 0, true)
+	res.SLOMet = slo.Met(slo.Observed{OK: true, TTFT: firstToken, ITL: time.Duration(itl * float64(time.Millisecond)), Finished: finished}, slo.TargetOf(&a))
+	if j.tokens != nil {
+		w.flush(j.tokens, true)
 	}
 	w.finish(ctx, j.d, j.msg, res)
 }
@@ -507,6 +574,7 @@ func (w *Worker) onCancel(msg *nats.Msg) {
 		return
 	}
 	generated, cached, spent, _ := w.eng.Progress(c.RequestID)
+	generated += j.resumed.tokens
 	w.eng.Cancel(c.RequestID)
 	delete(w.inflight, c.RequestID)
 	w.mu.Unlock()
@@ -519,31 +587,10 @@ func (w *Worker) onCancel(msg *nats.Msg) {
 	// What was streamed before the cancel was computed and is billed: the
 	// usage says so, as OpenAI's does for an aborted stream.
 	res.Usage = schemas.Usage{PromptTokens: j.d.Admitted.PromptTokens, CompletionTokens: generated, CachedTokens: cached}
-	if j.stream {
-		w.publishTokens(j, 0, true)
+	if j.tokens != nil {
+		w.flush(j.tokens, true)
 	}
 	w.finish(context.Background(), j.d, j.msg, res)
-}
-
-// publishTokens sends n simulated tokens (or the final marker) on the
-// request's token subject. Core NATS: a chunk nobody reads costs nothing.
-func (w *Worker) publishTokens(j *job, n int, done bool) {
-	a := j.d.Admitted
-	text := ""
-	if n > 0 {
-		text = SimulatedText(a.Request.ID+fmt.Sprint(j.emitted), a.Model, n) + " "
-	}
-	j.emitted++
-	w.publishChunk(a.Tenant, a.Request.ID, a.ResultFormat, j.emitted, text, done)
-}
-
-// publishChunk sends one token chunk on the request's token subject.
-func (w *Worker) publishChunk(tenant, id, format string, seq uint64, text string, done bool) {
-	ch := schemas.TokenChunk{V: schemas.Version, ID: id, Seq: seq, Text: text, Done: done, At: w.sh.Now()}
-	m, err := svc.Encode(subjects.Tokens(tenant, id), svc.ResultFormat(format), ch, "")
-	if err == nil {
-		w.sh.NC.PublishMsg(m)
-	}
 }
 
 func (w *Worker) publishKV(stored, evicted []uint64) {
@@ -630,21 +677,16 @@ var vocab = strings.Fields("the a model token answer result cache prefix batch w
 
 // SimulatedText is a deterministic stand-in answer of n words. It is
 // labelled as simulated in every result (Simulated: true).
+// A streamed answer's chunks concatenate to the same text (simWords).
 func SimulatedText(seed, model string, n int) string {
+	g := newSimWords(seed)
+	return g.next(n)
+}
+
+func fnvSeed(seed string) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(seed))
-	x := h.Sum64()
-	var b strings.Builder
-	for i := 0; i < n; i++ {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(vocab[x%uint64(len(vocab))])
-	}
-	return b.String()
+	return h.Sum64()
 }
 
 // instantResult answers a dispatch with zero GPU time.
