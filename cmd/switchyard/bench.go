@@ -71,6 +71,14 @@ type BusResult struct {
 	PipelineCPUUsPerReq float64 `json:"pipeline_cpu_us_per_req"`
 	RawCPUUsPerMsg      float64 `json:"raw_cpu_us_per_msg"`
 	CPURatio            float64 `json:"cpu_ratio"`
+	// StoredPerReq is the messages the pipeline half stored per request,
+	// each stream's share in StoredByStream (its last sequence's advance,
+	// so a stream's limits cannot hide a write); ProtocolMsgsPerReq is the
+	// server's messages in and out per request, stored or not: publishes,
+	// deliveries, acks, pulls, heartbeats and peer bookings alike.
+	StoredPerReq       float64            `json:"stored_msgs_per_req"`
+	StoredByStream     map[string]float64 `json:"stored_by_stream"`
+	ProtocolMsgsPerReq float64            `json:"protocol_msgs_per_req"`
 }
 
 // runBenchBus measures, on one embedded server in one run, the raw
@@ -142,6 +150,11 @@ func runBenchBus(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	seq0, err := streamSeqs(ctx, st)
+	if err != nil {
+		return err
+	}
+	msgs0 := serverMsgs(st)
 	start := time.Now()
 	cpu0 := processCPU()
 	n := 0
@@ -178,11 +191,16 @@ func runBenchBus(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	elapsed := time.Since(start)
 	pipeCPU := processCPU() - cpu0
+	msgs := serverMsgs(st) - msgs0
 	stop()
 	// The profile covers the pipeline half only: the baseline's publishes
 	// would otherwise dilute it.
 	if *cpuProfile != "" {
 		pprof.StopCPUProfile()
+	}
+	seq1, err := streamSeqs(ctx, st)
+	if err != nil {
+		return err
 	}
 	// The baseline runs after the pipeline so its million stored messages
 	// cannot slow the pipeline half down.
@@ -200,6 +218,13 @@ func runBenchBus(ctx context.Context, args []string, stdout io.Writer) error {
 		res.CPURatio = res.RawCPUUsPerMsg / res.PipelineCPUUsPerReq
 	}
 	if len(lat) > 0 {
+		res.StoredByStream = map[string]float64{}
+		for name, s1 := range seq1 {
+			per := float64(s1-seq0[name]) / float64(len(lat))
+			res.StoredByStream[name] = per
+			res.StoredPerReq += per
+		}
+		res.ProtocolMsgsPerReq = float64(msgs) / float64(len(lat))
 		res.OverheadP50Ms = lat[len(lat)/2]
 		res.OverheadP99Ms = lat[min(len(lat)-1, len(lat)*99/100)]
 	}
@@ -209,6 +234,8 @@ func runBenchBus(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "raw JetStream async publish: %.0f msg/s\npipeline (submit→admit→place→dispatch→result, instant workers): %.0f req/s\nratio %.4f   overhead p50 %.2f ms  p99 %.2f ms  (%d requests)\n",
 		res.RawJSPublishPerS, res.PipelinePerS, res.Ratio, res.OverheadP50Ms, res.OverheadP99Ms, res.Requests)
+	fmt.Fprintf(stdout, "stored messages per request %.2f %v; server messages in and out per request %.1f\n",
+		res.StoredPerReq, res.StoredByStream, res.ProtocolMsgsPerReq)
 	fmt.Fprintf(stdout, "CPU: %.1f µs per pipeline request, %.2f µs per raw publish (cpu ratio %.4f); longest wait for a result %.0f ms\n",
 		res.PipelineCPUUsPerReq, res.RawCPUUsPerMsg, res.CPURatio, res.MaxResultGapMs)
 	if *jsonOut {
@@ -249,6 +276,45 @@ func pipelineState(ctx context.Context, st *stack.Stack) string {
 		b.WriteString("; ")
 	}
 	return b.String()
+}
+
+// benchStreams are the streams a request's path writes to.
+var benchStreams = []string{subjects.StreamSubmit, subjects.StreamAdmitted, subjects.StreamDispatch, subjects.StreamResults,
+	subjects.StreamJournal, subjects.StreamEvents}
+
+// streamSeqs is each of benchStreams' last sequence.
+func streamSeqs(ctx context.Context, st *stack.Stack) (map[string]uint64, error) {
+	nc, err := st.Connect("bench-count")
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	js, err := bus.JetStream(nc)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]uint64{}
+	for _, name := range benchStreams {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("stream %s: %w", name, err)
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("stream %s info: %w", name, err)
+		}
+		out[name] = info.State.LastSeq
+	}
+	return out, nil
+}
+
+// serverMsgs is the embedded server's messages in plus out so far.
+func serverMsgs(st *stack.Stack) int64 {
+	v, err := st.Server.NS.Varz(nil)
+	if err != nil {
+		return 0
+	}
+	return v.InMsgs + v.OutMsgs
 }
 
 // rawPublishRate is the baseline: bounded async publishes of a small

@@ -27,6 +27,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/switchyard-ai/switchyard/internal/core/control"
 	"github.com/switchyard-ai/switchyard/internal/core/fleet"
 	"github.com/switchyard-ai/switchyard/internal/core/placement"
 	"github.com/switchyard-ai/switchyard/internal/core/routing"
@@ -192,7 +193,24 @@ func (r *Router) Run(ctx context.Context) error {
 			if svc.Decode(m.Header, m.Data, &res) == nil {
 				sum = routing.SummarizeResult(&res)
 			}
-			r.post(ctx, func() { r.apply(ctx, routing.Input{Kind: routing.InReleased, ID: id, Result: sum}, nil) })
+			r.post(ctx, func() {
+				r.apply(ctx, routing.Input{Kind: routing.InReleased, ID: id, Result: sum}, nil)
+				if r.cfg.ActiveActive {
+					// The peers counted this request's booking; the release
+					// rides with the next flush's bookings.
+					r.peerOut = append(r.peerOut, routing.PeerBooking{ID: id, Released: true})
+				}
+			})
+		}},
+		{control.ReplicasAll, func(m *nats.Msg) {
+			// The controller's pools: a request for a model no live worker
+			// serves is held while one of them warms a replica (warmup.go).
+			var p control.ReplicasMsg
+			if svc.Decode(m.Header, m.Data, &p) == nil && p.Pool != "" {
+				spec := &routing.PoolSpec{Key: p.Pool, GPU: p.GPU, Model: p.Model, Dtype: p.Dtype, TP: p.TP, Max: p.Max,
+					Desired: p.Desired, ColdStartSeconds: p.ColdStartSeconds}
+				r.post(ctx, func() { r.apply(ctx, routing.Input{Kind: routing.InPool, Pool: spec}, nil) })
+			}
 		}},
 		{subjects.CancelAll, func(m *nats.Msg) {
 			var c schemas.Cancel
@@ -292,6 +310,7 @@ func (r *Router) flush(ctx context.Context) {
 	}
 	r.publishBookings()
 	r.sh.Metrics.GetOrCreateGauge(`switchyard_router_held`, nil).Set(float64(r.core.HeldCount()))
+	r.sh.Metrics.GetOrCreateGauge(`switchyard_router_held_for_warmup`, nil).Set(float64(r.core.HeldForWarmupCount()))
 	for _, c := range schemas.Priorities {
 		r.sh.Metrics.GetOrCreateGauge(fmt.Sprintf(`switchyard_queue_depth{class=%q}`, c), nil).Set(float64(r.core.QueuedClass(c)))
 	}
@@ -498,9 +517,14 @@ func (r *Router) do(ctx context.Context, in routing.Input, a routing.Action) {
 	case routing.ActEvent:
 		ev, _ := routing.EventFor(in, a)
 		r.sh.Emit(ev)
-		if a.Event.Kind == "retry" {
+		switch a.Event.Kind {
+		case "retry":
 			r.sh.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_retries_total{allowed="%t"}`, a.Event.Fields["retry"])).Inc()
-		} else {
+		case routing.EventHeldForWarmup:
+			r.sh.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_router_held_for_warmup_total{pool=%q}`, a.Event.Fields["pool"])).Inc()
+		case routing.EventHeldDemand:
+			// Read by the controller; the held_for_warmup counter counts the requests.
+		default:
 			r.sh.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_breaker_transitions_total{to=%q}`, a.Event.Fields["to"])).Inc()
 			open := 0.0
 			if a.Event.Fields["to"] != "closed" {

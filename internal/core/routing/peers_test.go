@@ -78,3 +78,44 @@ func dispatches(acts []Action) []Action {
 	}
 	return out
 }
+
+// TestPeerReleaseFreesTheBooking: a peer applies only its own requests'
+// results, so the placing router's release (a Released entry in its next
+// bookings message) is what ends a peer's copy of the booking. Router B
+// holds r2 behind A's booking of r1 and places it when A's release of r1
+// arrives; a release of a request B has in flight itself, or of one it
+// never heard of, changes nothing.
+func TestPeerReleaseFreesTheBooking(t *testing.T) {
+	a, b := newSim(t, Config{}), newSim(t, Config{})
+	hb := heartbeat("w1", 1)
+	hb.KVBlocksTotal, hb.KVBlocksFree = 120, 100
+	for _, s := range []*sim{a, b} {
+		s.apply(Input{Kind: InHeartbeat, Heartbeat: hb})
+	}
+	d := dispatches(a.admit(admitted("r1", "acme", 60e9, 1200, 16, a.now)))
+	if len(d) != 1 {
+		t.Fatalf("router A: %d dispatches, want 1", len(d))
+	}
+	b.apply(Input{Kind: InPeerBooking, Bookings: []PeerBooking{d[0].Booking}})
+	if got := dispatches(b.admit(admitted("r2", "acme", 60e9, 1200, 16, b.now))); len(got) != 0 {
+		t.Fatalf("router B placed r2 on blocks A booked: %+v", got)
+	}
+	booked := b.core.Fleet().Get("w1").BookedBlocks
+	if got := dispatches(b.apply(Input{Kind: InPeerBooking, Bookings: []PeerBooking{{ID: "never-booked", Released: true}}})); len(got) != 0 {
+		t.Fatalf("a release of an unknown request dispatched %+v", got)
+	}
+	if after := b.core.Fleet().Get("w1").BookedBlocks; after != booked {
+		t.Fatalf("booked blocks %d -> %d after releasing an unknown request", booked, after)
+	}
+	got := dispatches(b.apply(Input{Kind: InPeerBooking, Bookings: []PeerBooking{{ID: "r1", Released: true}}}))
+	if len(got) != 1 || got[0].ID != "r2" {
+		t.Fatalf("after A released r1 router B dispatched %+v, want r2", got)
+	}
+	// r2 is B's own now: a peer's release of it (a stale echo) must not
+	// drop B's booking.
+	mine := b.core.Fleet().Get("w1").BookedBlocks
+	b.apply(Input{Kind: InPeerBooking, Bookings: []PeerBooking{{ID: "r2", Released: true}}})
+	if after := b.core.Fleet().Get("w1").BookedBlocks; after != mine {
+		t.Fatalf("B's own booking of r2: %d -> %d blocks after a peer released it", mine, after)
+	}
+}
