@@ -154,7 +154,6 @@ func (q *Queue[T]) ApplyPeer(peer string, r *Report, now time.Time) {
 	if restarted(p, r) {
 		p.placed, p.tokens = map[string]int64{}, map[string]map[string]int64{}
 	}
-	q.unreport(p)
 	for _, cs := range r.Classes {
 		c := schemas.PriorityRank(cs.Class)
 		if c < 0 {
@@ -185,7 +184,11 @@ func (q *Queue[T]) ApplyPeer(peer string, r *Report, now time.Time) {
 		}
 	}
 	// What it holds queued: a class or tenant backlogged nowhere before
-	// returns from idle, and is lifted as a local arrival would be.
+	// (not even in this peer's previous report) returns from idle, and is
+	// lifted as a local arrival would be. The previous report's counts go
+	// only after the new one's are in.
+	prev := peerState{bands: p.bands, tenants: p.tenants}
+	p.bands, p.tenants = nil, nil
 	for _, cs := range r.Classes {
 		c := schemas.PriorityRank(cs.Class)
 		if c < 0 || cs.Queued <= 0 {
@@ -212,6 +215,7 @@ func (q *Queue[T]) ApplyPeer(peer string, r *Report, now time.Time) {
 			p.tenants = append(p.tenants, tenantRef{band: c, tenant: tq.name})
 		}
 	}
+	q.unreport(&prev)
 	p.at = t
 }
 
