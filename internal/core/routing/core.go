@@ -62,9 +62,12 @@ type Input struct {
 	Adopted []schemas.Dispatch `json:"adopted,omitempty"`
 	// Bookings are another router's bookings (InPeerBooking).
 	Bookings []PeerBooking `json:"bookings,omitempty"`
+	// Fair is another router's fairness report (InFairShare; ID names it).
+	Fair *queue.Report `json:"fair,omitempty"`
 	// Pool is a pool the controller scales (InPool, warmup.go).
 	Pool *PoolSpec `json:"pool,omitempty"`
-	// ID names the request of a release or a failed dispatch.
+	// ID names the request of a release or a failed dispatch, or the peer
+	// of a fairness report.
 	ID string `json:"id,omitempty"`
 }
 
@@ -373,6 +376,8 @@ func (c *Core) Apply(in Input, handle any) []Action {
 		}
 	case InPeerBooking:
 		c.peerBookings(in.Bookings, in.At)
+	case InFairShare:
+		c.fairShare(in)
 	case InPool:
 		c.notePool(in.Pool, in.At)
 	case InForget:
@@ -537,8 +542,8 @@ func Summarize(dec *placement.Decision) string {
 
 // item is h's queue entry. Its minimum service time is the expiry bar.
 func (c *Core) item(h *Held, now time.Time) queue.Item[*Held] {
-	return queue.Item[*Held]{ID: h.Adm.Request.ID, Priority: h.Adm.Priority, Deadline: h.Adm.Deadline,
-		MinService: c.expiryBar(&h.Adm), Enqueued: now, Payload: h}
+	return queue.Item[*Held]{ID: h.Adm.Request.ID, Priority: h.Adm.Priority, Tenant: h.Adm.Tenant, Cost: FairCost(&h.Adm),
+		Deadline: h.Adm.Deadline, MinService: c.expiryBar(&h.Adm), Enqueued: now, Payload: h}
 }
 
 // expiryBar is the fastest the request could possibly be served: on the
