@@ -134,6 +134,25 @@ func ParsePeerBookings(subj string) (router string, err error) {
 	return p[3], nil
 }
 
+// FairShare is sy.rpc.fair.<router>: an active-active router's fairness
+// report (what it placed per class and tenant since it started, what it
+// holds queued), published on core NATS every few hundred milliseconds for
+// its peers' class weights and tenant shares to count. The totals are
+// cumulative, so a lost report costs only delay.
+func FairShare(router string) string { return RPC("fair", router) }
+
+// FairShareAll matches every router's fairness reports.
+const FairShareAll = "sy.rpc.fair.*"
+
+// ParseFairShare returns the router of sy.rpc.fair.<router>.
+func ParseFairShare(subj string) (router string, err error) {
+	p := strings.Split(subj, ".")
+	if len(p) != 4 || p[0] != Prefix || p[1] != "rpc" || p[2] != "fair" || !ValidToken(p[3]) {
+		return "", fmt.Errorf("subject %q is not sy.rpc.fair.<router>", subj)
+	}
+	return p[3], nil
+}
+
 // Event is sy.event.<service>.<kind>.
 func Event(service, kind string) string { return join(Prefix, "event", service, kind) }
 

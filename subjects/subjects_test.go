@@ -25,6 +25,14 @@ func TestBuildersAndParsersAgree(t *testing.T) {
 	if pool, w, err := ParseHeartbeat(Heartbeat("h100", "gpu-0")); err != nil || pool != "h100" || w != "gpu-0" {
 		t.Fatalf("heartbeat: %q %q %v", pool, w, err)
 	}
+	if r, err := ParseFairShare(FairShare("r1")); err != nil || r != "r1" {
+		t.Fatalf("fair share: %q %v", r, err)
+	}
+	for _, bad := range []string{"sy.rpc.fair", "sy.rpc.book.r1", "sy.rpc.fair.r1.x", "sy.rpc.fair.*"} {
+		if _, err := ParseFairShare(bad); err == nil {
+			t.Errorf("ParseFairShare(%q) accepted", bad)
+		}
+	}
 	for _, bad := range []string{"sy.submit", "sy.submit.a.b", "xx.submit.a", "sy.submit.*"} {
 		if _, err := ParseSubmit(bad); err == nil {
 			t.Errorf("ParseSubmit(%q) accepted", bad)
