@@ -13,6 +13,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -50,6 +51,8 @@ type Controller struct {
 	// unserved counts results that never reached a worker for lack of
 	// capacity (control.Unserved), for Inputs.Unserved.
 	unserved uint64
+	// held is the routers' held demand for cold starts (held.go).
+	held heldBook
 }
 
 type hbSeen struct {
@@ -79,6 +82,11 @@ func New(sh *svc.Shell, cfg Config) (*Controller, error) {
 			defer c.mu.Unlock()
 			return float64(max(c.desired[key], 0))
 		})
+		sh.Metrics.NewGauge(fmt.Sprintf(`switchyard_controller_held_for_warmup{pool=%q}`, key), func() float64 {
+			pools, _ := c.held.demand(c.sh.Now())
+			return float64(pools[key].Requests)
+		})
+		svc.StartAtZero(sh.Metrics, fmt.Sprintf(`switchyard_scale_ups_total{pool=%q}`, key))
 	}
 	return c, nil
 }
@@ -109,6 +117,11 @@ func (c *Controller) Run(ctx context.Context) error {
 		return fmt.Errorf("controller results: %w", err)
 	}
 	defer resSub.Unsubscribe()
+	stopHeld, err := c.held.follow(c.sh.NC, c.sh.Now)
+	if err != nil {
+		return err
+	}
+	defer stopHeld()
 	c.sh.Log.Info("controller starting", "interval", c.cfg.Control.Interval, "pools", len(c.cfg.Control.Pools))
 	t := time.NewTicker(c.cfg.Control.Interval)
 	defer t.Stop()
@@ -197,7 +210,19 @@ func (c *Controller) inputs(ctx context.Context) control.Inputs {
 		}
 		cancel()
 	}
+	// Requests held for a cold start are still unacked on the router
+	// consumers: they are the held pools' demand, not the shared queue's.
+	var heldByClass map[string]int
+	in.Held, heldByClass = c.held.demand(now)
+	for class, n := range heldByClass {
+		in.Queued[class] = max(0, in.Queued[class]-n)
+	}
 	return in
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
 }
 
 func (c *Controller) publish(d control.Decision) {
@@ -214,7 +239,8 @@ func (c *Controller) publish(d control.Decision) {
 	// Desired replicas go out every interval: a scaler that (re)starts
 	// converges within one interval.
 	for _, r := range d.Replicas {
-		send(control.ReplicasSubject(r.Pool), control.ReplicasMsg{Pool: r.Pool, GPU: r.GPU, Model: r.Model, Desired: r.Desired, Current: r.Current, Reason: r.Reason, At: d.At})
+		send(control.ReplicasSubject(r.Pool), control.ReplicasMsg{Pool: r.Pool, GPU: r.GPU, Model: r.Model, Dtype: r.Dtype, TP: r.TP, Max: r.Max,
+			ColdStartSeconds: r.ColdStartSeconds, Desired: r.Desired, Current: r.Current, Held: r.Held, Reason: r.Reason, At: d.At})
 	}
 	for _, s := range d.Spec {
 		send(control.SpecSubject(s.Worker), control.SpecMsg{Worker: s.Worker, On: s.On, Gain: s.Gain, Reason: s.Reason, At: d.At})
@@ -236,6 +262,9 @@ func (c *Controller) publish(d control.Decision) {
 		}
 		c.sh.Emit(ev)
 		c.sh.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_control_changes_total{kind=%q}`, ch.Kind)).Inc()
+		if ch.Kind == control.KindReplicas && atoi(ch.To) > atoi(ch.From) {
+			c.sh.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_scale_ups_total{pool=%q}`, ch.Target)).Inc()
+		}
 		c.sh.Log.Info("control change", "kind", ch.Kind, "target", ch.Target, "from", ch.From, "to", ch.To, "reason", ch.Reason)
 	}
 }

@@ -95,6 +95,12 @@ type Router struct {
 	// peerOut gathers the bookings of a flush's dispatches, published to
 	// the peer routers in one core-NATS message (ActiveActive only).
 	peerOut []routing.PeerBooking
+	// peerIn gathers the peers' bookings and releases as they arrive, under
+	// peerMu, until the decision loop takes them all as one InPeerBooking
+	// input: one journal entry and one core step however many messages
+	// came in since.
+	peerMu sync.Mutex
+	peerIn []routing.PeerBooking
 	// mine holds the ids this active-active router dispatched or adopted
 	// and has no result for: only their results are its to apply. A
 	// peer's results would cost every router a decode, a journal entry and
@@ -279,7 +285,7 @@ func (r *Router) loop(ctx context.Context) {
 			// Queued work is retried every tick; otherwise the clock still
 			// advances twice a second for breakers and overdue requests.
 			idle++
-			if r.core.Queued() > 0 || idle*int(r.cfg.Tick) >= int(500*time.Millisecond) {
+			if r.core.Queued() > 0 || r.core.Warming() || idle*int(r.cfg.Tick) >= int(500*time.Millisecond) {
 				idle = 0
 				r.apply(ctx, routing.Input{Kind: routing.InTick}, nil)
 			}
@@ -307,8 +313,16 @@ func (r *Router) flush(ctx context.Context) {
 			todo[i] = effect{} // drop references to delivered messages
 		}
 		r.done = todo[:0]
+		// The bookings of these dispatches, and the releases applied
+		// since the last batch, go to the peers in one message per
+		// journal batch.
+		r.publishBookings()
 	}
-	r.publishBookings()
+	if !r.journalBusy {
+		// Releases applied while no batch was due (without a journal, or
+		// after the loop above ran dry) still go out now.
+		r.publishBookings()
+	}
 	r.sh.Metrics.GetOrCreateGauge(`switchyard_router_held`, nil).Set(float64(r.core.HeldCount()))
 	r.sh.Metrics.GetOrCreateGauge(`switchyard_router_held_for_warmup`, nil).Set(float64(r.core.HeldForWarmupCount()))
 	for _, c := range schemas.Priorities {

@@ -21,9 +21,15 @@ type ControlConfig struct {
 	// Pools to scale; empty means one per GPU × model of the fleet,
 	// bounded by [Min, Max].
 	Pools []control.Pool
-	// Min and Max bound the derived pools (defaults 1 and twice the
-	// pool's starting size, at least 4).
+	// Min and Max bound the derived pools: Min 0 lets a pool scale to
+	// zero (a negative Min is 0); Max defaults to twice the pool's
+	// starting size, at least 4.
 	Min, Max int
+	// FromZero starts none of the fleet's workers: the fleet only names
+	// the pools, each at Min 0, and the local scaler starts a pool's first
+	// worker when the controller orders it — for requests the router holds
+	// while it warms (scale from zero).
+	FromZero bool
 	// Control is the controller's configuration; its Pools and Catalog are
 	// filled from the stack. Interval defaults to 2 s.
 	Control control.Config
@@ -53,9 +59,9 @@ func (s *Stack) startControl(cc ControlConfig) error {
 			count[p.Key()]++
 		}
 		for _, p := range order {
-			p.Min, p.Max = cc.Min, cc.Max
-			if p.Min <= 0 {
-				p.Min = 1
+			p.Min, p.Max = max(cc.Min, 0), cc.Max
+			if cc.FromZero {
+				p.Min = 0
 			}
 			if p.Max <= 0 {
 				p.Max = max(4, 2*count[p.Key()])

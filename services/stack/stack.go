@@ -179,6 +179,9 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		s.run("router", router.New(rsh, router.Config{Cost: cost, Policy: pol, Lease: cfg.Routers <= 1, ActiveActive: cfg.Routers > 1}).Run)
 	}
 	for _, spec := range cfg.Fleet {
+		if cfg.Control != nil && cfg.Control.FromZero {
+			break // the fleet names the pools; the scaler starts their workers
+		}
 		if _, err := s.AddWorker(spec); err != nil {
 			return fail(err)
 		}

@@ -332,6 +332,10 @@ func (c *Core) HeldForWarmup() map[string]HeldDemand {
 	return out
 }
 
+// Warming reports whether any request is held for a cold start: the shell
+// keeps ticking then, so the held demand goes out promptly.
+func (c *Core) Warming() bool { return len(c.warm) > 0 }
+
 // HeldForWarmupCount is the number of requests held for cold starts.
 func (c *Core) HeldForWarmupCount() int {
 	n := 0
