@@ -194,7 +194,7 @@ func TestScaleUpUnderRisingQueueAndDownWhenIdle(t *testing.T) {
 	// at least a lead time, the prior until demand has been seen to return.
 	ps := c.pools[0]
 	lead := time.Duration((ps.rep.LoadSeconds(schemas.WeightCold) + c.cfg.Interval.Seconds()) * float64(time.Second))
-	hold, _ := c.holdFor(ps, peak, Mix{PromptTokens: 1024, OutputTokens: 256})
+	hold, _ := c.holdFor(ps, peak)
 	if held := time.Duration(first+1) * c.cfg.Interval; held < lead || held+c.cfg.Interval < hold {
 		t.Errorf("first scale-down after %s (from %s), before a lead time %s or the level's %s hold", held, start, lead, hold)
 	}

@@ -19,18 +19,28 @@ import (
 // return was sudden — the burst term asked for the level and the forecast
 // did not, so a lead time of forecasting could not have re-bought it in
 // time — or gradual. Lower classes' returns count too: their running
-// sequences occupy the replicas the high classes would need. A gradual return costs a re-bought replica its cold load (the GPU paid for
-// while it loads); a sudden one costs that plus the high-priority requests
-// the missing replica would have served during the load, each at its miss
-// penalty, in GPU-seconds at the pool's price. The hold time of level k is
-// then the threshold H that minimises the recent gaps' total cost
+// sequences occupy the replicas the high classes would need. A gradual
+// return costs a re-bought replica its cold load (the GPU paid for while
+// it loads). A sudden one costs that plus the high-priority requests that
+// would have missed while the fleet ran one replica short for the load:
+// what the return's arrivals over the following lead time, high classes
+// first (the router's class queue serves them first), would have waited
+// past the queue budget on a fleet of k−1 replicas, on a fluid queue, each
+// at its class's miss penalty, in GPU-seconds at the pool's price. (Pricing
+// every request a replica could serve in a lead time as missed — the rule
+// before this one — made one sudden return worth hours of GPU time on a
+// 3 $/h replica, so a level that had seen one was held through an hour's
+// quiet: the day-long ServeGen run held three replicas where one was
+// asked for.) The hold time of level k is then the threshold H that
+// minimises the recent gaps' total cost
 //
 //	Σ_i  g_i ≤ H ? g_i : H + C_i        (GPU-seconds; g_i the gap, C_i its re-buy cost)
 //
-// — the ski-rental rule with an empirical gap distribution: gaps that always
-// end in a sudden return are held through, long quiet spells after which
-// demand came back gradually are released at once. There is no window to
-// pick: the trace's own gaps set it, and they change with the time of day.
+// — the ski-rental rule with an empirical gap distribution: gaps that end
+// in a return the fleet could not have absorbed are held through, long
+// quiet spells after which demand came back gradually, or within what one
+// replica fewer absorbs, are released at once. There is no window to pick:
+// the trace's own gaps set it, and they change with the time of day.
 // Until a level (or, failing that, any level of the pool) has seen a
 // return, the hold is the prior, DownLeadTimes lead times (one: a return
 // is taken as gradual until one has been seen sudden); a level's hold is
@@ -42,18 +52,28 @@ const releaseGaps = 24
 type gap struct {
 	seconds float64
 	sudden  bool
+	// misses is, for a sudden return, the high-priority requests a fleet
+	// one replica short would have failed to start within the queue
+	// budget during the lead time after the return (shortMisses).
+	misses float64
 }
 
 type level struct {
 	below time.Time // when the recommendation dropped below this level; zero while at or above it
-	gaps  []gap
+	// returned is when the level's last kept gap ended; for a lead time
+	// after it the gap's misses are updated as the return's arrivals come.
+	returned time.Time
+	gaps     []gap
 }
 
 // observeLevels updates every level's gap history with this decision's
 // recommendation raw, of which forecastRaw is what the forecast alone
 // (without the burst term) asks for: a return to level k is sudden when
-// the forecast did not see it coming.
-func (ps *poolState) observeLevels(now time.Time, raw, forecastRaw int, lead float64) {
+// the forecast did not see it coming. short(k), when not nil, is the
+// high-priority requests of the last lead time that a fleet of k−1
+// replicas would have failed to start in time; a sudden return's misses
+// are the most it reports over the lead time after the return.
+func (ps *poolState) observeLevels(now time.Time, raw, forecastRaw int, lead float64, short func(k int) float64) {
 	top := max(ps.Max, raw, len(ps.levels))
 	for len(ps.levels) < top {
 		ps.levels = append(ps.levels, level{})
@@ -71,13 +91,45 @@ func (ps *poolState) observeLevels(now time.Time, raw, forecastRaw int, lead flo
 			// history's long gaps out.
 			if g := now.Sub(lv.below).Seconds(); g > lead {
 				lv.gaps = append(lv.gaps, gap{seconds: g, sudden: forecastRaw < k})
+				lv.returned = now
 			}
 			if len(lv.gaps) > releaseGaps {
 				lv.gaps = lv.gaps[len(lv.gaps)-releaseGaps:]
 			}
 			lv.below = time.Time{}
 		}
+		// The return's cost is what the lead time after it brings: a
+		// re-bought replica would have been loading through it.
+		if n := len(lv.gaps); n > 0 && short != nil && lv.gaps[n-1].sudden &&
+			!lv.returned.IsZero() && now.Sub(lv.returned).Seconds() <= lead {
+			lv.gaps[n-1].misses = math.Max(lv.gaps[n-1].misses, short(k))
+		}
 	}
+}
+
+// shortMisses is how many high-priority requests of the recent arrivals
+// as would have waited longer than budget seconds to start on a fluid
+// queue, empty before them, served at mu request starts per second: the
+// high classes' share of each interval's arrivals, queued ahead of the
+// lower classes as the router's class queue does. With no capacity at
+// all every one of them misses.
+func shortMisses(as []arrival, share, mu, budget float64) float64 {
+	const sub = 0.25 // seconds per fluid step
+	q, missed := 0.0, 0.0
+	for _, a := range as {
+		if a.dt <= 0 {
+			continue
+		}
+		steps := max(1, int(math.Ceil(a.dt/sub)))
+		in, dt := share*a.n/float64(steps), a.dt/float64(steps)
+		for range steps {
+			q = math.Max(0, q+in-mu*dt)
+			if mu <= 0 || q/mu > budget {
+				missed += in
+			}
+		}
+	}
+	return missed
 }
 
 // idle is how long level k has been unneeded (0 while needed).
@@ -90,7 +142,7 @@ func (ps *poolState) idle(k int, now time.Time) time.Duration {
 
 // holdFor is how long level k may stay unneeded before it is released,
 // and how many gaps that was fitted on (0: the prior).
-func (c *Controller) holdFor(ps *poolState, k int, mix Mix) (time.Duration, int) {
+func (c *Controller) holdFor(ps *poolState, k int) (time.Duration, int) {
 	var gs []gap
 	if k >= 1 && k <= len(ps.levels) {
 		gs = ps.levels[k-1].gaps
@@ -105,16 +157,16 @@ func (c *Controller) holdFor(ps *poolState, k int, mix Mix) (time.Duration, int)
 	}
 	loadS := ps.rep.LoadSeconds(schemas.WeightCold)
 	lead := loadS + c.cfg.Interval.Seconds()
-	best := c.fitHold(gs, loadS, lead+c.missSeconds(ps, mix, lead))
+	best := c.fitHold(gs, loadS, c.missSeconds(ps))
 	// Hold at least a lead time (shorter gaps always pay to hold through),
 	// plus the interval in which a return would be noticed.
 	return time.Duration((max(best, lead) + c.cfg.Interval.Seconds()) * float64(time.Second)), len(gs)
 }
 
 // fitHold is the hold threshold that minimises the gaps' total cost when
-// a gradual return re-buys a replica for loadS GPU-seconds and a sudden
-// one for sudden GPU-seconds.
-func (c *Controller) fitHold(gs []gap, loadS, sudden float64) float64 {
+// a return re-buys a replica for loadS GPU-seconds and a sudden one also
+// pays perMiss GPU-seconds for each of its misses.
+func (c *Controller) fitHold(gs []gap, loadS, perMiss float64) float64 {
 	cost := func(h float64) float64 {
 		t := 0.0
 		for _, g := range gs {
@@ -122,10 +174,9 @@ func (c *Controller) fitHold(gs []gap, loadS, sudden float64) float64 {
 				t += g.seconds
 				continue
 			}
+			t += h + loadS
 			if g.sudden {
-				t += h + sudden
-			} else {
-				t += h + loadS
+				t += g.misses * perMiss
 			}
 		}
 		return t
@@ -151,10 +202,10 @@ func (c *Controller) priorHold(ps *poolState) time.Duration {
 	return time.Duration(c.cfg.DownLeadTimes * lead * float64(time.Second)).Round(c.cfg.Interval)
 }
 
-// missSeconds prices, in GPU-seconds of the pool, the high-priority
-// requests one replica serves during a lead time — what a sudden return
-// loses while a re-bought replica loads — at their miss penalties.
-func (c *Controller) missSeconds(ps *poolState, mix Mix, lead float64) float64 {
+// missSeconds prices one missed high-priority request in GPU-seconds of
+// the pool: the high classes' mean miss penalty (their largest before any
+// was judged) over the pool's price per second.
+func (c *Controller) missSeconds(ps *poolState) float64 {
 	price := ps.rep.PricePerHour() / 3600
 	if price <= 0 {
 		return 0
@@ -165,10 +216,5 @@ func (c *Controller) missSeconds(ps *poolState, mix Mix, lead float64) float64 {
 			penalty = math.Max(penalty, c.cfg.MissPenalty[cl])
 		}
 	}
-	share := ps.highShareSeen
-	if share <= 0 {
-		share = 1
-	}
-	reqs := Capacity(ps.rep, mix, c.cfg.ITLTarget) * share * lead
-	return reqs * penalty / price
+	return penalty / price
 }

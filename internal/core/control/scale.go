@@ -174,7 +174,18 @@ func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, q
 	// The backlog is left out: a burst that queues is exactly what the
 	// forecast did not see coming.
 	forecastRaw := ceilDiv(forecastNeed, capU)
-	ps.observeLevels(now, raw, forecastRaw, lead)
+	// A fleet one replica short serves the high classes' burst with what
+	// the lower classes' mean leaves of it, at the start rate a burst is
+	// planned against (burstCap per replica).
+	lowMean := (1 - share) * plan
+	if c.cfg.PlanHighOnly {
+		lowMean = 0
+	}
+	short := func(k int) float64 {
+		mu := max(0, float64(k-1)*capU-lowMean) * burstCap / capU
+		return shortMisses(ps.arrivals, share, mu, c.cfg.QueueBudget.Seconds())
+	}
+	ps.observeLevels(now, raw, forecastRaw, lead, short)
 	ps.highShareSeen, ps.highPenalty = share, c.highPenalty(in.SLO)
 	rd := ReplicaDecision{Pool: ps.Key(), GPU: ps.GPU, Model: ps.Model, Current: current, Raw: raw,
 		ArrivalRate: rate, Forecast: plan, Capacity: capU, Backlog: int(backlog + 0.5)}
@@ -209,7 +220,7 @@ func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, q
 			reason = "scale up: " + why
 		}
 	case raw < old && c.cfg.DownWindow <= 0 && old > 1:
-		hold, fitted := c.holdFor(ps, old, in.Mix)
+		hold, fitted := c.holdFor(ps, old)
 		idle := ps.idle(old, now)
 		basis := fmt.Sprintf("fitted to %d recent returns of demand", fitted)
 		if fitted == 0 {

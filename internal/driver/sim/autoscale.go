@@ -46,6 +46,10 @@ type Autoscale struct {
 	// Every planner runs on the same fleet, started and drained the same
 	// way, with the same cold-start costs.
 	Planner string
+	// OnDecision, when set, is called with every decision and the virtual
+	// time since the first arrival: the decision log behind a run's
+	// figures (why the fleet grew or held), for diagnosis.
+	OnDecision func(since time.Duration, d control.Decision)
 }
 
 // AutoscaleStats is what the control loop did in one run.
@@ -283,6 +287,9 @@ func (a *autoscaler) decide(r *runner) {
 
 	d := a.ctl.Decide(in)
 	a.stats.Decisions++
+	if a.cfg.OnDecision != nil {
+		a.cfg.OnDecision(time.Duration(r.now-a.first), d)
+	}
 	for _, ch := range d.Changes {
 		a.stats.Changes[ch.Kind]++
 	}
