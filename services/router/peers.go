@@ -45,12 +45,24 @@ func (r *Router) runPeer(ctx context.Context) error {
 		if err := svc.Decode(m.Header, m.Data, &bs); err != nil || len(bs) == 0 {
 			return
 		}
-		r.post(ctx, func() { r.apply(ctx, routing.Input{Kind: routing.InPeerBooking, Bookings: bs}, nil) })
+		r.peerMu.Lock()
+		first := len(r.peerIn) == 0
+		r.peerIn = append(r.peerIn, bs...)
+		r.peerMu.Unlock()
+		if first {
+			// One input takes whatever arrived before the loop got to it.
+			r.post(ctx, r.applyPeerBookings(ctx))
+		}
 	})
 	if err != nil {
 		return fmt.Errorf("subscribe %s: %w", subjects.PeerBookingsAll, err)
 	}
 	defer sub.Unsubscribe()
+	stopFair, err := r.startFairShare(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopFair()
 	kv, err := svc.MemberKV(ctx, r.sh.JS, r.cfg.LeaseTTL, r.cfg.LeaseReplicas)
 	if err != nil {
 		return err
@@ -140,6 +152,20 @@ func mix64(x uint64) uint64 {
 	x ^= x >> 27
 	x *= 0x94d049bb133111eb
 	return x ^ x>>31
+}
+
+// applyPeerBookings returns the decision-loop step that applies every peer
+// booking and release gathered in peerIn as one input.
+func (r *Router) applyPeerBookings(ctx context.Context) func() {
+	return func() {
+		r.peerMu.Lock()
+		bs := r.peerIn
+		r.peerIn = nil
+		r.peerMu.Unlock()
+		if len(bs) > 0 {
+			r.apply(ctx, routing.Input{Kind: routing.InPeerBooking, Bookings: bs}, nil)
+		}
+	}
 }
 
 // publishBookings sends the bookings gathered since the last flush to the

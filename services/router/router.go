@@ -66,6 +66,14 @@ type Config struct {
 	// min(64, Window)). Peers pulling with different batches take
 	// different shares of the admitted work.
 	PullBatch int
+	// Classes limits the classes this router pulls (default every class):
+	// a router may serve some classes only, and the fairness test skews
+	// the class mix of what each router holds with it.
+	Classes []string
+	// NoFairShare keeps an active-active router's class weights and tenant
+	// shares to its own placements (fairness.go): for measuring what the
+	// shared counters fix.
+	NoFairShare bool
 }
 
 // Router is one router replica.
@@ -382,6 +390,9 @@ func (r *Router) consume(ctx context.Context) error {
 		}
 	}()
 	for _, class := range schemas.Priorities {
+		if !r.pulls(class) {
+			continue
+		}
 		cons, err := r.sh.JS.CreateOrUpdateConsumer(ctx, subjects.StreamAdmitted, jetstream.ConsumerConfig{
 			Durable:       subjects.RouterConsumer(class),
 			Description:   "router replicas share this consumer for class " + class,

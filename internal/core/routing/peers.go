@@ -1,6 +1,12 @@
 package routing
 
-import "time"
+import (
+	"fmt"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
+)
 
 // InPeerBooking carries bookings another router made (active-active
 // routing): each router books capacity in its own fleet view as it places,
@@ -55,4 +61,98 @@ func (c *Core) peerBookings(bs []PeerBooking, now time.Time) {
 	if freed {
 		c.placeReady(now)
 	}
+}
+
+// peerBookingFields is how many values a PeerBooking's msgpack array holds.
+const peerBookingFields = 7
+
+// EncodeMsgpack writes a booking as a msgpack array [id, worker, class,
+// prefill, output, blocks, released]: every peer decodes and journals every
+// other router's bookings and releases, two of each per request, and the
+// reflective map form (seven keys spelled out, an omit-empty walk per
+// struct) cost several times the array's encoding and bytes.
+func (b PeerBooking) EncodeMsgpack(e *msgpack.Encoder) error {
+	if err := e.EncodeArrayLen(peerBookingFields); err != nil {
+		return err
+	}
+	for _, s := range [...]string{b.ID, b.Worker, b.Class} {
+		if err := e.EncodeString(s); err != nil {
+			return err
+		}
+	}
+	for _, n := range [...]int{b.Prefill, b.Output, b.Blocks} {
+		if err := e.EncodeInt(int64(n)); err != nil {
+			return err
+		}
+	}
+	return e.EncodeBool(b.Released)
+}
+
+// DecodeMsgpack reads the array form, and the map form (keys as the json
+// tags) that journals and peers wrote before it.
+func (b *PeerBooking) DecodeMsgpack(d *msgpack.Decoder) error {
+	c, err := d.PeekCode()
+	if err != nil {
+		return err
+	}
+	*b = PeerBooking{}
+	if msgpcode.IsFixedMap(c) || c == msgpcode.Map16 || c == msgpcode.Map32 {
+		return b.decodeMap(d)
+	}
+	n, err := d.DecodeArrayLen()
+	if err != nil {
+		return fmt.Errorf("peer booking: %w", err)
+	}
+	if n != peerBookingFields {
+		return fmt.Errorf("peer booking: %d values, want %d", n, peerBookingFields)
+	}
+	for _, s := range [...]*string{&b.ID, &b.Worker, &b.Class} {
+		if *s, err = d.DecodeString(); err != nil {
+			return fmt.Errorf("peer booking: %w", err)
+		}
+	}
+	for _, p := range [...]*int{&b.Prefill, &b.Output, &b.Blocks} {
+		if *p, err = d.DecodeInt(); err != nil {
+			return fmt.Errorf("peer booking: %w", err)
+		}
+	}
+	if b.Released, err = d.DecodeBool(); err != nil {
+		return fmt.Errorf("peer booking: %w", err)
+	}
+	return nil
+}
+
+func (b *PeerBooking) decodeMap(d *msgpack.Decoder) error {
+	n, err := d.DecodeMapLen()
+	if err != nil {
+		return fmt.Errorf("peer booking: %w", err)
+	}
+	for i := 0; i < n; i++ {
+		key, err := d.DecodeString()
+		if err != nil {
+			return fmt.Errorf("peer booking key: %w", err)
+		}
+		switch key {
+		case "id":
+			b.ID, err = d.DecodeString()
+		case "worker":
+			b.Worker, err = d.DecodeString()
+		case "class":
+			b.Class, err = d.DecodeString()
+		case "prefill":
+			b.Prefill, err = d.DecodeInt()
+		case "output":
+			b.Output, err = d.DecodeInt()
+		case "blocks":
+			b.Blocks, err = d.DecodeInt()
+		case "released":
+			b.Released, err = d.DecodeBool()
+		default:
+			err = d.Skip()
+		}
+		if err != nil {
+			return fmt.Errorf("peer booking %s: %w", key, err)
+		}
+	}
+	return nil
 }

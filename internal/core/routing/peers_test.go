@@ -1,7 +1,14 @@
 package routing
 
 import (
+	"reflect"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/switchyard-ai/switchyard/schemas"
 )
 
 // TestPeerBookingsPreventDoubleBooking: two routers (two Cores) see the
@@ -118,4 +125,78 @@ func TestPeerReleaseFreesTheBooking(t *testing.T) {
 	if after := b.core.Fleet().Get("w1").BookedBlocks; after != mine {
 		t.Fatalf("B's own booking of r2: %d -> %d blocks after a peer released it", mine, after)
 	}
+}
+
+// TestPeerBookingCodec: bookings and releases survive the wire and the
+// journal in the array form; the map form that journals and peers wrote
+// before it still decodes; a wrong-sized array is an error, not a guess.
+func TestPeerBookingCodec(t *testing.T) {
+	bs := []PeerBooking{
+		{ID: "r1", Worker: "w1", Class: "interactive", Prefill: 1200, Output: 64, Blocks: 80},
+		{ID: "r2", Released: true},
+		{ID: "r3", Worker: "w-ü", Class: "batch", Prefill: 1 << 40, Output: 0, Blocks: -1},
+	}
+	t.Run("message", func(t *testing.T) {
+		data, err := schemas.Marshal(schemas.Msgpack, bs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []PeerBooking
+		if err := schemas.Unmarshal(schemas.Msgpack, data, &got); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, bs) {
+			t.Fatalf("round trip:\n got %+v\nwant %+v", got, bs)
+		}
+	})
+	t.Run("journal", func(t *testing.T) {
+		j := NewJournal()
+		in := Input{Kind: InPeerBooking, At: time.Unix(1700000000, 5).UTC(), Bookings: bs}
+		if err := j.Add(in, 0); err != nil {
+			t.Fatal(err)
+		}
+		es, err := DecodeJournal(j.Take())
+		if err != nil || len(es) != 1 {
+			t.Fatalf("decode: %d entries, %v", len(es), err)
+		}
+		got := es[0].Input
+		if got.Kind != in.Kind || !got.At.Equal(in.At) || !reflect.DeepEqual(got.Bookings, in.Bookings) {
+			t.Fatalf("journal round trip:\n got %+v\nwant %+v", got, in)
+		}
+	})
+	t.Run("old map form", func(t *testing.T) {
+		// What the reflective encoder wrote before PeerBooking had its own.
+		type oldBooking struct {
+			ID      string `json:"id"`
+			Worker  string `json:"worker"`
+			Class   string `json:"class"`
+			Prefill int    `json:"prefill"`
+			Output  int    `json:"output"`
+			Blocks  int    `json:"blocks"`
+			Extra   string `json:"extra"`
+		}
+		data, err := schemas.Marshal(schemas.Msgpack, []oldBooking{{ID: "r1", Worker: "w1", Class: "standard", Prefill: 7, Output: 8, Blocks: 9, Extra: "ignored"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []PeerBooking
+		if err := schemas.Unmarshal(schemas.Msgpack, data, &got); err != nil {
+			t.Fatal(err)
+		}
+		want := []PeerBooking{{ID: "r1", Worker: "w1", Class: "standard", Prefill: 7, Output: 8, Blocks: 9}}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("old form: got %+v, want %+v", got, want)
+		}
+	})
+	t.Run("wrong size", func(t *testing.T) {
+		data, err := msgpack.Marshal([][]any{{"r1", "w1", "standard"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []PeerBooking
+		err = schemas.Unmarshal(schemas.Msgpack, data, &got)
+		if err == nil || !strings.Contains(err.Error(), "3 values, want 7") {
+			t.Fatalf("a 3-value booking: err %v, want one naming the count", err)
+		}
+	})
 }
