@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"flag"
+	"fmt"
 
 	"github.com/switchyard-ai/switchyard/services/stack"
 )
@@ -12,28 +14,36 @@ type autoscaleFlags struct {
 	min, max *int
 	util     *float64
 	planFor  *string
+	fromZero *bool
 }
 
 func addAutoscaleFlags(fs *flag.FlagSet, usage string) *autoscaleFlags {
 	return &autoscaleFlags{
-		on:      fs.Bool("autoscale", false, usage),
-		min:     fs.Int("autoscale-min", 1, "autoscale: fewest workers per pool"),
-		max:     fs.Int("autoscale-max", 0, "autoscale: most workers per pool (0 = twice the starting fleet, at least 4)"),
-		util:    fs.Float64("target-utilization", 0, "autoscale: share of a replica's modelled capacity the controller plans to use (0 = the controller's default)"),
-		planFor: fs.String("autoscale-for", "all", "autoscale: size the fleet to serve all classes, or only the high classes (critical, interactive) with the rest on spare capacity: all|high"),
+		on:       fs.Bool("autoscale", false, usage),
+		min:      fs.Int("autoscale-min", 1, "autoscale: fewest workers per pool"),
+		max:      fs.Int("autoscale-max", 0, "autoscale: most workers per pool (0 = twice the starting fleet, at least 4)"),
+		util:     fs.Float64("target-utilization", 0, "autoscale: share of a replica's modelled capacity the controller plans to use (0 = the controller's default)"),
+		planFor:  fs.String("autoscale-for", "all", "autoscale: size the fleet to serve all classes, or only the high classes (critical, interactive) with the rest on spare capacity: all|high"),
+		fromZero: fs.Bool("autoscale-from-zero", false, "autoscale: start no workers; the fleet names the pools, each at minimum 0, and requests for a pool are held while its first worker cold-starts"),
 	}
 }
 
 // config is the stack's control configuration, nil without --autoscale.
 func (a *autoscaleFlags) config() (*stack.ControlConfig, error) {
 	if !*a.on {
+		if *a.fromZero {
+			return nil, errors.New("--autoscale-from-zero needs --autoscale: nothing else starts a worker")
+		}
 		return nil, nil
+	}
+	if *a.min < 0 {
+		return nil, fmt.Errorf("--autoscale-min %d: want 0 or more", *a.min)
 	}
 	highOnly, err := planHighOnly(*a.planFor)
 	if err != nil {
 		return nil, err
 	}
-	cc := &stack.ControlConfig{Min: *a.min, Max: *a.max}
+	cc := &stack.ControlConfig{Min: *a.min, Max: *a.max, FromZero: *a.fromZero}
 	cc.Control.TargetUtilization = *a.util
 	cc.Control.PlanHighOnly = highOnly
 	return cc, nil

@@ -153,7 +153,9 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	st.Registry.AddCollector(svc.JetStreamCollector(expJS, subjects.StreamSubmit, subjects.StreamAdmitted, subjects.StreamDispatch, subjects.StreamResults))
-	if *backend == "sim" {
+	if *backend == "sim" && ctlCfg != nil && ctlCfg.FromZero {
+		fmt.Fprintf(stdout, "switchyard up: NATS %s, no workers yet: %d pools scale from zero as requests arrive (simulated GPUs; no real GPU)\n", st.URL, len(st.Controller().Desired()))
+	} else if *backend == "sim" {
 		fmt.Fprintf(stdout, "switchyard up: NATS %s, %d simulated workers (GPU timings from the roofline model; no real GPU)\n", st.URL, len(fleet))
 	} else {
 		fmt.Fprintf(stdout, "switchyard up: NATS %s, %d workers fronting real engines at %s, serving %s (not simulated)\n", st.URL, len(fleet), *openaiURL, *model)

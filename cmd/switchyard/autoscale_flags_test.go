@@ -1,0 +1,43 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"strings"
+	"testing"
+)
+
+// TestAutoscaleFlags: --autoscale-from-zero starts the pools at zero and
+// needs --autoscale; a negative minimum is refused with the flag's name.
+func TestAutoscaleFlags(t *testing.T) {
+	tests := []struct {
+		args     []string
+		fromZero bool
+		err      string
+	}{
+		{args: []string{"--autoscale"}},
+		{args: []string{"--autoscale", "--autoscale-from-zero"}, fromZero: true},
+		{args: []string{"--autoscale-from-zero"}, err: "needs --autoscale"},
+		{args: []string{"--autoscale", "--autoscale-min", "-1"}, err: "--autoscale-min -1"},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			fs := flag.NewFlagSet("up", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			a := addAutoscaleFlags(fs, "autoscale")
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			cc, err := a.config()
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want one naming %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || cc == nil || cc.FromZero != tc.fromZero {
+				t.Fatalf("config %+v, err %v; want from zero %v", cc, err, tc.fromZero)
+			}
+		})
+	}
+}
