@@ -152,7 +152,9 @@ func readStreamed(ctx context.Context, js jetstream.JetStream, tenant, id string
 	var out streamed
 	var text strings.Builder
 	for {
-		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(time.Second))
+		// Everything up to last is stored already: take what is there
+		// without waiting out a fetch's expiry for more.
+		batch, err := cons.FetchNoWait(256)
 		if err != nil {
 			return streamed{}, fmt.Errorf("read chunks of %s: %w", id, err)
 		}
@@ -189,8 +191,12 @@ func readStreamed(ctx context.Context, js jetstream.JetStream, tenant, id string
 		if reached {
 			break
 		}
-		if got == 0 && ctx.Err() != nil {
-			return streamed{}, fmt.Errorf("read chunks of %s: %w", id, ctx.Err())
+		if got == 0 {
+			select {
+			case <-ctx.Done():
+				return streamed{}, fmt.Errorf("read chunks of %s: %w", id, ctx.Err())
+			case <-time.After(10 * time.Millisecond):
+			}
 		}
 	}
 	out.text = text.String()
@@ -219,7 +225,7 @@ func (w *Worker) resumePoint(ctx context.Context, d schemas.Dispatch, m jetstrea
 	switch {
 	case err == nil:
 		if r.seq > 0 {
-			w.sh.Log.Info("resuming a stream", "id", a.Request.ID, "attempt", a.Attempt, "after_seq", r.seq, "tokens", r.tokens)
+			w.sh.Log.Info("resuming a stream", "id", a.Request.ID, "attempt", a.Attempt, "after_seq", r.seq, "tokens", r.tokens, "done", r.done)
 		}
 		return r, true
 	case errors.Is(err, errIncompleteRecord):

@@ -173,6 +173,21 @@ func TestWorkerKilledMidStream(t *testing.T) {
 			t.Fatalf("chunk %d from attempt %d, want %d (after the resume point %d)", c.Seq, c.Attempt, res.Attempt, rel.ResumedFromSeq)
 		}
 	}
+	// What the client received is exactly what TOKENS holds: the record a
+	// later failover would continue from.
+	stored, err := readAll(ctx, js, subjects.StreamTokens, subjects.Tokens(tenant, id), decodeOne[schemas.TokenChunk])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stored) != len(delivered) {
+		t.Fatalf("TOKENS holds %d chunks, the client received %d", len(stored), len(delivered))
+	}
+	for i, c := range stored {
+		if d := delivered[i]; c.V.Seq != d.Seq || c.V.Text != d.Text || c.V.Done != d.Done || c.V.Attempt != d.Attempt {
+			t.Fatalf("stored chunk %d (seq %d, attempt %d, done %v) differs from the one delivered (seq %d, attempt %d, done %v)",
+				i, c.V.Seq, c.V.Attempt, c.V.Done, d.Seq, d.Attempt, d.Done)
+		}
+	}
 	rec := s.recorded(ctx, js)
 	if n := len(rec.finals()[id]); n != 1 {
 		t.Fatalf("%d final results stored for %s, want 1", n, id)

@@ -1,0 +1,152 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchyard-ai/switchyard/internal/testkit/bustest"
+	"github.com/switchyard-ai/switchyard/schemas"
+	"github.com/switchyard-ai/switchyard/services/svc"
+	"github.com/switchyard-ai/switchyard/subjects"
+)
+
+// TestReadStreamedBack: what a worker streams is what a taking-over worker
+// reads back from TOKENS — every chunk in order (more than one fetch's
+// worth), the token count and the text; a racing attempt's duplicate seq
+// keeps the first; a gap is refused rather than papered over.
+func TestReadStreamedBack(t *testing.T) {
+	env := bustest.StartProvisioned(t, subjects.StreamOptions{})
+	sh, err := svc.New("worker", "w", env.NC, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &Worker{sh: sh}
+	ctx := context.Background()
+	const tenant = "acme"
+
+	// stream publishes n tokens for id as attempt, in chunks of the
+	// worker's own making, and returns the text sent.
+	stream := func(id string, attempt, n int, done bool) *tokenStream {
+		a := schemas.Admitted{Tenant: tenant, Request: schemas.Request{ID: id}, Attempt: attempt}
+		s := newTokenStream(&a)
+		g := newSimWords(id)
+		now := time.Now()
+		for i := range n {
+			// A chunk closes every chunkTokens tokens, as it would by
+			// count on a fast decode.
+			if s.add(g.next(1), 1, now) || (i+1)%chunkTokens == 0 {
+				w.flush(s, false)
+			}
+		}
+		w.flush(s, done)
+		if err := env.NC.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	waitStored := func(id string, seq uint64) {
+		t.Helper()
+		st, err := env.JS.Stream(ctx, subjects.StreamTokens)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(5 * time.Second); ; {
+			m, err := st.GetLastMsgForSubject(ctx, subjects.Tokens(tenant, id))
+			if err == nil {
+				var c schemas.TokenChunk
+				if svc.Decode(m.Header, m.Data, &c) == nil && c.Seq >= seq {
+					return
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("chunk %d of %s not stored", seq, id)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+
+	t.Run("nothing streamed", func(t *testing.T) {
+		r, err := readStreamed(ctx, env.JS, tenant, "never")
+		if err != nil || r.seq != 0 || r.tokens != 0 || r.text != "" {
+			t.Fatalf("got %+v, %v; want zero", r, err)
+		}
+	})
+	t.Run("long stream with its end", func(t *testing.T) {
+		const n = 3000 // ~375 chunks: more than one fetch
+		s := stream("long", 0, n, true)
+		waitStored("long", s.seq)
+		r, err := readStreamed(ctx, env.JS, tenant, "long")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.seq != s.seq || r.tokens != n || !r.done || r.text != SimulatedText("long", "", n) || r.firstAt.IsZero() {
+			t.Fatalf("read back seq %d, %d tokens, done %v, %d words; want seq %d, %d tokens, done, the whole answer",
+				r.seq, r.tokens, r.done, len(strings.Fields(r.text)), s.seq, n)
+		}
+	})
+	t.Run("a racing attempt's duplicate keeps the first", func(t *testing.T) {
+		first := stream("race", 0, 40, false)
+		// Another attempt republishes seq 1..: TOKENS dedupes on
+		// (request, seq), and a reader keeps the first either way.
+		stream("race", 1, 80, false)
+		waitStored("race", 80/chunkTokens)
+		r, err := readStreamed(ctx, env.JS, tenant, "race")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(r.text, first.Text()) {
+			t.Fatalf("read back %q, want it to start with the first attempt's %q", r.text, first.Text())
+		}
+	})
+	t.Run("a gap is refused", func(t *testing.T) {
+		a := schemas.Admitted{Tenant: tenant, Request: schemas.Request{ID: "gap"}}
+		s := newTokenStream(&a)
+		for _, seq := range []uint64{1, 2, 4} {
+			w.publishChunk(s, schemas.TokenChunk{Seq: seq, Text: fmt.Sprint(" t", seq), Tokens: 1, At: time.Now()})
+		}
+		env.NC.Flush()
+		waitStored("gap", 4)
+		if _, err := readStreamed(ctx, env.JS, tenant, "gap"); !errors.Is(err, errIncompleteRecord) {
+			t.Fatalf("read a stream missing chunk 3: err %v, want errIncompleteRecord", err)
+		}
+	})
+}
+
+// TestChunking: the first token goes out at once, then chunks close by
+// count or by age, and the text of all chunks is the answer's text.
+func TestChunking(t *testing.T) {
+	a := schemas.Admitted{Tenant: "acme", Request: schemas.Request{ID: "c"}}
+	s := newTokenStream(&a)
+	t0 := time.Unix(0, 0)
+	if !s.add("w0", 1, t0) {
+		t.Fatal("the first token waits for a full chunk: time to first token would suffer")
+	}
+	s.seq, s.pending, s.pendingTokens, s.lastFlush = 1, strings.Builder{}, 0, t0
+	for i := 1; i < chunkTokens; i++ {
+		if s.add(" w", 1, t0.Add(time.Millisecond)) {
+			t.Fatalf("chunk closed after %d tokens, want %d", i, chunkTokens)
+		}
+	}
+	if !s.add(" w", 1, t0.Add(time.Millisecond)) {
+		t.Fatalf("chunk not closed at %d tokens", chunkTokens)
+	}
+	s.pending, s.pendingTokens = strings.Builder{}, 0
+	s.add(" w", 1, t0)
+	if s.due(t0.Add(chunkInterval / 2)) {
+		t.Fatal("a one-token chunk closed before its interval")
+	}
+	if !s.due(t0.Add(chunkInterval)) {
+		t.Fatal("a one-token chunk not due after its interval")
+	}
+	if got, want := SimulatedText("seed", "", 5), func() string {
+		g := newSimWords("seed")
+		return g.next(2) + g.next(3)
+	}(); got != want {
+		t.Fatalf("words in two chunks %q differ from the whole %q", want, got)
+	}
+}
