@@ -2,6 +2,7 @@ package main
 
 import (
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -29,6 +30,31 @@ func TestParseQueueWeights(t *testing.T) {
 		}
 		if err != nil || !maps.Equal(got, tc.want) {
 			t.Errorf("parseQueueWeights(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestParseClasses(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []string
+		err  string
+	}{
+		{in: "", want: nil},
+		{in: "standard", want: []string{"standard"}},
+		{in: "interactive, standard,interactive", want: []string{"interactive", "standard"}},
+		{in: "premium", err: `"premium" is not a class`},
+		{in: "standard,", err: `"" is not a class`},
+	} {
+		got, err := parseClasses(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("parseClasses(%q) error %v, want one containing %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("parseClasses(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
 		}
 	}
 }

@@ -149,7 +149,13 @@ func runRouter(ctx context.Context, args []string, _ io.Writer) error {
 	weights := fs.String("queue-weights", "", "class weights of the router's queue, e.g. interactive=4,standard=1 (default critical=8,interactive=4,standard=2,batch=1)")
 	pullBatch := fs.Int("pull-batch", 0, "admitted messages asked for per pull (default 64); peers pulling with different batches take different shares of the work")
 	policy := fs.String("policy", "switchyard", "placement policy: switchyard or a baseline (round-robin, least-loaded, llm-d, dynamo, sglang)")
+	classes := fs.String("classes", "", "classes this router pulls, e.g. standard,batch (default every class)")
+	fairShare := fs.Bool("fair-share", true, "with --active-active: class weights and tenant shares count every peer's placements, not only this router's")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	pulled, err := parseClasses(*classes)
+	if err != nil {
 		return err
 	}
 	sh, cat, err := f.connect(ctx, "router")
@@ -177,7 +183,26 @@ func runRouter(ctx context.Context, args []string, _ io.Writer) error {
 		return err
 	}
 	return router.New(sh, router.Config{Cost: cost, Policy: pol, Lease: *lease, LeaseReplicas: f.replicas,
-		ActiveActive: *activeActive, PullBatch: *pullBatch, QueueWeights: qw}).Run(ctx)
+		ActiveActive: *activeActive, PullBatch: *pullBatch, QueueWeights: qw, Classes: pulled, NoFairShare: !*fairShare}).Run(ctx)
+}
+
+// parseClasses reads --classes: a comma-separated list of classes, each
+// one of schemas.Priorities; nil for "".
+func parseClasses(s string) ([]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []string
+	for _, c := range strings.Split(s, ",") {
+		c = strings.TrimSpace(c)
+		if !slices.Contains(schemas.Priorities, c) {
+			return nil, fmt.Errorf("router: --classes %q: %q is not a class (want some of %v)", s, c, schemas.Priorities)
+		}
+		if !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
 }
 
 // parseQueueWeights reads --queue-weights: class=weight pairs, each class
