@@ -12,12 +12,14 @@ package sim
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/switchyard-ai/switchyard/internal/core/baselines"
 	"github.com/switchyard-ai/switchyard/internal/core/control"
 	"github.com/switchyard-ai/switchyard/internal/core/engine"
 	"github.com/switchyard-ai/switchyard/internal/core/perf"
+	"github.com/switchyard-ai/switchyard/internal/core/routing"
 	"github.com/switchyard-ai/switchyard/schemas"
 )
 
@@ -64,8 +66,9 @@ type AutoscaleStats struct {
 	MaxReplicas  int     `json:"max_replicas"`
 	MeanReplicas float64 `json:"mean_replicas"`
 	// Changes counts decided changes by kind (replicas, spec, budget,
-	// warmth, shed).
-	Changes map[string]int `json:"changes"`
+	// warmth, shed); ScaleUps the replica changes that raised a pool.
+	Changes  map[string]int `json:"changes"`
+	ScaleUps int            `json:"scale_ups"`
 	// Timeline is the provisioned replicas after every change in that
 	// figure, for charts.
 	Timeline []ReplicaPoint `json:"timeline"`
@@ -279,6 +282,16 @@ func (a *autoscaler) decide(r *runner) {
 	}
 	in.SLO = a.recent.SLO(now, a.slo)
 	in.Mix = a.recent.Mix()
+	// What the router core holds for a pool's cold start, as the live
+	// controller reads it from the routers' held_demand events (the
+	// queue counts above leave it out, as the live controller takes it
+	// out of the consumers' backlog).
+	if held := r.core.HeldForWarmup(); len(held) > 0 {
+		in.Held = make(map[string]control.HeldDemand, len(held))
+		for k, h := range held {
+			in.Held[k] = control.HeldDemand{Requests: h.Requests, Tokens: h.Tokens, ByClass: h.ByClass, Since: h.Since}
+		}
+	}
 	for _, s := range a.starts {
 		if !s.done {
 			a.starting[s.pool.Key()]++
@@ -292,6 +305,9 @@ func (a *autoscaler) decide(r *runner) {
 	}
 	for _, ch := range d.Changes {
 		a.stats.Changes[ch.Kind]++
+		if from, to, ok := replicaStep(ch); ok && to > from {
+			a.stats.ScaleUps++
+		}
 	}
 	for _, s := range d.Spec {
 		if w := a.live(r, s.Worker); w != nil {
@@ -319,11 +335,25 @@ func (a *autoscaler) decide(r *runner) {
 	a.lastDes = 0
 	for _, rd := range d.Replicas {
 		a.lastDes += rd.Desired
+		// The router hears of every pool each decision, as the live router
+		// reads sy.ctl.replicas: it may hold work for a pool at zero.
+		r.apply(routing.Input{Kind: routing.InPool, Pool: &routing.PoolSpec{Key: rd.Pool, GPU: rd.GPU, Model: rd.Model, Dtype: rd.Dtype,
+			TP: rd.TP, Max: rd.Max, Desired: rd.Desired, ColdStartSeconds: rd.ColdStartSeconds}})
 		if pl := a.byKey[rd.Pool]; pl != nil {
 			a.reconcile(r, pl, rd.Desired)
 		}
 	}
 	a.track(r.now)
+}
+
+// replicaStep reads a replica change's from and to counts.
+func replicaStep(ch control.Change) (from, to int, ok bool) {
+	if ch.Kind != control.KindReplicas {
+		return 0, 0, false
+	}
+	f, err1 := strconv.Atoi(ch.From)
+	t, err2 := strconv.Atoi(ch.To)
+	return f, t, err1 == nil && err2 == nil
 }
 
 // live returns a provisioned, not draining worker by id.

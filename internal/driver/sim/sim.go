@@ -459,7 +459,7 @@ func (r *runner) apply(in routing.Input) {
 	for k := range acts {
 		r.act(&acts[k])
 	}
-	if r.core.Queued() > 0 && r.tickAt == 0 {
+	if (r.core.Queued() > 0 || r.core.Warming()) && r.tickAt == 0 {
 		r.tickAt = r.now + int64(r.cfg.Tick)
 		r.h.push(r.tickAt, evTick, 0)
 	}
