@@ -41,7 +41,10 @@ import (
 // period plus one core-NATS hop (≤ ~250 ms with the router's 200 ms
 // period), and by one period more per lost report. The lag is an offset
 // in the counters, not a drift: the shares it skews are at most the
-// service of one period, and they are corrected by the next report.
+// service of one period, and they are corrected by the next report. The
+// hold-back bar allows for it: a peer's work counts as behind by its
+// counter plus its last report's increase (about one period's service),
+// so routers whose views of each other lag do not all hold back at once.
 
 // PeerStale is how old a peer's latest report may be before its queued
 // work no longer counts (its served totals stay counted).
@@ -53,9 +56,11 @@ const StallAfter = 2 * time.Second
 
 // TenantSlack is how many weighted tokens a tenant may be ahead of a
 // tenant a peer holds before this router leaves the capacity to the peer:
-// a few requests' worth, so counters that lag by a report period do not
-// make routers take turns holding back.
-const TenantSlack = 8192
+// about one large request, so a router holding one tenant's requests
+// serves one of them rather than waiting for a report to say the other
+// caught up. The lag of the counters themselves (a report period's
+// service) is allowed for separately, by the peer's last increase.
+const TenantSlack = 2048
 
 // classSlack is the same for classes, in virtual time: one request at
 // weight 1 (one round of the weights).
@@ -162,7 +167,7 @@ func (q *Queue[T]) ApplyPeer(peer string, r *Report, now time.Time) {
 		b := &q.bands[c]
 		if d := cs.Placed - p.placed[cs.Class]; d > 0 {
 			b.vt += d * b.step
-			b.advanced = t
+			b.advanced, b.gain = t, d*b.step
 		}
 		p.placed[cs.Class] = max(p.placed[cs.Class], cs.Placed)
 		seen := p.tokens[cs.Class]
@@ -174,7 +179,7 @@ func (q *Queue[T]) ApplyPeer(peer string, r *Report, now time.Time) {
 			tq := q.tenant(b, ts.Tenant)
 			if d := ts.Tokens - seen[ts.Tenant]; d > 0 {
 				tq.vt += d
-				tq.advanced = t
+				tq.advanced, tq.gain = t, d
 				b.hiVT = max(b.hiVT, tq.vt)
 				if tq.ai >= 0 {
 					heap.Fix(&b.active, tq.ai)
@@ -278,12 +283,15 @@ func (q *Queue[T]) holdBars(now int64) {
 	for i := range q.bands {
 		h.tenant[i] = math.MaxInt64
 		b := &q.bands[i]
+		// A peer's work is behind by its counter as last reported plus
+		// what its last report added: the service since then, which the
+		// next report will carry, is about as much again.
 		if b.reported > 0 && b.n == 0 && now-b.advanced <= int64(StallAfter) {
-			h.band, h.on = min(h.band, b.vt), true
+			h.band, h.on = min(h.band, b.vt+b.gain), true
 		}
 		for _, tq := range b.reportedT {
 			if tq.ai < 0 && now-tq.advanced <= int64(StallAfter) {
-				h.tenant[i], h.on = min(h.tenant[i], tq.vt), true
+				h.tenant[i], h.on = min(h.tenant[i], tq.vt+tq.gain), true
 			}
 		}
 	}

@@ -182,9 +182,11 @@ type tenantQ[T any] struct {
 	// what its reports tell the peers).
 	placed int64
 	// reported counts the live peers whose latest report has it queued;
-	// advanced is when vt last rose or it became backlogged (unix ns).
+	// advanced is when vt last rose or it became backlogged (unix ns);
+	// gain is what the latest peer report that raised vt added.
 	reported int
 	advanced int64
+	gain     int64
 }
 
 type tenantHeap[T any] []*tenantQ[T]
@@ -230,6 +232,7 @@ type band[T any] struct {
 	// tenants some live peer reports queued.
 	reported  int
 	advanced  int64
+	gain      int64
 	reportedT map[string]*tenantQ[T]
 }
 

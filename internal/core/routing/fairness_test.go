@@ -53,8 +53,10 @@ func TestFairShareHoldsBackAndReplays(t *testing.T) {
 			placed = append(placed, a.ID)
 		}
 	}
-	if got := len(placed) - before; got < 9 || got > 11 {
-		t.Fatalf("the peer placed 40 premium; %d regular went, want 10 (4:1)", got)
+	// 10 is 4:1; the bar allows for one report's worth of lag (8 premium,
+	// 2 regular) on top: an offset that does not grow.
+	if got := len(placed) - before; got < 9 || got > 13 {
+		t.Fatalf("the peer placed 40 premium; %d regular went, want 10 to 12 (4:1, plus a report's lag)", got)
 	}
 	// The shell's report says what this router placed: regular requests and tokens.
 	rep := s.core.FairReport()
