@@ -228,16 +228,12 @@ func (w *Worker) resumePoint(ctx context.Context, d schemas.Dispatch, m jetstrea
 			w.sh.Log.Info("resuming a stream", "id", a.Request.ID, "attempt", a.Attempt, "after_seq", r.seq, "tokens", r.tokens, "done", r.done)
 		}
 		return r, true
-	case errors.Is(err, errIncompleteRecord):
-		// Continuing would repeat or skip text the client may have seen:
-		// say so rather than fake continuity. No worker id: the gap says
-		// nothing about this GPU.
+	case errors.Is(err, errIncompleteRecord), errors.Is(err, jetstream.ErrStreamNotFound):
+		// Continuing would repeat or skip text the client may have seen
+		// (a gap, or no TOKENS stream to read at all): say so rather than
+		// fake continuity. No worker id: this says nothing about this GPU.
 		e := schemas.Errf(schemas.CodeWorkerFailed, "", "its worker was lost mid-stream and the stream cannot be continued truthfully: %v", err)
 		w.finish(ctx, d, m, svc.ErrorResult(a.Request.ID, a.Tenant, a.Priority, e, w.sh.Now()))
-	case errors.Is(err, jetstream.ErrStreamNotFound):
-		// A bus provisioned before TOKENS existed: nothing to resume from.
-		w.sh.Log.Warn("no TOKENS stream: a re-placed stream restarts from its first token", "id", a.Request.ID)
-		return streamed{}, true
 	default:
 		w.sh.Log.Warn("read back a lost attempt's stream; retrying", "id", a.Request.ID, "err", err)
 		m.NakWithDelay(time.Second)
