@@ -24,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -115,6 +116,23 @@ type Router struct {
 	// a core step per request for nothing but releasing a peer booking a
 	// heartbeat absorbs within Settle anyway.
 	mine sync.Map
+	// queueDepth (by schemas.Priorities' order) and dispatched are metric
+	// handles looked up once: flush and dispatch run per request, and
+	// naming a metric there cost a fmt.Sprintf and a locked map lookup
+	// each time.
+	queueDepth []*metrics.Gauge
+	dispatched map[[2]string]*metrics.Counter
+}
+
+// dispatchedCounter is switchyard_dispatched_total for a class and GPU.
+func (r *Router) dispatchedCounter(class, gpu string) *metrics.Counter {
+	k := [2]string{class, gpu}
+	c := r.dispatched[k]
+	if c == nil {
+		c = r.sh.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_dispatched_total{class=%q,gpu=%q}`, class, gpu))
+		r.dispatched[k] = c
+	}
+	return c
 }
 
 // journalAckWait bounds how long a journal batch's missing ack may hold
@@ -168,8 +186,13 @@ func New(sh *svc.Shell, cfg Config) *Router {
 	core := routing.New(routing.Config{Policy: pol, Cost: cfg.Cost, Fleet: cfg.Fleet, QueueWeights: cfg.QueueWeights})
 	svc.StartAtZero(sh.Metrics, `switchyard_retries_total{allowed="true"}`, `switchyard_retries_total{allowed="false"}`,
 		`switchyard_breaker_transitions_total{to="open"}`, `switchyard_breaker_transitions_total{to="half_open"}`, `switchyard_breaker_transitions_total{to="closed"}`)
-	return &Router{sh: sh, cfg: cfg, core: core, inbox: make(chan func(), 8192), progress: map[string]time.Time{},
-		journal: subjects.Journal("router", sh.Instance), acks: make(chan pendingAck, 4096), jbatch: routing.NewJournal()}
+	r := &Router{sh: sh, cfg: cfg, core: core, inbox: make(chan func(), 8192), progress: map[string]time.Time{},
+		journal: subjects.Journal("router", sh.Instance), acks: make(chan pendingAck, 4096), jbatch: routing.NewJournal(),
+		dispatched: map[[2]string]*metrics.Counter{}}
+	for _, c := range schemas.Priorities {
+		r.queueDepth = append(r.queueDepth, sh.Metrics.GetOrCreateGauge(fmt.Sprintf(`switchyard_queue_depth{class=%q}`, c), nil))
+	}
+	return r
 }
 
 // Run serves until ctx ends.
@@ -333,8 +356,8 @@ func (r *Router) flush(ctx context.Context) {
 	}
 	r.sh.Metrics.GetOrCreateGauge(`switchyard_router_held`, nil).Set(float64(r.core.HeldCount()))
 	r.sh.Metrics.GetOrCreateGauge(`switchyard_router_held_for_warmup`, nil).Set(float64(r.core.HeldForWarmupCount()))
-	for _, c := range schemas.Priorities {
-		r.sh.Metrics.GetOrCreateGauge(fmt.Sprintf(`switchyard_queue_depth{class=%q}`, c), nil).Set(float64(r.core.QueuedClass(c)))
+	for i, c := range schemas.Priorities {
+		r.queueDepth[i].Set(float64(r.core.QueuedClass(c)))
 	}
 }
 
@@ -595,7 +618,7 @@ func (r *Router) dispatch(ctx context.Context, in routing.Input, a routing.Actio
 		r.mine.Store(a.ID, struct{}{})
 	}
 	r.sh.Metrics.GetOrCreatePrometheusHistogramExt(`switchyard_router_queue_seconds`, queueWaitBuckets).Update(in.At.Sub(h.Adm.SubmittedAt).Seconds())
-	r.sh.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_dispatched_total{class=%q,gpu=%q}`, h.Adm.Priority, a.GPU)).Inc()
+	r.dispatchedCounter(h.Adm.Priority, a.GPU).Inc()
 	ev, _ := routing.EventFor(in, a)
 	r.sh.Emit(ev)
 }
