@@ -171,3 +171,51 @@ func TestWarmupDeadlineWithoutReplica(t *testing.T) {
 		t.Fatalf("answered %s before its deadline: want within its service time of it", early)
 	}
 }
+
+// TestWarmupReplays: the warm-up path's inputs (pools, admissions, ticks,
+// the warmed replica's heartbeat), journaled and decoded, drive a fresh
+// core to the same actions — held, held demand, dispatch — as the live one.
+func TestWarmupReplays(t *testing.T) {
+	live := newSim(t, Config{})
+	var ins []Input
+	var want []string
+	step := func(in Input) {
+		in.At = live.now
+		ins = append(ins, in)
+		for _, a := range live.core.Apply(in, nil) {
+			want = append(want, kinds([]Action{a})+"@"+a.Worker)
+		}
+	}
+	step(Input{Kind: InPool, Pool: smallPool(2)})
+	for i := 0; i < 5; i++ {
+		step(Input{Kind: InAdmitted, Admitted: admittedFor(string(rune('a'+i)), smallModel, time.Minute, live.now)})
+		step(Input{Kind: InTick})
+		live.now = live.now.Add(700 * time.Millisecond)
+	}
+	hb := heartbeat("small-1", 1)
+	hb.Models[0].Name = smallModel
+	step(Input{Kind: InHeartbeat, Heartbeat: hb})
+	if !strings.Contains(strings.Join(want, " "), "dispatch(e)") {
+		t.Fatalf("the held requests were not dispatched live: %v", want)
+	}
+	j := NewJournal()
+	for _, in := range ins {
+		if err := j.Add(in, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries, err := DecodeJournal(j.Take())
+	if err != nil {
+		t.Fatal(err)
+	}
+	replay := newSim(t, Config{})
+	var got []string
+	for _, e := range entries {
+		for _, a := range replay.core.Apply(e.Input, nil) {
+			got = append(got, kinds([]Action{a})+"@"+a.Worker)
+		}
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("replay diverged:\nlive   %v\nreplay %v", want, got)
+	}
+}
