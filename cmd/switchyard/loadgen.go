@@ -11,6 +11,7 @@ import (
 
 	"github.com/switchyard-ai/switchyard/internal/adapter/bus"
 	"github.com/switchyard-ai/switchyard/loadgen"
+	"github.com/switchyard-ai/switchyard/loadgen/traces"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/subjects"
 )
@@ -31,24 +32,46 @@ func runLoadgen(ctx context.Context, args []string, stdout io.Writer) error {
 	inflight := fs.Int("max-inflight", 256, "most submissions awaiting their JetStream ack")
 	drain := fs.Duration("drain", 30*time.Second, "longest wait for outstanding results after the load ends")
 	pastDeadline := fs.Duration("past-deadline", 5*time.Second, "how long past the last deadline to wait for results before counting them lost")
+	tracePath := fs.String("trace", "", "replay this trace's arrivals instead of the demo workload (mooncake JSONL or azure CSV; the same file `switchyard sim --trace` reads), its first --duration at --rate-scale")
+	format := fs.String("format", "mooncake", "with --trace: mooncake | azure")
+	rateScale := fs.Float64("rate-scale", 1, "with --trace: arrival-rate multiplier, as in `switchyard sim`")
+	limit := fs.Int("limit", 0, "with --trace: read at most this many requests (0 = all)")
+	model := fs.String("model", "llama-3.1-8b", "with --trace: the model of requests the trace does not assign one")
 	verbose := fs.Bool("v", false, "debug logging")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *rate <= 0 || *duration <= 0 || *inflight <= 0 {
-		return fmt.Errorf("--rate, --duration and --max-inflight must be positive")
+	if *rate <= 0 || *duration <= 0 || *inflight <= 0 || *rateScale <= 0 {
+		return fmt.Errorf("--rate, --duration, --rate-scale and --max-inflight must be positive")
 	}
 	logger := newLogger(*verbose)
-	wl := loadgen.DefaultWorkload(*duration, *seed)
-	wl.Rate = *rate
-	if !*burst {
-		wl.BurstFactor = 0
+	var arrivals []loadgen.Arrival
+	wfTenant := ""
+	if *tracePath != "" {
+		if *format != "mooncake" && *format != "azure" {
+			return fmt.Errorf("loadgen --format %q: want mooncake or azure (generated and closed-loop workloads run in `switchyard sim`)", *format)
+		}
+		tr, err := loadTrace(*format, *tracePath, traces.ReadOptions{Limit: *limit, Seed: int64(*seed)}, int64(*seed), 0, 0, 0, traces.ServeGenConfig{}, "", "")
+		if err != nil {
+			return err
+		}
+		arrivals, err = loadgen.FromTrace(tr.Scale(*rateScale).Window(*duration), *model)
+		if err != nil {
+			return fmt.Errorf("loadgen --trace %s: %w", *tracePath, err)
+		}
+	} else {
+		wl := loadgen.DefaultWorkload(*duration, *seed)
+		wl.Rate = *rate
+		if !*burst {
+			wl.BurstFactor = 0
+		}
+		var err error
+		wfTenant, err = retenant(&wl, *tenants)
+		if err != nil {
+			return err
+		}
+		arrivals = wl.Generate()
 	}
-	wfTenant, err := retenant(&wl, *tenants)
-	if err != nil {
-		return err
-	}
-	arrivals := wl.Generate()
 
 	nc, err := bus.Dial(ctx, *url, "switchyard-loadgen", 10*time.Second)
 	if err != nil {
@@ -56,7 +79,11 @@ func runLoadgen(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	defer nc.Close()
 	if !*jsonOut {
-		fmt.Fprintf(stdout, "switchyard loadgen: %d requests over %s at %.1f/s to %s\n", len(arrivals), *duration, *rate, *url)
+		what := fmt.Sprintf("at %.1f/s", *rate)
+		if *tracePath != "" {
+			what = fmt.Sprintf("from %s at %gx", *tracePath, *rateScale)
+		}
+		fmt.Fprintf(stdout, "switchyard loadgen: %d requests over %s %s to %s\n", len(arrivals), *duration, what, *url)
 	}
 	sum, took, err := loadgen.Run(ctx, nc, arrivals, loadgen.RunOptions{MaxInflight: *inflight, Drain: *drain, PastDeadline: *pastDeadline, WorkflowTenant: wfTenant, Logger: logger})
 	if err != nil {
