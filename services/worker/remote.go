@@ -56,6 +56,15 @@ func newRemote(cfg Config) *remote {
 // router sees in its heartbeats.
 func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.Msg) {
 	r := w.remote
+	w.mu.Lock()
+	_, running := r.cancels[d.Admitted.Request.ID]
+	w.mu.Unlock()
+	if running {
+		// A redelivery of a generation still running here (one longer
+		// than the dispatch's ack wait): a second copy would race it.
+		m.Ack()
+		return
+	}
 	select {
 	case r.sem <- struct{}{}:
 	case <-ctx.Done():

@@ -120,6 +120,7 @@ type streamed struct {
 	text    string
 	done    bool      // the final marker was sent
 	firstAt time.Time // when the first token went out
+	attempt int       // the latest attempt that streamed
 }
 
 // errIncompleteRecord means TOKENS does not hold every chunk the client may
@@ -181,6 +182,7 @@ func readStreamed(ctx context.Context, js jetstream.JetStream, tenant, id string
 				out.firstAt = ch.At
 			}
 			out.seq = ch.Seq
+			out.attempt = max(out.attempt, ch.Attempt)
 			out.tokens += ch.Tokens
 			text.WriteString(ch.Text)
 			out.done = out.done || ch.Done
@@ -223,6 +225,13 @@ func (w *Worker) resumePoint(ctx context.Context, d schemas.Dispatch, m jetstrea
 	}
 	r, err := readStreamed(ctx, w.sh.JS, a.Tenant, a.Request.ID)
 	switch {
+	case err == nil && r.attempt > a.Attempt:
+		// A newer attempt owns the stream (this is an old dispatch
+		// redelivered to a worker that came back): computing it again
+		// would only race that attempt for the same chunks.
+		w.sh.Emit(schemas.Event{Kind: "skipped_superseded", RequestID: a.Request.ID, Tenant: a.Tenant, WorkerID: w.cfg.ID,
+			Reason: fmt.Sprintf("attempt %d already streams it (chunk %d)", r.attempt, r.seq)})
+		m.Ack()
 	case err == nil:
 		if r.seq > 0 {
 			w.sh.Log.Info("resuming a stream", "id", a.Request.ID, "attempt", a.Attempt, "after_seq", r.seq, "tokens", r.tokens, "done", r.done)

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/switchyard-ai/switchyard/internal/testkit/bustest"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/svc"
@@ -102,6 +105,11 @@ func TestReadStreamedBack(t *testing.T) {
 		if !strings.HasPrefix(r.text, first.Text()) {
 			t.Fatalf("read back %q, want it to start with the first attempt's %q", r.text, first.Text())
 		}
+		// The later attempt streamed past the first: it owns the stream,
+		// and a redelivered attempt 0 must stand down (resumePoint).
+		if r.attempt != 1 {
+			t.Fatalf("latest attempt read back %d, want 1", r.attempt)
+		}
 	})
 	t.Run("a gap is refused", func(t *testing.T) {
 		a := schemas.Admitted{Tenant: tenant, Request: schemas.Request{ID: "gap"}}
@@ -148,5 +156,86 @@ func TestChunking(t *testing.T) {
 		return g.next(2) + g.next(3)
 	}(); got != want {
 		t.Fatalf("words in two chunks %q differ from the whole %q", want, got)
+	}
+}
+
+// dispatchMsg is a dispatch as the worker's consumer hands it over,
+// recording what the worker answered.
+type dispatchMsg struct {
+	delivered uint64
+	acked     bool
+	naked     bool
+}
+
+func (m *dispatchMsg) Metadata() (*jetstream.MsgMetadata, error) {
+	return &jetstream.MsgMetadata{NumDelivered: m.delivered}, nil
+}
+func (m *dispatchMsg) Data() []byte                     { return nil }
+func (m *dispatchMsg) Headers() nats.Header             { return nil }
+func (m *dispatchMsg) Subject() string                  { return "" }
+func (m *dispatchMsg) Reply() string                    { return "" }
+func (m *dispatchMsg) Ack() error                       { m.acked = true; return nil }
+func (m *dispatchMsg) DoubleAck(context.Context) error  { m.acked = true; return nil }
+func (m *dispatchMsg) Nak() error                       { m.naked = true; return nil }
+func (m *dispatchMsg) NakWithDelay(time.Duration) error { m.naked = true; return nil }
+func (m *dispatchMsg) InProgress() error                { return nil }
+func (m *dispatchMsg) Term() error                      { return nil }
+func (m *dispatchMsg) TermWithReason(string) error      { return nil }
+
+// TestResumePoint: which dispatches read the record back, continue from
+// it, or stand down for a newer attempt.
+func TestResumePoint(t *testing.T) {
+	env := bustest.StartProvisioned(t, subjects.StreamOptions{})
+	sh, err := svc.New("worker", "w", env.NC, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &Worker{sh: sh, cfg: Config{ID: "w"}}
+	ctx := context.Background()
+	// "taken" was streamed 20 tokens by attempt 0, then 20 more by attempt 1.
+	for attempt, upto := range []int{20, 40} {
+		a := schemas.Admitted{Tenant: "acme", Request: schemas.Request{ID: "taken"}, Attempt: attempt}
+		s := newTokenStream(&a)
+		for i := attempt * 20; i < upto; i++ {
+			w.publishChunk(s, schemas.TokenChunk{Seq: uint64(i + 1), Text: " w", Tokens: 1})
+		}
+	}
+	env.NC.Flush()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if r, err := readStreamed(ctx, env.JS, "acme", "taken"); err == nil && r.seq == 40 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the 40 chunks were not stored")
+		}
+	}
+	tests := []struct {
+		name       string
+		id         string
+		stream     bool
+		attempt    int
+		delivered  uint64
+		wantGo     bool
+		wantTokens int
+		wantAck    bool
+	}{
+		{"not streamed", "taken", false, 1, 1, true, 0, false},
+		{"first delivery of attempt 0", "taken", true, 0, 1, true, 0, false},
+		{"re-placed attempt continues", "taken", true, 2, 1, true, 40, false},
+		{"current attempt redelivered continues", "taken", true, 1, 2, true, 40, false},
+		{"old attempt redelivered stands down", "taken", true, 0, 2, false, 0, true},
+		{"re-placed before any token starts fresh", "fresh", true, 1, 1, true, 0, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := schemas.Dispatch{Admitted: schemas.Admitted{Tenant: "acme", Attempt: tc.attempt,
+				Request: schemas.Request{ID: tc.id, Stream: tc.stream}}}
+			m := &dispatchMsg{delivered: tc.delivered}
+			r, ok := w.resumePoint(ctx, d, m)
+			if ok != tc.wantGo || r.tokens != tc.wantTokens || m.acked != tc.wantAck || m.naked {
+				t.Fatalf("go %v with %d tokens, acked %v, naked %v; want go %v with %d tokens, acked %v",
+					ok, r.tokens, m.acked, m.naked, tc.wantGo, tc.wantTokens, tc.wantAck)
+			}
+		})
 	}
 }
