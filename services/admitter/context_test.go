@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchyard-ai/switchyard/internal/core/catalog"
 	"github.com/switchyard-ai/switchyard/internal/testkit/bustest"
+	"github.com/switchyard-ai/switchyard/internal/testkit/waitfor"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/svc"
 	"github.com/switchyard-ai/switchyard/subjects"
@@ -19,7 +20,7 @@ import (
 
 // startAdmitter runs an admitter on a provisioned embedded server and
 // returns the connection a test talks through.
-func startAdmitter(t *testing.T, cfg Config) (*nats.Conn, *svc.Shell) {
+func startAdmitter(t *testing.T, cfg Config) (*nats.Conn, *svc.Shell, *Admitter) {
 	t.Helper()
 	e := bustest.StartProvisioned(t, subjects.StreamOptions{})
 	nc, err := e.Server.Connect("admitter")
@@ -33,14 +34,26 @@ func startAdmitter(t *testing.T, cfg Config) (*nats.Conn, *svc.Shell) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- New(sh, cfg).Run(ctx) }()
+	a := New(sh, cfg)
+	go func() { done <- a.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("admitter: %v", err)
 		}
 	})
-	return e.NC, sh
+	return e.NC, sh, a
+}
+
+// serving is the condition that the admitter's fleet view has heard a live
+// worker serving model, for waitfor.True: tests wait for it instead of
+// sleeping a few heartbeats.
+func serving(a *Admitter, model string) func() bool {
+	return func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return len(a.fleet.Kinds(time.Now(), model, nil)) > 0
+	}
 }
 
 // submit publishes a JSON request on sy.submit.<tenant> and returns the
@@ -85,12 +98,12 @@ func submit(t *testing.T, nc *nats.Conn, tenant string, req schemas.Request) sch
 // catalog model, the worker's reported window for a model only a worker
 // knows — on the result subject, before any GPU sees it.
 func TestContextWindowChecked(t *testing.T) {
-	nc, _ := startAdmitter(t, Config{Catalog: catalog.Default()})
+	nc, _, a := startAdmitter(t, Config{Catalog: catalog.Default()})
 	stop := beat(nc, schemas.Heartbeat{WorkerID: "w1", Pool: "cpu", GPU: "h100", MaxBatch: 4,
 		Models: []schemas.ModelState{{Name: "llama-3.1-8b", State: schemas.WeightHot},
 			{Name: "tiny", State: schemas.WeightHot, ContextLength: 256}}})
 	defer stop()
-	time.Sleep(500 * time.Millisecond)
+	waitfor.True(t, "the admitter to hear worker w1", 10*time.Second, serving(a, "tiny"))
 
 	cases := []struct {
 		name   string
@@ -116,7 +129,7 @@ func TestContextWindowChecked(t *testing.T) {
 }
 
 // beat publishes hb every 200 ms until the returned stop is called, as a
-// worker would; it returns once the admitter has had time to see two.
+// worker would; tests wait for the admitter to have heard it (serving).
 func beat(nc *nats.Conn, hb schemas.Heartbeat) (stop func()) {
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -134,7 +147,6 @@ func beat(nc *nats.Conn, hb schemas.Heartbeat) (stop func()) {
 			}
 		}
 	}()
-	time.Sleep(500 * time.Millisecond)
 	return func() { close(quit); <-done }
 }
 
@@ -142,10 +154,11 @@ func beat(nc *nats.Conn, hb schemas.Heartbeat) (stop func()) {
 // arrives, the admitter compares the queue wait it predicted with the one
 // the result measured, in a wait_checked event and in per-class metrics.
 func TestWaitPredictionChecked(t *testing.T) {
-	nc, sh := startAdmitter(t, Config{Catalog: catalog.Default()})
+	nc, sh, a := startAdmitter(t, Config{Catalog: catalog.Default()})
 	stop := beat(nc, schemas.Heartbeat{WorkerID: "w1", Pool: "h100", GPU: "h100", MaxBatch: 8,
 		Models: []schemas.ModelState{{Name: "llama-3.1-8b", State: schemas.WeightHot}}})
 	defer stop()
+	waitfor.True(t, "the admitter to hear worker w1", 10*time.Second, serving(a, "llama-3.1-8b"))
 	events, err := nc.SubscribeSync(subjects.Event("admitter", ">"))
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	gw "github.com/switchyard-ai/switchyard/internal/adapter/gateway"
 	"github.com/switchyard-ai/switchyard/internal/core/catalog"
 	"github.com/switchyard-ai/switchyard/internal/testkit/bustest"
+	"github.com/switchyard-ai/switchyard/internal/testkit/waitfor"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/client"
 	"github.com/switchyard-ai/switchyard/services/gateway"
@@ -80,12 +81,14 @@ func TestLongPromptsFlow(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- New(sh, Config{Catalog: catalog.Default()}).Run(ctx) }()
+	a := New(sh, Config{Catalog: catalog.Default()})
+	go func() { done <- a.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	stop := beat(e.NC, schemas.Heartbeat{WorkerID: "w1", Pool: "h100", GPU: "h100", MaxBatch: 8,
 		Models: []schemas.ModelState{{Name: "llama-3.1-8b", State: schemas.WeightHot},
 			{Name: "long-1m", State: schemas.WeightHot, ContextLength: 1 << 20}}})
 	defer stop()
+	waitfor.True(t, "the admitter to hear worker w1", 10*time.Second, serving(a, "long-1m"))
 	echoWorker(t, e.NC)
 
 	// 4,000,000 bytes, about 760k tokens: inside the 1M window and the

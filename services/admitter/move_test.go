@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchyard-ai/switchyard/internal/core/control"
 	"github.com/switchyard-ai/switchyard/internal/testkit/bustest"
+	"github.com/switchyard-ai/switchyard/internal/testkit/waitfor"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/svc"
 	"github.com/switchyard-ai/switchyard/subjects"
@@ -56,7 +57,7 @@ func beatServing(ctx context.Context, t *testing.T, nc *nats.Conn, model string,
 // there until its deadline), and a request naming a model no worker serves
 // is answered at once with unplaceable, naming what the fleet serves.
 func TestMoveOnlyWhereTheFleetServes(t *testing.T) {
-	nc, _ := startAdmitter(t, Config{NoCache: true})
+	nc, _, a := startAdmitter(t, Config{NoCache: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	beatServing(ctx, t, nc, "llama-3.1-8b", "gpu-0", "gpu-1")
@@ -65,7 +66,7 @@ func TestMoveOnlyWhereTheFleetServes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admitted.Unsubscribe()
-	time.Sleep(500 * time.Millisecond) // a few heartbeats into the admitter's view
+	waitfor.True(t, "the admitter to hear the 8B workers", 10*time.Second, serving(a, "llama-3.1-8b"))
 
 	auto := schemas.Request{ID: "auto-1", Model: "auto", MaxTokens: 16, DeadlineMs: 8000,
 		Metadata: map[string]string{"task": "classify"}, Messages: []schemas.Message{{Role: "user", Content: "Classify this ticket: the app crashes"}}}
