@@ -8,6 +8,7 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/adapter/bus"
 	"github.com/switchyard-ai/switchyard/internal/core/admission"
 	"github.com/switchyard-ai/switchyard/internal/core/control"
+	"github.com/switchyard-ai/switchyard/internal/testkit/waitfor"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/svc"
 )
@@ -52,13 +53,7 @@ func TestShedMarginsFollowController(t *testing.T) {
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for s.shedder(base).Margin[schemas.PriorityBatch] != 2.5 {
-		if time.Now().After(deadline) {
-			t.Fatal("batch margin never followed the controller")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.True(t, "the batch margin to follow the controller", 10*time.Second, func() bool { return s.shedder(base).Margin[schemas.PriorityBatch] == 2.5 })
 	got := s.shedder(base)
 	if got.Margin[schemas.PriorityStandard] != 1.2 || len(got.Margin) != 2 {
 		t.Fatalf("margins %v: want standard kept at 1.2 and nothing else added", got.Margin)

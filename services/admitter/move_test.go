@@ -140,13 +140,7 @@ func TestScalablePoolsFollowController(t *testing.T) {
 	if err := nc.PublishMsg(m); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(s.scalable(time.Now())) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the controller's pool never became scalable")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.True(t, "the controller's pool to become scalable", 10*time.Second, func() bool { return len(s.scalable(time.Now())) > 0 })
 	p := s.scalable(time.Now())[0]
 	if p.Model != "llama-3.1-70b" || p.ColdStartSeconds <= 0 {
 		t.Fatalf("pool %+v: want llama-3.1-70b with a cold start priced by perf", p)
