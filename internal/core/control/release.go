@@ -24,8 +24,10 @@ import (
 // it loads). A sudden one costs that plus the high-priority requests that
 // would have missed while the fleet ran one replica short for the load:
 // what the return's arrivals over the following lead time, high classes
-// first (the router's class queue serves them first), would have waited
-// past the queue budget on a fleet of k−1 replicas, on a fluid queue, each
+// ahead of the lower ones (the router's class queue gives them 12 of every
+// 15 starts when all classes queue, and all of them when the lower classes
+// do not), would have waited past the queue budget on a fleet of k−1
+// replicas, the lower classes' mean load taken out, on a fluid queue, each
 // at its class's miss penalty, in GPU-seconds at the pool's price. (Pricing
 // every request a replica could serve in a lead time as missed — the rule
 // before this one — made one sudden return worth hours of GPU time on a
@@ -111,8 +113,10 @@ func (ps *poolState) observeLevels(now time.Time, raw, forecastRaw int, lead flo
 // as would have waited longer than budget seconds to start on a fluid
 // queue, empty before them, served at mu request starts per second: the
 // high classes' share of each interval's arrivals, queued ahead of the
-// lower classes as the router's class queue does. With no capacity at
-// all every one of them misses.
+// lower classes (the router's weighted class queue serves them first
+// but for a fifth of the starts while the lower classes also queue; the
+// caller takes the lower classes' mean load out of mu). With no capacity
+// at all every one of them misses.
 func shortMisses(as []arrival, share, mu, budget float64) float64 {
 	const sub = 0.25 // seconds per fluid step
 	q, missed := 0.0, 0.0
