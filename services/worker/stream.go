@@ -98,11 +98,12 @@ func (w *Worker) flush(s *tokenStream, done bool) {
 // publishChunk sends one chunk as a plain publish: live followers get it
 // as core NATS, and TOKENS captures it in the order this connection sent
 // it. Nothing waits for a stored ack — a chunk is on the hot path of every
-// token — and the Nats-Msg-Id (request, seq) makes TOKENS keep only the
-// first chunk of each seq, as followers deliver only the first.
+// token. No Nats-Msg-Id either: two attempts racing for one seq are
+// resolved by readers keeping the first (StreamFilter, readStreamed), and
+// the server need not remember an id per chunk for the duplicate window.
 func (w *Worker) publishChunk(s *tokenStream, ch schemas.TokenChunk) {
 	ch.V, ch.ID, ch.Attempt = schemas.Version, s.id, s.attempt
-	m, err := svc.Encode(subjects.Tokens(s.tenant, s.id), svc.ResultFormat(s.format), ch, fmt.Sprintf("%s.%d", s.id, ch.Seq))
+	m, err := svc.Encode(subjects.Tokens(s.tenant, s.id), svc.ResultFormat(s.format), ch, "")
 	if err != nil {
 		w.sh.Log.Warn("encode token chunk", "id", s.id, "err", err)
 		return

@@ -94,8 +94,7 @@ func TestReadStreamedBack(t *testing.T) {
 	})
 	t.Run("a racing attempt's duplicate keeps the first", func(t *testing.T) {
 		first := stream("race", 0, 40, false)
-		// Another attempt republishes seq 1..: TOKENS dedupes on
-		// (request, seq), and a reader keeps the first either way.
+		// Another attempt republishes seq 1..: a reader keeps the first.
 		stream("race", 1, 80, false)
 		waitStored("race", 80/chunkTokens)
 		r, err := readStreamed(ctx, env.JS, tenant, "race")
