@@ -19,13 +19,18 @@ import (
 // (sy.event.router.held_demand): each router says, per pool, how many
 // requests it holds for that pool's cold start, when the figure changes
 // and every routing.HeldDemandRefresh while it is not zero. The controller
-// keeps each router's latest word per pool and forgets one not repeated
-// within heldStaleAfter (a router that died holds nothing any more: its
-// requests went back to the stream for another router to hold).
+// keeps each router's latest word per pool; its held requests count only
+// while repeated within heldStaleAfter (a router that died holds nothing
+// any more: its requests went back to the stream for another router to
+// hold), its cumulative refused count until heldForgetAfter.
 
-// heldStaleAfter is how long a router's held demand counts without being
+// heldStaleAfter is how long a router's held requests count without being
 // repeated: a few of its refreshes.
 const heldStaleAfter = 3 * routing.HeldDemandRefresh
+
+// heldForgetAfter drops a router's figures for a pool altogether (its
+// refused count is only re-sent when it changes).
+const heldForgetAfter = 10 * time.Minute
 
 type heldKey struct{ router, pool string }
 
@@ -73,7 +78,7 @@ func (b *heldBook) note(router string, d routing.HeldDemand, at time.Time) {
 		b.seen = map[heldKey]heldSeen{}
 	}
 	k := heldKey{router: router, pool: d.Pool}
-	if d.Requests <= 0 {
+	if d.Requests <= 0 && d.Refused <= 0 {
 		delete(b.seen, k)
 		return
 	}
@@ -87,22 +92,25 @@ func (b *heldBook) demand(now time.Time) (map[string]control.HeldDemand, map[str
 	defer b.mu.Unlock()
 	pools, byClass := map[string]control.HeldDemand{}, map[string]int{}
 	for k, s := range b.seen {
-		if now.Sub(s.at) > heldStaleAfter {
+		if now.Sub(s.at) > heldForgetAfter {
 			delete(b.seen, k)
 			continue
 		}
 		h := pools[k.pool]
-		h.Requests += s.d.Requests
-		h.Tokens += s.d.Tokens
+		h.Refused += s.d.Refused
 		if h.ByClass == nil {
 			h.ByClass = map[string]int{}
 		}
-		for c, n := range s.d.ByClass {
-			h.ByClass[c] += n
-			byClass[c] += n
-		}
-		if h.Since.IsZero() || (!s.d.Since.IsZero() && s.d.Since.Before(h.Since)) {
-			h.Since = s.d.Since
+		if now.Sub(s.at) <= heldStaleAfter {
+			h.Requests += s.d.Requests
+			h.Tokens += s.d.Tokens
+			for c, n := range s.d.ByClass {
+				h.ByClass[c] += n
+				byClass[c] += n
+			}
+			if s.d.Requests > 0 && !s.d.Since.IsZero() && (h.Since.IsZero() || s.d.Since.Before(h.Since)) {
+				h.Since = s.d.Since
+			}
 		}
 		pools[k.pool] = h
 	}

@@ -470,14 +470,14 @@ type Controller struct {
 	// unserved is Inputs.Unserved at the last decision.
 	unserved     uint64
 	haveUnserved bool
-	// heldSeen is each pool's held requests at the last decision (held.go).
-	heldSeen map[string]int
+	// heldSeen is each pool's held demand at the last decision (held.go).
+	heldSeen map[string]heldMark
 }
 
 // New builds a Controller.
 func New(cfg Config) (*Controller, error) {
 	cfg.fill()
-	c := &Controller{cfg: cfg, byKey: map[string]*poolState{}, workers: map[string]*workerState{}, shed: map[string]float64{}, heldSeen: map[string]int{}}
+	c := &Controller{cfg: cfg, byKey: map[string]*poolState{}, workers: map[string]*workerState{}, shed: map[string]float64{}, heldSeen: map[string]heldMark{}}
 	for _, p := range cfg.Pools {
 		if p.Dtype == "" {
 			p.Dtype = catalog.DtypeBF16
@@ -543,10 +543,12 @@ func (c *Controller) Decide(in Inputs) Decision {
 		queued += n
 	}
 	shares := c.queueShares(byPool, in, queued)
-	// Held requests wait for one pool's model: they are its demand alone.
+	// Held requests wait for one pool's model: they are its demand alone,
+	// and so are those refused since the last decision for a deadline
+	// shorter than its cold start.
 	for key, h := range in.Held {
-		if c.byKey[key] != nil && h.Requests > 0 {
-			shares[key] += float64(h.Requests)
+		if c.byKey[key] != nil {
+			shares[key] += c.heldBacklog(key, h)
 		}
 	}
 	// Requests turned away since the last decision are split over the

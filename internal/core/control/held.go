@@ -35,6 +35,25 @@ type HeldDemand struct {
 	ByClass map[string]int
 	// Since is when the first of them was held.
 	Since time.Time
+	// Refused counts, cumulatively, the requests for the pool's model
+	// refused because their deadline was shorter than its cold start:
+	// those since the last decision count as the pool's backlog too, so a
+	// pool at zero that only ever sees tight deadlines still warms.
+	Refused int
+}
+
+// heldMark is a pool's held demand at the last decision.
+type heldMark struct{ requests, refused int }
+
+// heldBacklog is the backlog a pool's held demand adds: the requests held
+// now and those refused since the last decision.
+func (c *Controller) heldBacklog(key string, h HeldDemand) float64 {
+	return float64(max(0, h.Requests) + c.refusedSince(key, h))
+}
+
+func (c *Controller) refusedSince(key string, h HeldDemand) int {
+	// A count that went down is a router that restarted: count from it.
+	return max(0, h.Refused-c.heldSeen[key].refused)
 }
 
 // heldSettle is how many intervals after the first held request a pool at
@@ -50,6 +69,7 @@ type heldGuard struct {
 	// ordered for it are starting and none is live.
 	settling, starting bool
 	held               HeldDemand
+	refused            int // since the last decision
 	was                int
 	desired            int
 	lastUp, lastAny    time.Time
@@ -61,10 +81,11 @@ type heldGuard struct {
 // guardHeld reads whether the pool's scale-ups are held this decision.
 func (c *Controller) guardHeld(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, d *Decision) heldGuard {
 	key := ps.Key()
-	g := heldGuard{held: in.Held[key], was: c.heldSeen[key], desired: ps.desired, lastUp: ps.lastUp, lastAny: ps.lastAny,
+	g := heldGuard{held: in.Held[key], was: c.heldSeen[key].requests, desired: ps.desired, lastUp: ps.lastUp, lastAny: ps.lastAny,
 		changes: len(d.Changes), pending: in.Starting[key], interval: c.cfg.Interval}
-	if g.held.Requests > 0 {
-		c.heldSeen[key] = g.held.Requests
+	g.refused = c.refusedSince(key, g.held)
+	if g.held.Requests > 0 || g.held.Refused > 0 {
+		c.heldSeen[key] = heldMark{requests: g.held.Requests, refused: g.held.Refused}
 	} else {
 		delete(c.heldSeen, key)
 	}
@@ -74,14 +95,14 @@ func (c *Controller) guardHeld(ps *poolState, hbs []*schemas.Heartbeat, in Input
 			live++
 		}
 	}
-	if g.held.Requests == 0 || live > 0 {
+	if (g.held.Requests == 0 && g.refused == 0) || live > 0 {
 		return g
 	}
 	// Desired above zero with nothing live means replicas were ordered and
 	// are starting, whether or not the caller counts them (KEDA's replicas
 	// are not reported back as Starting).
 	g.starting = ps.started && ps.desired > 0
-	g.settling = !g.starting && g.held.Requests > g.was && !g.held.Since.IsZero() &&
+	g.settling = !g.starting && g.held.Requests > g.was && g.refused == 0 && !g.held.Since.IsZero() &&
 		in.Now.Sub(g.held.Since) < heldSettle*c.cfg.Interval
 	return g
 }
@@ -92,10 +113,13 @@ func (g heldGuard) apply(ps *poolState, rd ReplicaDecision, d *Decision) Replica
 	rd.Dtype, rd.TP, rd.Max = ps.Dtype, ps.TP, ps.Max
 	rd.ColdStartSeconds = ps.rep.LoadSeconds(schemas.WeightCold)
 	rd.Held = g.held.Requests
-	if g.held.Requests == 0 {
+	if g.held.Requests == 0 && g.refused == 0 {
 		return rd
 	}
 	what := fmt.Sprintf("%d requests (%d tokens) held for a cold start", g.held.Requests, g.held.Tokens)
+	if g.refused > 0 {
+		what += fmt.Sprintf(", %d refused since the last decision for a deadline shorter than it", g.refused)
+	}
 	if (g.starting || g.settling) && ps.desired > g.desired {
 		ps.desired, ps.lastUp, ps.lastAny = g.desired, g.lastUp, g.lastAny
 		d.Changes = d.Changes[:g.changes]

@@ -83,3 +83,36 @@ func TestHeldBurstOrdersOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusedDemandWarmsThePool: a pool at zero that sees only requests
+// refused for a deadline shorter than its cold start (none can be held)
+// still orders a replica — once, however many more are refused while it
+// starts — so the next tight requests find it warm.
+func TestRefusedDemandWarmsThePool(t *testing.T) {
+	ctl, err := New(Config{Interval: time.Second, UpCooldown: time.Second, Pools: []Pool{{GPU: "h100", Model: model, Min: 0, Max: 8}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := PoolKey("h100", model)
+	ups, now := 0, t0
+	for i, refused := range []int{0, 6, 40, 90, 200, 400} {
+		d := ctl.Decide(Inputs{Now: now, Queued: map[string]int{}, Held: map[string]HeldDemand{key: {Refused: refused}}})
+		for _, ch := range d.Changes {
+			from, _ := strconv.Atoi(ch.From)
+			to, _ := strconv.Atoi(ch.To)
+			if ch.Kind == KindReplicas && to > from {
+				ups++
+				if !strings.Contains(ch.Reason, "refused since the last decision") {
+					t.Errorf("scale-up reason %q does not name the refused requests", ch.Reason)
+				}
+			}
+		}
+		if i == 1 && d.Desired(key) < 1 {
+			t.Fatalf("6 refused requests at zero ordered no replica: %+v", d.Replicas)
+		}
+		now = now.Add(time.Second)
+	}
+	if ups != 1 {
+		t.Fatalf("%d scale-ups, want 1", ups)
+	}
+}

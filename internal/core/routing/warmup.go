@@ -75,11 +75,21 @@ type HeldDemand struct {
 	ByClass map[string]int `json:"by_class"`
 	// Since is when the first of them was held.
 	Since time.Time `json:"since"`
+	// Refused counts, over the router's life, the requests for this pool's
+	// model answered unplaceable because their deadline was shorter than
+	// the cold start: demand the pool would have served warm, so the
+	// controller still warms it for the next ones.
+	Refused int `json:"refused"`
 }
 
 type poolSeen struct {
 	spec PoolSpec
 	at   time.Time
+	// refused is HeldDemand.Refused; sent and sentAt the demand last
+	// emitted as a held_demand event, and when.
+	refused int
+	sent    HeldDemand
+	sentAt  time.Time
 }
 
 // warmup is what the core holds for one pool's cold start.
@@ -89,9 +99,6 @@ type warmup struct {
 	// items are the held requests' queue entries, in hold order, to go
 	// back into the queue once a replica serving the model heartbeats.
 	items []warmItem
-	// sent is the demand last emitted, and when.
-	sent   HeldDemand
-	sentAt time.Time
 }
 
 type warmItem struct {
@@ -114,7 +121,9 @@ func (c *Core) notePool(p *PoolSpec, now time.Time) {
 		}
 		spec.ColdStartSeconds = c.cfg.Cost.LoadSeconds(spec.GPU, spec.Model, dtype, max(1, spec.TP), schemas.WeightCold)
 	}
-	c.pools[spec.Key] = poolSeen{spec: spec, at: now}
+	seen := c.pools[spec.Key]
+	seen.spec, seen.at = spec, now
+	c.pools[spec.Key] = seen
 	if w := c.warm[spec.Key]; w != nil {
 		w.pool = spec
 	}
@@ -213,6 +222,9 @@ func (c *Core) holdOrRefuse(h *Held, enqueued, now time.Time) bool {
 	if !a.Deadline.IsZero() {
 		budget := a.Deadline.Sub(now).Seconds()
 		if budget < left+service {
+			seen := c.pools[p.Key]
+			seen.refused++
+			c.pools[p.Key] = seen
 			c.fail(h, schemas.Errf(schemas.CodeUnplaceable, "deadline",
 				"no live worker serves model %q; pool %s can warm one, but its cold start (%.1fs left) plus the request's service (%.2fs) is longer than its deadline (%.1fs away)",
 				a.Model, p.Key, left, service, budget))
@@ -280,28 +292,42 @@ func (c *Core) releaseWarm(now time.Time) {
 		clear(w.items[len(kept):])
 		w.items = kept
 		if len(w.items) == 0 {
-			c.emitHeldDemand(w, now)
 			delete(c.warm, key)
+			c.emitHeldDemand(key, now)
 		}
 	}
 }
 
 // emitHeldDemand records a pool's held demand as an event when it changed
-// since the last one, or HeldDemandRefresh after it while it is not zero.
-func (c *Core) emitHeldDemand(w *warmup, now time.Time) {
-	d := w.demand(c)
-	if d.Requests == w.sent.Requests && d.Tokens == w.sent.Tokens && (d.Requests == 0 || now.Sub(w.sentAt) < HeldDemandRefresh) {
+// since the last one, or HeldDemandRefresh after it while requests are
+// held.
+func (c *Core) emitHeldDemand(key string, now time.Time) {
+	seen, ok := c.pools[key]
+	if !ok {
 		return
 	}
-	w.sent, w.sentAt = d, now
+	d := c.demandOf(key)
+	if d.Requests == seen.sent.Requests && d.Tokens == seen.sent.Tokens && d.Refused == seen.sent.Refused &&
+		(d.Requests == 0 || now.Sub(seen.sentAt) < HeldDemandRefresh) {
+		return
+	}
+	seen.sent, seen.sentAt = d, now
+	c.pools[key] = seen
 	c.acts = append(c.acts, Action{Kind: ActEvent, Event: &schemas.Event{Kind: EventHeldDemand, At: now,
-		Reason: fmt.Sprintf("%d requests (%d tokens) held for the cold start of pool %s", d.Requests, d.Tokens, d.Pool),
+		Reason: fmt.Sprintf("%d requests (%d tokens) held for the cold start of pool %s; %d refused for a deadline shorter than it", d.Requests, d.Tokens, d.Pool, d.Refused),
 		Fields: map[string]any{"pool": d.Pool, "model": d.Model, "requests": d.Requests, "tokens": d.Tokens, "by_class": d.ByClass,
-			"since": d.Since, "cold_start_s": w.pool.ColdStartSeconds}}})
+			"since": d.Since, "refused": d.Refused, "cold_start_s": seen.spec.ColdStartSeconds}}})
 }
 
-func (w *warmup) demand(c *Core) HeldDemand {
-	d := HeldDemand{Pool: w.pool.Key, Model: w.pool.Model, ByClass: map[string]int{}, Since: w.since}
+// demandOf is what the router holds for one pool, and has refused for it.
+func (c *Core) demandOf(key string) HeldDemand {
+	seen := c.pools[key]
+	d := HeldDemand{Pool: key, Model: seen.spec.Model, ByClass: map[string]int{}, Refused: seen.refused}
+	w := c.warm[key]
+	if w == nil {
+		return d
+	}
+	d.Since = w.since
 	for _, wi := range w.items {
 		if c.held[wi.h.Adm.Request.ID] != wi.h {
 			continue
@@ -313,21 +339,25 @@ func (w *warmup) demand(c *Core) HeldDemand {
 	return d
 }
 
-// heldDemandEvents emits the held demand of every warming pool that
-// changed (or is due a refresh). It runs on clock ticks only, so a burst
-// held over many admissions between two ticks is one event, not one per
-// request: the controller then orders replicas for the burst once.
+// heldDemandEvents emits the held demand of every pool that changed (or
+// is due a refresh). It runs on clock ticks only, so a burst held over
+// many admissions between two ticks is one event, not one per request:
+// the controller then orders replicas for the burst once.
 func (c *Core) heldDemandEvents(now time.Time) {
-	for _, key := range slices.Sorted(maps.Keys(c.warm)) {
-		c.emitHeldDemand(c.warm[key], now)
+	for _, key := range slices.Sorted(maps.Keys(c.pools)) {
+		c.emitHeldDemand(key, now)
 	}
 }
 
-// HeldForWarmup returns the demand held for each warming pool, by pool key.
+// HeldForWarmup returns, by pool key, the demand held for each pool's cold
+// start and the requests refused for want of it (pools with neither are
+// left out).
 func (c *Core) HeldForWarmup() map[string]HeldDemand {
-	out := make(map[string]HeldDemand, len(c.warm))
-	for k, w := range c.warm {
-		out[k] = w.demand(c)
+	out := map[string]HeldDemand{}
+	for k := range c.pools {
+		if d := c.demandOf(k); d.Requests > 0 || d.Refused > 0 {
+			out[k] = d
+		}
 	}
 	return out
 }
@@ -339,8 +369,8 @@ func (c *Core) Warming() bool { return len(c.warm) > 0 }
 // HeldForWarmupCount is the number of requests held for cold starts.
 func (c *Core) HeldForWarmupCount() int {
 	n := 0
-	for _, w := range c.warm {
-		n += w.demand(c).Requests
+	for k := range c.warm {
+		n += c.demandOf(k).Requests
 	}
 	return n
 }

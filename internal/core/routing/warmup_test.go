@@ -95,6 +95,17 @@ func TestWarmupHoldOrRefuse(t *testing.T) {
 				if s.core.HeldCount() != 0 {
 					t.Fatalf("%d still held after the answer", s.core.HeldCount())
 				}
+				// Refused for the cold start: still demand the pool's controller hears of.
+				wantRefused := 0
+				if strings.Contains(e.Message, "cold start") {
+					wantRefused = 1
+				}
+				if got := s.core.HeldForWarmup()[smallPool(2).Key].Refused; got != wantRefused {
+					t.Fatalf("refused count %d, want %d", got, wantRefused)
+				}
+				if wantRefused > 0 && len(events(acts, EventHeldDemand)) == 0 {
+					t.Fatalf("no held_demand event carried the refusal: %s", kinds(acts))
+				}
 			case "waiting":
 				if e != nil || len(held) != 0 || s.core.Queued() != 1 {
 					t.Fatalf("want queued and waiting; fail %v, held events %d, queued %d", e, len(held), s.core.Queued())

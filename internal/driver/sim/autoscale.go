@@ -289,7 +289,7 @@ func (a *autoscaler) decide(r *runner) {
 	if held := r.core.HeldForWarmup(); len(held) > 0 {
 		in.Held = make(map[string]control.HeldDemand, len(held))
 		for k, h := range held {
-			in.Held[k] = control.HeldDemand{Requests: h.Requests, Tokens: h.Tokens, ByClass: h.ByClass, Since: h.Since}
+			in.Held[k] = control.HeldDemand{Requests: h.Requests, Tokens: h.Tokens, ByClass: h.ByClass, Since: h.Since, Refused: h.Refused}
 		}
 	}
 	for _, s := range a.starts {
