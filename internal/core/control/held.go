@@ -2,6 +2,7 @@ package control
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/switchyard-ai/switchyard/schemas"
@@ -116,10 +117,14 @@ func (g heldGuard) apply(ps *poolState, rd ReplicaDecision, d *Decision) Replica
 	if g.held.Requests == 0 && g.refused == 0 {
 		return rd
 	}
-	what := fmt.Sprintf("%d requests (%d tokens) held for a cold start", g.held.Requests, g.held.Tokens)
-	if g.refused > 0 {
-		what += fmt.Sprintf(", %d refused since the last decision for a deadline shorter than it", g.refused)
+	var parts []string
+	if g.held.Requests > 0 {
+		parts = append(parts, fmt.Sprintf("%d requests (%d tokens) held for a cold start", g.held.Requests, g.held.Tokens))
 	}
+	if g.refused > 0 {
+		parts = append(parts, fmt.Sprintf("%d refused since the last decision for a deadline shorter than the cold start", g.refused))
+	}
+	what := strings.Join(parts, ", ")
 	if (g.starting || g.settling) && ps.desired > g.desired {
 		ps.desired, ps.lastUp, ps.lastAny = g.desired, g.lastUp, g.lastAny
 		d.Changes = d.Changes[:g.changes]
