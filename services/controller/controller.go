@@ -1,7 +1,8 @@
 // Package controller is the control-loop service shell: it gathers worker
 // heartbeats (sy.hb.>), the router's queue depth per class (JetStream
 // consumer info of the router-<class> consumers) and results (SLO
-// attainment per class and the request mix), runs internal/core/control every
+// attainment per class and the request mix) and the routers' held demand
+// for cold starts (sy.event.router.held_demand, held.go), runs internal/core/control every
 // interval and publishes its decisions on sy.ctl.> — per-worker spec
 // decoding, budgets and warmth, per-pool desired replicas, per-class
 // shedding margins — each change also an event with its reason. It exports
