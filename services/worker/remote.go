@@ -92,7 +92,7 @@ func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.
 		if !ok {
 			return
 		}
-		if resumed.done || (resumed.tokens > 0 && resumed.tokens >= a.Request.MaxTokens) {
+		if resumed.done || (a.Request.MaxTokens > 0 && resumed.tokens >= a.Request.MaxTokens) {
 			w.answerFromRecord(ctx, d, m, resumed, false)
 			return
 		}
@@ -208,7 +208,9 @@ func resumeRemote(req *openai.Request, r streamed) *schemas.Error {
 			"its worker was lost after streaming %d chunks of a chat answer, and an OpenAI-compatible backend cannot continue a partial chat answer without repeating or changing it", r.seq)
 	}
 	req.Prompt += r.text
-	req.MaxTokens -= r.tokens
+	if req.MaxTokens > 0 { // zero leaves the length to the engine
+		req.MaxTokens -= r.tokens
+	}
 	return nil
 }
 
