@@ -92,7 +92,7 @@ func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.
 		if !ok {
 			return
 		}
-		if resumed.done || (a.Request.MaxTokens > 0 && resumed.tokens >= a.Request.MaxTokens) {
+		if resumed.seq > 0 && (resumed.done || (a.Request.MaxTokens > 0 && resumed.tokens >= a.Request.MaxTokens)) {
 			w.answerFromRecord(ctx, d, m, resumed, false)
 			return
 		}

@@ -329,7 +329,7 @@ func (w *Worker) onDispatch(ctx context.Context, m jetstream.Msg) {
 	if !ok {
 		return
 	}
-	if resumed.done || resumed.tokens >= d.Admitted.Request.MaxTokens {
+	if resumed.seq > 0 && (resumed.done || resumed.tokens >= d.Admitted.Request.MaxTokens) {
 		w.answerFromRecord(ctx, d, m, resumed, true)
 		return
 	}
