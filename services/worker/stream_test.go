@@ -238,3 +238,55 @@ func TestResumePoint(t *testing.T) {
 		})
 	}
 }
+
+// TestAnswerFromRecord: an attempt lost after streaming its whole answer,
+// before its result was stored, is answered from TOKENS without computing:
+// the result's text is the chunks and its usage their tokens.
+func TestAnswerFromRecord(t *testing.T) {
+	env := bustest.StartProvisioned(t, subjects.StreamOptions{})
+	sh, err := svc.New("worker", "w", env.NC, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &Worker{sh: sh, cfg: Config{ID: "w2"}}
+	ctx := context.Background()
+	a := schemas.Admitted{Tenant: "acme", Request: schemas.Request{ID: "whole", Stream: true, MaxTokens: 30}, PromptTokens: 12,
+		SubmittedAt: time.Now(), Deadline: time.Now().Add(time.Minute), ExcludeWorkers: []string{"w1"}}
+	s := newTokenStream(&a)
+	g := newSimWords("whole")
+	s.add(g.next(30), 30, time.Now())
+	w.flush(s, false) // every token sent, the final marker not: the worker died in between
+	env.NC.Flush()
+	var r streamed
+	for deadline := time.Now().Add(5 * time.Second); r.seq == 0; time.Sleep(10 * time.Millisecond) {
+		if r, err = readStreamed(ctx, env.JS, "acme", "whole"); err != nil || time.Now().After(deadline) {
+			t.Fatalf("record not stored: %v", err)
+		}
+	}
+	a.Attempt = 1
+	m := &dispatchMsg{delivered: 1}
+	w.answerFromRecord(ctx, schemas.Dispatch{Admitted: a}, m, r, true)
+	st, err := env.JS.Stream(ctx, subjects.StreamResults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := st.GetLastMsgForSubject(ctx, subjects.Result("acme", "whole"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res schemas.Result
+	if err := svc.Decode(msg.Header, msg.Data, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != schemas.StatusOK || res.Text != SimulatedText("whole", "", 30) || res.Usage.CompletionTokens != 30 ||
+		res.Usage.PromptTokens != 12 || res.GPUSeconds != 0 || res.Reliability == nil || res.Reliability.ResumedTokens != 30 || !m.acked {
+		t.Fatalf("result %+v (reliability %+v), acked %v", res, res.Reliability, m.acked)
+	}
+	after, err := readStreamed(ctx, env.JS, "acme", "whole")
+	for deadline := time.Now().Add(5 * time.Second); err == nil && !after.done && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		after, err = readStreamed(ctx, env.JS, "acme", "whole")
+	}
+	if err != nil || !after.done || after.seq != r.seq+1 {
+		t.Fatalf("after the answer the stream reads %+v, %v: want the final marker at seq %d", after, err, r.seq+1)
+	}
+}
