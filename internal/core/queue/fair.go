@@ -19,12 +19,17 @@ import (
 // it:
 //
 //   - Shared counters. Each router publishes a Report of what it placed
-//     (cumulative requests per class, weighted tokens per tenant) and what
-//     it holds queued; every router adds its peers' increases to the same
-//     virtual times its own placements advance (ApplyPeer), so the class
-//     and tenant it picks next are the ones furthest behind fleet-wide.
-//     Cumulative totals make a lost report cost nothing but delay: the
-//     next one carries the difference.
+//     (cumulative requests per class, weighted tokens per tenant), its
+//     counters, and what it holds queued; every router adds its peers'
+//     increases to the same virtual times its own placements advance
+//     (ApplyPeer), so the class and tenant it picks next are the ones
+//     furthest behind fleet-wide. Cumulative totals make a lost report
+//     cost nothing but delay: the next one carries the difference. A
+//     class or tenant returning from idle is lifted only by the router it
+//     returns to; the others take the larger of their counter and the
+//     reported one, so they all count the lift and agree on who is
+//     behind (were each to lift it on first hearing of it, a router that
+//     heard late would forgive it what it was served meanwhile).
 //   - Holding back. A router whose least-served local work is ahead of
 //     work a live peer reports queued — its class by more than classSlack,
 //     its tenant by more than TenantSlack — leaves the capacity to that
@@ -77,6 +82,11 @@ type ClassShare struct {
 	Class string `json:"class"`
 	// Placed is the requests of the class this router placed (cumulative).
 	Placed int64 `json:"placed"`
+	// VT is the class's virtual time as this router counts it: the
+	// fleet's service plus the lifts this router gave it on its return
+	// from idle. Peers keep the larger of theirs and it, so every router
+	// counts a lift made anywhere.
+	VT int64 `json:"vt"`
 	// Queued is how many of the class it holds now.
 	Queued  int           `json:"queued,omitempty"`
 	Tenants []TenantShare `json:"tenants,omitempty"`
@@ -87,6 +97,8 @@ type TenantShare struct {
 	Tenant string `json:"tenant"`
 	// Tokens is the weighted tokens (Item.Cost) placed for it (cumulative).
 	Tokens int64 `json:"tokens"`
+	// VT is its counter as this router counts it (as ClassShare.VT).
+	VT     int64 `json:"vt"`
 	Queued int   `json:"queued,omitempty"`
 }
 
@@ -128,10 +140,10 @@ func (q *Queue[T]) Report() *Report {
 		if b.placed == 0 && b.n == 0 {
 			continue
 		}
-		cs := ClassShare{Class: q.names[i], Placed: b.placed, Queued: b.n}
+		cs := ClassShare{Class: q.names[i], Placed: b.placed, VT: b.vt, Queued: b.n}
 		for _, tq := range b.tenants {
 			if tq.placed > 0 || len(tq.edf) > 0 {
-				cs.Tenants = append(cs.Tenants, TenantShare{Tenant: tq.name, Tokens: tq.placed, Queued: len(tq.edf)})
+				cs.Tenants = append(cs.Tenants, TenantShare{Tenant: tq.name, Tokens: tq.placed, VT: tq.vt, Queued: len(tq.edf)})
 			}
 		}
 		slices.SortFunc(cs.Tenants, func(a, b TenantShare) int { return strings.Compare(a.Tenant, b.Tenant) })
@@ -169,6 +181,7 @@ func (q *Queue[T]) ApplyPeer(peer string, r *Report, now time.Time) {
 			b.vt += d * b.step
 			b.advanced, b.gain = t, d*b.step
 		}
+		b.vt = max(b.vt, cs.VT)
 		p.placed[cs.Class] = max(p.placed[cs.Class], cs.Placed)
 		seen := p.tokens[cs.Class]
 		if seen == nil {
@@ -177,9 +190,13 @@ func (q *Queue[T]) ApplyPeer(peer string, r *Report, now time.Time) {
 		}
 		for _, ts := range cs.Tenants {
 			tq := q.tenant(b, ts.Tenant)
+			vt := tq.vt
 			if d := ts.Tokens - seen[ts.Tenant]; d > 0 {
 				tq.vt += d
 				tq.advanced, tq.gain = t, d
+			}
+			tq.vt = max(tq.vt, ts.VT)
+			if tq.vt != vt {
 				b.hiVT = max(b.hiVT, tq.vt)
 				if tq.ai >= 0 {
 					heap.Fix(&b.active, tq.ai)
@@ -188,10 +205,13 @@ func (q *Queue[T]) ApplyPeer(peer string, r *Report, now time.Time) {
 			seen[ts.Tenant] = max(seen[ts.Tenant], ts.Tokens)
 		}
 	}
-	// What it holds queued: a class or tenant backlogged nowhere before
-	// (not even in this peer's previous report) returns from idle, and is
-	// lifted as a local arrival would be. The previous report's counts go
-	// only after the new one's are in.
+	// What it holds queued. A class or tenant backlogged nowhere before
+	// (not even in this peer's previous report) is not lifted here: the
+	// router it returned to lifted it on arrival, and its counter, merged
+	// above, carries the lift; lifting it again to this router's own floor
+	// would forgive what it was served while this router had not heard of
+	// it, and routers would disagree. The previous report's counts go only
+	// after the new one's are in.
 	prev := peerState{bands: p.bands, tenants: p.tenants}
 	p.bands, p.tenants = nil, nil
 	for _, cs := range r.Classes {
@@ -201,7 +221,6 @@ func (q *Queue[T]) ApplyPeer(peer string, r *Report, now time.Time) {
 		}
 		b := &q.bands[c]
 		if b.n == 0 && b.reported == 0 {
-			q.liftBand(c)
 			b.advanced = t
 		}
 		b.reported++
@@ -212,7 +231,6 @@ func (q *Queue[T]) ApplyPeer(peer string, r *Report, now time.Time) {
 			}
 			tq := q.tenant(b, ts.Tenant)
 			if tq.ai < 0 && tq.reported == 0 {
-				liftTenant(b, tq)
 				tq.advanced = t
 			}
 			tq.reported++
