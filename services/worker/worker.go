@@ -485,7 +485,8 @@ func (w *Worker) complete(ctx context.Context, j *job, f engine.Finished) {
 		firstToken = j.resumed.firstAt.Sub(a.SubmittedAt) // what the client saw
 	}
 	finished := w.sh.Now()
-	text := ""
+	// A streamed answer is exactly what its chunks carried.
+	var text string
 	if j.tokens != nil {
 		text = j.tokens.Text()
 	} else {
@@ -676,8 +677,8 @@ func (w *Worker) heartbeat() {
 var vocab = strings.Fields("the a model token answer result cache prefix batch worker router queue deadline tenant gpu memory value step plan tool")
 
 // SimulatedText is a deterministic stand-in answer of n words. It is
-// labelled as simulated in every result (Simulated: true).
-// A streamed answer's chunks concatenate to the same text (simWords).
+// labelled as simulated in every result (Simulated: true). A streamed
+// answer's chunks concatenate to the same text (simWords).
 func SimulatedText(seed, model string, n int) string {
 	g := newSimWords(seed)
 	return g.next(n)
