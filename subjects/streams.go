@@ -106,6 +106,8 @@ func Streams(o StreamOptions) []jetstream.StreamConfig {
 func tokens(mk func(string, string, []string, time.Duration, int64) jetstream.StreamConfig, maxAge time.Duration) jetstream.StreamConfig {
 	cfg := mk(StreamTokens, "streamed token chunks, kept briefly so a re-placed request resumes mid-stream", []string{TokensAll}, min(maxAge, TokensMaxAge), 16)
 	cfg.Storage = jetstream.MemoryStorage
+	// Chunks carry no Nats-Msg-Id; the window only has to fit the age.
+	cfg.Duplicates = min(cfg.Duplicates, cfg.MaxAge)
 	return cfg
 }
 
