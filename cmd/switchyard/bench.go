@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime/pprof"
 	"sort"
@@ -59,6 +60,8 @@ type BusResult struct {
 	// Routers is how many routers placed: one leased router, or that many
 	// active-active peers.
 	Routers int `json:"routers"`
+	// Rate is --rate, the requests per second offered (0: closed loop).
+	Rate float64 `json:"rate"`
 	// The process's CPU time (user + system: server, services and client
 	// are all in it) per pipeline request and per raw publish. On a shared
 	// machine they move less than the rates do, and the pipeline is
@@ -98,6 +101,7 @@ func runBenchBus(ctx context.Context, args []string, stdout io.Writer) error {
 	workers := fs.Int("workers", 4, "instant workers")
 	routers := fs.Int("routers", 1, "routers: 1 (one leased router) or more active-active peers, each with its own connection")
 	inflight := fs.Int("inflight", 256, "requests in flight in the pipeline half")
+	rate := fs.Float64("rate", 0, "submit at most this many requests per second (0: as fast as results return); a fixed rate compares builds and router counts at the same load, where a closed loop gives each the throughput its share of a busy machine allows")
 	jsonOut := fs.Bool("json", false, "end with one JSON line")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the pipeline half here")
 	if err := fs.Parse(args); err != nil {
@@ -105,6 +109,12 @@ func runBenchBus(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if *routers < 1 {
 		return fmt.Errorf("bench bus: --routers %d: want 1 or more", *routers)
+	}
+	if *rate < 0 || math.IsNaN(*rate) || math.IsInf(*rate, 0) {
+		return fmt.Errorf("bench bus: --rate %v: want a finite rate >= 0", *rate)
+	}
+	if *inflight < 1 {
+		return fmt.Errorf("bench bus: --inflight %d: want 1 or more", *inflight)
 	}
 	st, err := stack.Start(ctx, stack.Config{Workers: *workers, InstantWorkers: true, Logger: newLogger(false), Routers: *routers})
 	if err != nil {
@@ -168,6 +178,12 @@ func runBenchBus(ctx context.Context, args []string, stdout io.Writer) error {
 	cpu0 := processCPU()
 	n := 0
 	for time.Since(start) < *duration {
+		if *rate > 0 {
+			// Open loop at the given rate (still bounded by --inflight).
+			if wait := time.Until(start.Add(time.Duration(float64(n) / *rate * float64(time.Second)))); wait > 0 {
+				time.Sleep(wait)
+			}
+		}
 		select {
 		case <-done:
 		case <-ctx.Done():
@@ -219,7 +235,7 @@ func runBenchBus(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	mu.Lock()
 	sort.Float64s(lat)
-	res := BusResult{RawJSPublishPerS: raw, PipelinePerS: float64(len(lat)) / elapsed.Seconds(), Requests: len(lat), Workers: *workers, Routers: *routers,
+	res := BusResult{RawJSPublishPerS: raw, PipelinePerS: float64(len(lat)) / elapsed.Seconds(), Requests: len(lat), Workers: *workers, Routers: *routers, Rate: *rate,
 		MaxResultGapMs: float64(maxGap.Microseconds()) / 1000}
 	if len(lat) > 0 && rawMsgs > 0 {
 		res.PipelineCPUUsPerReq = float64(pipeCPU.Microseconds()) / float64(len(lat))
