@@ -61,6 +61,9 @@ func RunEvaluated(core *routing.Core, journal []routing.Input, eval placement.Po
 	var out []Decision
 	for _, in := range journal {
 		for _, a := range core.Apply(in, nil) {
+			if a.Held == nil {
+				continue // actions about no one request (a pool's held demand, a snapshot ask)
+			}
 			adm := &a.Held.Adm
 			switch a.Kind {
 			case routing.ActDispatch:
