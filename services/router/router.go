@@ -101,6 +101,14 @@ type Router struct {
 	// three, since the loop outpaces their arrival — for at most one
 	// JOURNAL round trip of delay.
 	journalBusy bool
+	// jbatchSince is when the oldest entry in jbatch was applied. A batch
+	// whose inputs decided nothing (heartbeats, KV events, peer bookings,
+	// requests queued, releases that freed nothing waiting) does not need
+	// to be stored before anything else happens, so it waits up to
+	// journalLinger for company: a lightly loaded router had stored a
+	// journal message for nearly every input, every peer's booking and
+	// release and every heartbeat among them.
+	jbatchSince time.Time
 	// peerOut gathers the bookings of a flush's dispatches, published to
 	// the peer routers in one core-NATS message (ActiveActive only).
 	peerOut []routing.PeerBooking
@@ -134,6 +142,14 @@ func (r *Router) dispatchedCounter(class, gpu string) *metrics.Counter {
 	}
 	return c
 }
+
+// journalLinger is the longest a batch of inputs without actions waits
+// before it is journaled anyway; maxLingerInputs closes such a batch
+// sooner.
+const (
+	journalLinger   = 250 * time.Millisecond
+	maxLingerInputs = 512
+)
 
 // journalAckWait bounds how long a journal batch's missing ack may hold
 // the next batch and its actions back.
@@ -298,6 +314,8 @@ func (r *Router) loop(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			// Inputs lingering without actions are still recorded.
+			r.publishJournal()
 			return
 		case fn := <-r.inbox:
 			fn()
@@ -332,7 +350,7 @@ func (r *Router) loop(ctx context.Context) {
 // the next batch; flush runs until none is left or the batch must wait
 // for the previous one's ack.
 func (r *Router) flush(ctx context.Context) {
-	for !r.journalBusy && (len(r.effects) > 0 || r.jbatch.Len() > 0) {
+	for !r.journalBusy && (len(r.effects) > 0 || r.journalDue()) {
 		if fut := r.publishJournal(); fut != nil {
 			r.journalBusy = true
 			go r.awaitJournal(ctx, fut)
@@ -359,6 +377,13 @@ func (r *Router) flush(ctx context.Context) {
 	for i, c := range schemas.Priorities {
 		r.queueDepth[i].Set(float64(r.core.QueuedClass(c)))
 	}
+}
+
+// journalDue reports whether the journal batch must go out although no
+// action waits on it: it is big enough, or old enough.
+func (r *Router) journalDue() bool {
+	n := r.jbatch.Len()
+	return n > 0 && (n >= maxLingerInputs || r.sh.Now().Sub(r.jbatchSince) >= journalLinger)
 }
 
 // awaitJournal waits for a journal batch's stored ack, then lets the
@@ -532,7 +557,10 @@ func (r *Router) apply(ctx context.Context, in routing.Input, handle jetstream.M
 		}
 		if err := r.jbatch.Add(in, seq); err != nil {
 			r.sh.Log.Warn("journal", "err", err)
-		} else if r.jbatch.Size() >= maxBatchBytes {
+		} else if r.jbatch.Len() == 1 {
+			r.jbatchSince = in.At
+		}
+		if r.jbatch.Size() >= maxBatchBytes {
 			r.publishJournal()
 		}
 	}
