@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-ai/switchyard/internal/core/control"
 	"github.com/switchyard-ai/switchyard/loadgen/traces"
 	"github.com/switchyard-ai/switchyard/schemas"
 )
@@ -91,5 +92,33 @@ func TestAutoscaleFollowsBurst(t *testing.T) {
 	fixed := run(t, Config{GPUs: []GPUSpec{{GPU: "h100", Count: peak, TP: 1}}, Model: "llama-3.1-8b", Seed: 3}, tr, "switchyard")
 	if fixed.Autoscale != nil || a.GPUHours >= fixed.GPUHours {
 		t.Fatalf("autoscaled %.3f GPU-h vs the peak-sized fixed fleet's %.3f", a.GPUHours, fixed.GPUHours)
+	}
+}
+
+// The decision log sees every decision, in virtual-time order, with the
+// replica changes the stats count.
+func TestAutoscaleOnDecision(t *testing.T) {
+	tr := burstTrace(7, 2, 40)
+	var seen, changes int
+	last := time.Duration(-1)
+	cfg := Config{GPUs: []GPUSpec{{GPU: "h100", Count: 1, TP: 1}}, Model: "llama-3.1-8b", Seed: 3,
+		Autoscale: &Autoscale{Min: 1, Max: 12, OnDecision: func(since time.Duration, d control.Decision) {
+			seen++
+			if since <= last {
+				t.Errorf("decision at %v after one at %v", since, last)
+			}
+			last = since
+			for _, ch := range d.Changes {
+				if ch.Kind == control.KindReplicas {
+					changes++
+				}
+			}
+		}}}
+	res := run(t, cfg, tr, "switchyard")
+	if seen == 0 || seen != res.Autoscale.Decisions {
+		t.Fatalf("decision log saw %d decisions, the stats count %d", seen, res.Autoscale.Decisions)
+	}
+	if changes == 0 || changes != res.Autoscale.Changes[control.KindReplicas] {
+		t.Fatalf("decision log saw %d replica changes, the stats count %d", changes, res.Autoscale.Changes[control.KindReplicas])
 	}
 }
