@@ -40,7 +40,8 @@ import (
 //     PeerStale is forgotten (a dead router's backlog no longer holds
 //     anyone back), and a peer's queued work whose counter has not moved
 //     for StallAfter (it cannot be placed: its model's pool is full, say)
-//     holds nobody back either.
+//     holds nobody back either. And no request is held back longer than
+//     MaxHold.
 //
 // Staleness: a router's view of a peer's service lags by the report
 // period plus one core-NATS hop (≤ ~250 ms with the router's 200 ms
@@ -50,6 +51,15 @@ import (
 // hold-back bar allows for it: a peer's work counts as behind by its
 // counter plus its last report's increase (about one period's service),
 // so routers whose views of each other lag do not all hold back at once.
+
+// MaxHold bounds how long a request waits held back for a peer's share:
+// once the request its tenant would serve next has waited longer, it is
+// served whatever the shares. Without it a router whose class or tenant
+// stays a hair ahead (the offset its peers' order keeps, say) could hold
+// one request for ever while its peers serve the same tenant's newer
+// ones; with it, no request starves, and the shares give way by at most
+// what one router's held requests cost every MaxHold.
+const MaxHold = 3 * time.Second
 
 // PeerStale is how old a peer's latest report may be before its queued
 // work no longer counts (its served totals stay counted).
@@ -127,6 +137,7 @@ type tenantRef struct {
 // local work further ahead than the slack is held back.
 type holdBars struct {
 	on     bool
+	now    int64 // the pass's time (unix ns)
 	band   int64
 	tenant []int64 // per band
 }
@@ -297,7 +308,7 @@ func (q *Queue[T]) holdBars(now int64) {
 		return
 	}
 	q.expirePeers(now)
-	h := holdBars{band: math.MaxInt64, tenant: q.hold.tenant}
+	h := holdBars{now: now, band: math.MaxInt64, tenant: q.hold.tenant}
 	if len(h.tenant) != len(q.bands) {
 		h.tenant = make([]int64, len(q.bands))
 	}

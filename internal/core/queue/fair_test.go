@@ -126,6 +126,7 @@ func runFleet(t *testing.T, share bool, steps, reportEvery int) fleetShares {
 	for range s.holds {
 		s.queues = append(s.queues, New[int](weights))
 	}
+	now := t0
 	queued := make([]map[string]int, len(s.queues))
 	refill := func(r int) {
 		if queued[r] == nil {
@@ -134,7 +135,9 @@ func runFleet(t *testing.T, share bool, steps, reportEvery int) fleetShares {
 		for _, f := range s.holds[r] {
 			for ; queued[r][f.tenant] < 8; queued[r][f.tenant]++ {
 				s.n++
-				_ = s.queues[r].Push(costed(fmt.Sprint(s.n), f.prio, f.tenant, f.cost))
+				it := costed(fmt.Sprint(s.n), f.prio, f.tenant, f.cost)
+				it.Enqueued = now
+				_ = s.queues[r].Push(it)
 			}
 		}
 	}
@@ -142,7 +145,6 @@ func runFleet(t *testing.T, share bool, steps, reportEvery int) fleetShares {
 	out.byRouter = make([]int, len(s.queues))
 	req := map[string]int{}
 	tok := map[string]int64{}
-	now := t0
 	for step := range steps {
 		now = now.Add(10 * time.Millisecond)
 		if share && step%reportEvery == 0 {
@@ -218,8 +220,8 @@ func TestFleetSharesUnderSkewedIngress(t *testing.T) {
 
 // TestHoldBackEnds: a router holding only regular work leaves capacity to
 // a peer that reports premium queued and behind, and stops as soon as the
-// report is PeerStale or the peer's premium stops advancing for
-// StallAfter.
+// report is PeerStale, the peer's premium stops advancing for StallAfter,
+// or the request it would serve has been held MaxHold.
 func TestHoldBackEnds(t *testing.T) {
 	weights := map[string]int{schemas.PriorityInteractive: 4, schemas.PriorityStandard: 1}
 	peerReport := func(placed int64) *Report {
@@ -274,6 +276,23 @@ func TestHoldBackEnds(t *testing.T) {
 				held += 1 - placeAll(q, at)
 			}
 			return held, -1
+		}},
+		{"held for MaxHold", func(q *Queue[int]) (int, int) {
+			for range 40 { // regular 40 requests ahead of a premium class that advances slowly
+				q.PopReady(t0, nil)
+			}
+			held := 0
+			for i := range 30 {
+				at := t0.Add(time.Duration(i) * 100 * time.Millisecond)
+				q.ApplyPeer("r0", peerReport(int64(i)), at)
+				held += 1 - placeAll(q, at)
+			}
+			if held != 30 {
+				return 0, 0
+			}
+			at := t0.Add(MaxHold + 50*time.Millisecond)
+			q.ApplyPeer("r0", peerReport(31), at)
+			return held, placeAll(q, at)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -187,14 +187,18 @@ type tenantQ[T any] struct {
 	reported int
 	advanced int64
 	gain     int64
+	// offered is the cost of its requests a pass offered and found
+	// blocked, for that pass only: offers rotate on as if they were
+	// served, the counters do not.
+	offered int64
 }
 
 type tenantHeap[T any] []*tenantQ[T]
 
 func (h tenantHeap[T]) Len() int { return len(h) }
 func (h tenantHeap[T]) Less(i, j int) bool {
-	if h[i].vt != h[j].vt {
-		return h[i].vt < h[j].vt
+	if a, b := h[i].vt+h[i].offered, h[j].vt+h[j].offered; a != b {
+		return a < b
 	}
 	return h[i].since < h[j].since
 }
@@ -234,6 +238,13 @@ type band[T any] struct {
 	advanced  int64
 	gain      int64
 	reportedT map[string]*tenantQ[T]
+	// turns is this router's offers of the class that a pass found
+	// blocked, in virtual time: an offer uses the class's turn whatever
+	// became of it (weighted round-robin of offers, as the queue always
+	// ran), so a class whose requests cannot be placed now does not take
+	// every offer of every pass. Local, and never reported: the fleet's
+	// counters are of service. Lifted with vt when the class returns.
+	turns int64
 }
 
 // Queue is the router's wait queue.
@@ -468,10 +479,11 @@ func (q *Queue[T]) pick() int {
 		if b.n == 0 {
 			continue
 		}
-		if q.hold.on && (b.vt > q.hold.band+classSlack || b.active[0].vt > q.hold.tenant[i]+TenantSlack) {
+		if q.hold.on && (b.vt > q.hold.band+classSlack || b.active[0].vt > q.hold.tenant[i]+TenantSlack) &&
+			q.hold.now-q.head(b.active[0], q.hold.now).enq < int64(MaxHold) {
 			continue
 		}
-		if f := b.vt + b.step; best < 0 || f < bestF {
+		if f := b.vt + b.turns + b.step; best < 0 || f < bestF {
 			best, bestF = i, f
 		}
 	}
@@ -498,22 +510,33 @@ func (q *Queue[T]) charge(e *entry[T], now int64) {
 // liftBand lifts band c's virtual time to the least of the bands
 // backlogged anywhere in the fleet, or to the highest of all when none is.
 func (q *Queue[T]) liftBand(c int) {
+	q.bands[c].vt = max(q.bands[c].vt, q.bandFloor(c, func(b *band[T]) int64 { return b.vt }))
+	// Its turns are lifted the same way, over the order key (service plus
+	// blocked offers), so it returns level with the others' turns, not
+	// ahead of every blocked offer they were made while it was away.
+	b := &q.bands[c]
+	b.turns = max(b.turns, q.bandFloor(c, func(b *band[T]) int64 { return b.vt + b.turns })-b.vt)
+}
+
+// bandFloor is the least key of the bands other than c backlogged
+// anywhere in the fleet, or the highest key of all when none is.
+func (q *Queue[T]) bandFloor(c int, key func(*band[T]) int64) int64 {
 	floor, any := int64(0), false
 	for i := range q.bands {
 		b := &q.bands[i]
 		if i == c || (b.n == 0 && b.reported == 0) {
 			continue
 		}
-		if !any || b.vt < floor {
-			floor, any = b.vt, true
+		if k := key(b); !any || k < floor {
+			floor, any = k, true
 		}
 	}
 	if !any {
 		for i := range q.bands {
-			floor = max(floor, q.bands[i].vt)
+			floor = max(floor, key(&q.bands[i]))
 		}
 	}
-	q.bands[c].vt = max(q.bands[c].vt, floor)
+	return floor
 }
 
 // liftTenant lifts tq's counter to the least of band b's tenants
@@ -642,9 +665,32 @@ func (q *Queue[T]) Pass(now time.Time, maxBlocked int, expired []Item[T], place 
 		q.remove(e)
 		switch place(e.item) {
 		case Blocked:
+			// The turn is used: the next offer goes to whoever is next
+			// as if this one had been served (what keeps a class or tenant
+			// whose requests cannot be placed now from taking every offer
+			// of the pass), but nothing is counted as served.
 			q.blocked = append(q.blocked, e)
+			b, tq := &q.bands[c], e.tenant
+			b.turns += b.step
+			tq.offered += max(e.item.Cost, 1)
+			if tq.ai >= 0 {
+				heap.Fix(&b.active, tq.ai)
+			}
 		case Placed:
 			q.charge(e, t)
+		}
+	}
+	// The tenants' rotation lasts one pass.
+	for _, e := range q.blocked {
+		e.tenant.offered = 0
+	}
+	for _, e := range q.blocked {
+		b := &q.bands[e.class]
+		for _, tq := range b.active {
+			tq.offered = 0
+		}
+		if len(b.active) > 1 {
+			heap.Init(&b.active)
 		}
 	}
 	// Blocked requests go back as they were, keeping their arrival order
