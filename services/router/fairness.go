@@ -106,3 +106,11 @@ func (r *Router) publishFairShare(last []byte) []byte {
 func (r *Router) pulls(class string) bool {
 	return len(r.cfg.Classes) == 0 || slices.Contains(r.cfg.Classes, class)
 }
+
+// queueDiscipline is the queue an active-active router runs: class
+// weights as shares of service (queue.Discipline.ServiceShares), so they
+// hold across the fleet in requests placed; a single router keeps the
+// weights of offers it always had.
+func queueDiscipline(cfg Config) queue.Discipline {
+	return queue.Discipline{ServiceShares: cfg.ActiveActive}
+}

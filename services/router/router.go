@@ -199,7 +199,7 @@ func New(sh *svc.Shell, cfg Config) *Router {
 	if pol == nil {
 		pol = placement.New(cfg.Cost, cfg.Placement)
 	}
-	core := routing.New(routing.Config{Policy: pol, Cost: cfg.Cost, Fleet: cfg.Fleet, QueueWeights: cfg.QueueWeights})
+	core := routing.New(routing.Config{Policy: pol, Cost: cfg.Cost, Fleet: cfg.Fleet, QueueWeights: cfg.QueueWeights, Queue: queueDiscipline(cfg)})
 	svc.StartAtZero(sh.Metrics, `switchyard_retries_total{allowed="true"}`, `switchyard_retries_total{allowed="false"}`,
 		`switchyard_breaker_transitions_total{to="open"}`, `switchyard_breaker_transitions_total{to="half_open"}`, `switchyard_breaker_transitions_total{to="closed"}`)
 	r := &Router{sh: sh, cfg: cfg, core: core, inbox: make(chan func(), 8192), progress: map[string]time.Time{},

@@ -124,7 +124,7 @@ func runFleet(t *testing.T, share bool, steps, reportEvery int) fleetShares {
 	weights := map[string]int{schemas.PriorityInteractive: 4, schemas.PriorityStandard: 1}
 	s := &fleetSim{holds: [][]flow{{premium, regBig, regSmall}, {regSmall}, {regBig}}}
 	for range s.holds {
-		s.queues = append(s.queues, New[int](weights))
+		s.queues = append(s.queues, NewWith[int](Discipline{Weights: weights, ServiceShares: true})) // as active-active routers run
 	}
 	now := t0
 	queued := make([]map[string]int, len(s.queues))
