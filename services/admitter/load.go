@@ -8,7 +8,6 @@ import (
 
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/svc"
-	"github.com/switchyard-ai/switchyard/subjects"
 )
 
 // onHeartbeat keeps the latest heartbeat per worker for the fleet view.
@@ -34,13 +33,12 @@ func (a *Admitter) pollPending(ctx context.Context) {
 		counts := map[string]int{}
 		ok := true
 		for _, class := range schemas.Priorities {
-			cons, err := a.sh.JS.Consumer(ctx, subjects.StreamAdmitted, subjects.RouterConsumer(class))
+			n, err := svc.RouterBacklog(ctx, a.sh.JS, class)
 			if err != nil {
 				ok = false // no router yet: keep the previous figures
 				break
 			}
-			info := cons.CachedInfo()
-			counts[class] = int(info.NumPending) + info.NumAckPending
+			counts[class] = n
 		}
 		if ok {
 			a.mu.Lock()

@@ -199,15 +199,8 @@ func (c *Controller) inputs(ctx context.Context) control.Inputs {
 	}
 	for _, class := range schemas.Priorities {
 		qctx, cancel := context.WithTimeout(ctx, time.Second)
-		cons, err := c.sh.JS.Consumer(qctx, subjects.StreamAdmitted, subjects.RouterConsumer(class))
-		if err == nil {
-			// Pending: not yet delivered; ack-pending: held in the router's
-			// queue, not yet dispatched.
-			info := cons.CachedInfo()
-			if fresh, err := cons.Info(qctx); err == nil {
-				info = fresh
-			}
-			in.Queued[class] = int(info.NumPending) + info.NumAckPending
+		if n, err := svc.RouterBacklog(qctx, c.sh.JS, class); err == nil {
+			in.Queued[class] = n
 		}
 		cancel()
 	}
