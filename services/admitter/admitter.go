@@ -303,7 +303,8 @@ func (a *Admitter) handle(ctx context.Context, m jetstream.Msg) {
 	}
 	a.mu.Lock()
 	in.Load = a.fleet.Load(a.excludeWarming(a.pendingLocked(), now), now)
-	in.Pools = a.fleet.Pools(now, a.speed)
+	in.Pools = a.fleet.Pools(now)
+	in.Service = a.cfg.Service
 	in.PricePerGPUHour = a.fleet.MeanPrice(now)
 	offers := a.fleet.Offers(now, a.move.scalable(now))
 	a.mu.Unlock()

@@ -64,17 +64,3 @@ func (a *Admitter) pendingLocked() map[string]int {
 	}
 	return out
 }
-
-// speed is a GPU's decode speed relative to the estimator's reference
-// H100: decode is memory-bound, so it scales with achieved HBM bandwidth.
-func (a *Admitter) speed(gpu string) float64 {
-	if a.cfg.Catalog == nil {
-		return 1
-	}
-	ref, ok1 := a.cfg.Catalog.GPU("h100")
-	g, ok2 := a.cfg.Catalog.GPU(gpu)
-	if !ok1 || !ok2 || ref.HBMTBps*ref.EtaB <= 0 {
-		return 1
-	}
-	return g.HBMTBps * g.EtaB / (ref.HBMTBps * ref.EtaB)
-}

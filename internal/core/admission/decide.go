@@ -45,7 +45,12 @@ type Input struct {
 	// looked up with the tenant's Profile.Cache and the requested model.
 	CacheHit *cache.Hit
 	Load     Load
-	Pools    []Pool
+	// Pools are the live fleet's pools (FleetView.Pools), candidates for a
+	// cheaper-pool hint. With Service set, each is priced for this request
+	// on its own replica kinds by the roofline model the estimate uses;
+	// otherwise by its Speed.
+	Pools   []Pool
+	Service ServiceModel
 	// Estimate predicts latency and GPU-seconds; nil means a
 	// LadderEstimator over the configured ladder.
 	Estimate Estimator
@@ -257,7 +262,8 @@ func Decide(in Input) Decision {
 		d.Reasons = append(d.Reasons, mv.Reason)
 	}
 	if p.AllowPoolMove && len(in.Pools) > 0 {
-		if pc, ok := ChoosePool(in.Pools, es, wait, d.Deadline.Sub(in.Now)); ok {
+		pools := PoolSpeeds(in.Pools, in.Service, es, d.Model, d.PromptTokens, r.MaxTokens)
+		if pc, ok := ChoosePool(pools, es, wait, d.Deadline.Sub(in.Now)); ok {
 			d.PoolHint = pc.Pool
 			d.Reasons = append(d.Reasons, pc.Reason)
 		}

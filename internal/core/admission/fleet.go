@@ -2,6 +2,7 @@ package admission
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -242,9 +243,9 @@ func (f *FleetView) ContextWindow(model string, now time.Time) int {
 	return best
 }
 
-// Pools summarises live workers by pool. speed gives a GPU's throughput
-// relative to the estimator's reference GPU (nil means 1 for all).
-func (f *FleetView) Pools(now time.Time, speed func(gpu string) float64) []Pool {
+// Pools summarises live workers by pool: workers, mean price and the
+// replica kinds, which PoolSpeeds prices per request (Speed starts at 1).
+func (f *FleetView) Pools(now time.Time) []Pool {
 	by := map[string]*Pool{}
 	for _, w := range f.live(now) {
 		name := w.last.Pool
@@ -253,15 +254,14 @@ func (f *FleetView) Pools(now time.Time, speed func(gpu string) float64) []Pool 
 		}
 		p := by[name]
 		if p == nil {
-			s := 1.0
-			if speed != nil {
-				s = speed(w.last.GPU)
-			}
-			p = &Pool{Name: name, Speed: s}
+			p = &Pool{Name: name, Speed: 1}
 			by[name] = p
 		}
 		p.Workers++
 		p.PricePerHour += (w.last.PricePerHour - p.PricePerHour) / float64(p.Workers)
+		if k := (ReplicaKind{GPU: w.last.GPU, TP: max(1, w.last.TP), Dtype: "bf16"}); !slices.Contains(p.Kinds, k) {
+			p.Kinds = append(p.Kinds, k)
+		}
 	}
 	out := make([]Pool, 0, len(by))
 	for _, p := range by {

@@ -165,11 +165,34 @@ func ChooseModel(p Profile, ladder []string, known schemas.ModelLookup, r *schem
 type Pool struct {
 	Name         string
 	PricePerHour float64
-	// Speed is the pool's throughput relative to the reference GPU the
-	// Estimator assumes (1 = same; 0.3 = an L4 against an H100).
+	// Speed is the pool's throughput relative to the replica the request's
+	// Estimate was made for (1 = same; 0.3 = an L4 against an H100);
+	// PoolSpeeds sets it per request from Kinds.
 	Speed float64
 	// Workers is how many live workers serve the pool; 0 excludes it.
 	Workers int
+	// Kinds are the pool's distinct replica kinds (GPU, TP, dtype).
+	Kinds []ReplicaKind
+}
+
+// PoolSpeeds prices each pool for one request: its Speed becomes the
+// request's estimated latency (est, on the fleet's fastest kind for the
+// model) over its latency on the pool's own kinds, both from the roofline
+// model m — the one load estimate admission and the simulator use, so no
+// GPU is a hard-coded reference. Without m, or for a pool whose kinds the
+// model cannot price, the pools are returned as they are.
+func PoolSpeeds(pools []Pool, m ServiceModel, est Estimate, model string, promptTokens, maxTokens int) []Pool {
+	if m == nil || est.Latency <= 0 {
+		return pools
+	}
+	out := make([]Pool, len(pools))
+	for i, pl := range pools {
+		out[i] = pl
+		if e, ok := RooflineEstimate(m, pl.Kinds, model, promptTokens, maxTokens); ok && e.Latency > 0 {
+			out[i].Speed = float64(est.Latency) / float64(e.Latency)
+		}
+	}
+	return out
 }
 
 // PoolChoice is a pool preference hint for the router.
