@@ -7,8 +7,11 @@
 //
 // Between classes the queue runs weighted fair queueing over the classes
 // that have work: each class keeps a virtual time, the requests it was
-// served divided by its weight, and the class whose next request would
-// finish first in virtual time goes next (ties to the higher class). With
+// offered divided by its weight (a blocked offer uses its turn; with
+// Discipline.ServiceShares, as active-active routers run, only requests
+// placed count, and a blocked class is owed its turn), and the class
+// whose next request would finish first in virtual time goes next (ties
+// to the higher class). With
 // weights 8/4/2/1 and every class backlogged, every window of 15 pops
 // serves 8/4/2/1 requests, so the lowest class always gets its share and
 // is never starved, while an idle class's share goes to the others. A
