@@ -1,0 +1,45 @@
+package routing
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/switchyard-ai/switchyard/internal/core/baselines"
+	"github.com/switchyard-ai/switchyard/internal/core/catalog"
+	"github.com/switchyard-ai/switchyard/internal/core/placement"
+)
+
+// The policies a core can run, by name — the same names live, in the
+// simulator and in replay.
+
+// CatalogWeights sizes model weights from the catalog, for placement's
+// fits-in-HBM and headroom checks.
+func CatalogWeights(cat *catalog.Catalog) func(model, dtype string) uint64 {
+	return func(model, dtype string) uint64 {
+		m, ok := cat.Model(model)
+		if !ok {
+			return 0
+		}
+		return uint64(float64(m.Params) * catalog.DtypeBytes(dtype))
+	}
+}
+
+// PolicyNamed returns a fresh placement policy by name: "switchyard" (the
+// seven-axis placer with the catalog's weight sizes), "switchyard-no-<axis>"
+// (the same with one axis switched off, for ablations), or any baseline.
+// The live router, replay and the simulator all build their policy here,
+// so a replay with the recorded name runs exactly the recorded policy and
+// a simulated figure is the shipped policy's.
+func PolicyNamed(name string, cat *catalog.Catalog, cost placement.CostModel) (placement.Policy, error) {
+	if name == "" || name == "switchyard" {
+		return placement.New(cost, placement.Options{WeightBytes: CatalogWeights(cat)}), nil
+	}
+	if axis, ok := strings.CutPrefix(name, "switchyard-no-"); ok {
+		if !slices.Contains(placement.Axes, axis) {
+			return nil, fmt.Errorf("routing: unknown axis %q (want one of %s)", axis, strings.Join(placement.Axes, ", "))
+		}
+		return placement.New(cost, placement.Options{WeightBytes: CatalogWeights(cat), Disabled: map[string]bool{axis: true}}), nil
+	}
+	return baselines.New(name, cost)
+}
