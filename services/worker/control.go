@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/nats-io/nats.go"
@@ -104,4 +105,44 @@ func (w *Worker) onDrain(m *nats.Msg) {
 		m.Respond([]byte("draining"))
 	}
 	w.sh.Log.Info("draining on request: no new placements")
+}
+
+func (w *Worker) onCancel(msg *nats.Msg) {
+	var c schemas.Cancel
+	if err := svc.Decode(msg.Header, msg.Data, &c); err != nil {
+		return
+	}
+	if w.remote != nil {
+		if !w.cancelRemote(c.RequestID) {
+			w.mu.Lock()
+			w.bury(c.Tenant, c.RequestID, c.Reason, w.sh.Now())
+			w.mu.Unlock()
+		}
+		return
+	}
+	w.mu.Lock()
+	j := w.inflight[c.RequestID]
+	if j == nil || j.d.Admitted.Tenant != c.Tenant {
+		w.bury(c.Tenant, c.RequestID, c.Reason, w.sh.Now())
+		w.mu.Unlock()
+		return
+	}
+	generated, cached, spent, _ := w.eng.Progress(c.RequestID)
+	generated += j.resumed.tokens
+	w.eng.Cancel(c.RequestID)
+	delete(w.inflight, c.RequestID)
+	w.mu.Unlock()
+	w.sh.Emit(schemas.Event{Kind: "cancelled", RequestID: c.RequestID, Tenant: c.Tenant, WorkerID: w.cfg.ID, Reason: c.Reason,
+		Fields: map[string]any{"gpu_seconds_spent": spent}})
+	e := schemas.Errf(schemas.CodeCancelled, "", "cancelled: %s", c.Reason)
+	res := svc.ErrorResult(c.RequestID, c.Tenant, j.d.Admitted.Priority, e, w.sh.Now())
+	res.WorkerID, res.Simulated, res.GPUSeconds = w.cfg.ID, true, spent
+	res.CostUSD = w.eng.CostUSD(spent)
+	// What was streamed before the cancel was computed and is billed: the
+	// usage says so, as OpenAI's does for an aborted stream.
+	res.Usage = schemas.Usage{PromptTokens: j.d.Admitted.PromptTokens, CompletionTokens: generated, CachedTokens: cached}
+	if j.tokens != nil {
+		w.flush(j.tokens, true)
+	}
+	w.finish(context.Background(), j.d, j.msg, res)
 }
