@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-ai/switchyard/internal/testkit/waitfor"
 	"github.com/switchyard-ai/switchyard/loadgen/tally"
 )
 
@@ -140,7 +141,7 @@ func TestPrometheusScrapesUpAndGateway(t *testing.T) {
 		}
 	}()
 	base := "http://" + promAddr
-	waitFor(t, 30*time.Second, func() bool {
+	waitfor.True(t, "Prometheus to be ready", 30*time.Second, func() bool {
 		resp, err := http.Get(base + "/-/ready")
 		if err != nil {
 			return false
@@ -208,7 +209,7 @@ func TestPrometheusScrapesUpAndGateway(t *testing.T) {
 	wantTotal := float64(sum.Submitted + gwTotal)
 	wantOK := float64(sum.Completed + gwStatus[200])
 	var total, ok []float64
-	waitFor(t, 20*time.Second, func() bool {
+	waitfor.True(t, "Prometheus to count every result", 20*time.Second, func() bool {
 		total, _ = promQuery(t, base, `sum(switchyard_results_total)`)
 		ok, _ = promQuery(t, base, `sum(switchyard_results_total{status="ok"})`)
 		return len(total) == 1 && total[0] == wantTotal && len(ok) == 1 && ok[0] == wantOK

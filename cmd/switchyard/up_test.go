@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/switchyard-ai/switchyard/internal/adapter/bus"
+	"github.com/switchyard-ai/switchyard/internal/testkit/waitfor"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/client"
 )
@@ -71,7 +72,7 @@ func startUpAndGateway(t *testing.T, upArgs ...string) running {
 		defer wg.Done()
 		upErr <- runUp(ctx, append([]string{"--listen", natsAddr, "--metrics", r.upMetrics}, upArgs...), &upOut)
 	}()
-	waitFor(t, 30*time.Second, func() bool {
+	waitfor.True(t, "up to serve", 30*time.Second, func() bool {
 		select {
 		case err := <-upErr:
 			t.Fatalf("up exited: %v", err)
@@ -88,7 +89,7 @@ func startUpAndGateway(t *testing.T, upArgs ...string) running {
 		gwErr <- runGateway(ctx, []string{"--nats", r.natsURL, "--listen", gwAddr, "--metrics", r.gatewayMetrics,
 			"--tenants", "testdata/up_tenants.json"}, &gwOut)
 	}()
-	waitFor(t, 30*time.Second, func() bool {
+	waitfor.True(t, "the gateway to serve", 30*time.Second, func() bool {
 		select {
 		case err := <-gwErr:
 			t.Fatalf("gateway exited: %v", err)
@@ -97,17 +98,6 @@ func startUpAndGateway(t *testing.T, upArgs ...string) running {
 		return strings.Contains(gwOut.String(), "OpenAI-compatible API on")
 	})
 	return r
-}
-
-func waitFor(t *testing.T, limit time.Duration, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("not ready within %s", limit)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 func chat(t *testing.T, r running, key string, headers map[string]string) (int, string) {

@@ -8,22 +8,12 @@ import (
 	"time"
 
 	"github.com/switchyard-ai/switchyard/internal/core/control"
+	"github.com/switchyard-ai/switchyard/internal/testkit/waitfor"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/client"
 	"github.com/switchyard-ai/switchyard/services/controller"
 	"github.com/switchyard-ai/switchyard/services/stack"
 )
-
-func waitFor(t *testing.T, what string, d time.Duration, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // TestScaleDownDrainsWithoutLossOrDuplicates runs the whole system on a
 // real embedded JetStream server, loads it, and has the scaler take the
@@ -63,7 +53,7 @@ func TestScaleDownDrainsWithoutLossOrDuplicates(t *testing.T) {
 	sctx, stopScaler := context.WithCancel(ctx)
 	scalerDone := make(chan error, 1)
 	go func() { scalerDone <- sc.Run(sctx) }()
-	waitFor(t, "the scaler to see 3 workers", 10*time.Second, func() bool { return sc.Known(pool.Key()) == 3 })
+	waitfor.True(t, "the scaler to see 3 workers", 10*time.Second, func() bool { return sc.Known(pool.Key()) == 3 })
 
 	cnc, err := st.Connect("client")
 	if err != nil {
@@ -100,7 +90,7 @@ func TestScaleDownDrainsWithoutLossOrDuplicates(t *testing.T) {
 	for i := 0; i < n/2; i++ {
 		submit(i)
 	}
-	waitFor(t, "the first results", 30*time.Second, func() bool { return count() >= 10 })
+	waitfor.True(t, "the first results", 30*time.Second, func() bool { return count() >= 10 })
 	// Mid-load, with requests still arriving, the pool goes to zero: every
 	// worker drains what it holds while the rest waits in the router.
 	go sc.Reconcile(pool.Key(), 0)
@@ -108,11 +98,11 @@ func TestScaleDownDrainsWithoutLossOrDuplicates(t *testing.T) {
 		submit(i)
 		time.Sleep(5 * time.Millisecond)
 	}
-	waitFor(t, "every worker drained", 60*time.Second, func() bool { return len(st.WorkerIDs()) == 0 })
+	waitfor.True(t, "every worker drained", 60*time.Second, func() bool { return len(st.WorkerIDs()) == 0 })
 	// Back to one: a new worker joins by heartbeat and serves the rest.
-	waitFor(t, "the scaler to forget the drained workers", 10*time.Second, func() bool { return sc.Known(pool.Key()) == 0 })
+	waitfor.True(t, "the scaler to forget the drained workers", 10*time.Second, func() bool { return sc.Known(pool.Key()) == 0 })
 	sc.Reconcile(pool.Key(), 1)
-	waitFor(t, "every result", 60*time.Second, func() bool { return count() == n })
+	waitfor.True(t, "every result", 60*time.Second, func() bool { return count() == n })
 	time.Sleep(300 * time.Millisecond) // room for a duplicate to show up
 
 	rmu.Lock()

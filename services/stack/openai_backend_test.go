@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/switchyard-ai/switchyard/internal/testkit/waitfor"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/client"
 	"github.com/switchyard-ai/switchyard/services/svc"
@@ -122,5 +123,5 @@ func TestOpenAIBackendThroughTheSystem(t *testing.T) {
 		}
 	}
 	// Chunks are core NATS and may trail the stored result.
-	waitFor(t, "the streamed chunks", 10*time.Second, func() bool { return strings.Contains(streamed(), "Paris is the capital.") })
+	waitfor.True(t, "the streamed chunks", 10*time.Second, func() bool { return strings.Contains(streamed(), "Paris is the capital.") })
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/core/fleet"
 	"github.com/switchyard-ai/switchyard/internal/core/tokens"
 	"github.com/switchyard-ai/switchyard/internal/testkit/bustest"
+	"github.com/switchyard-ai/switchyard/internal/testkit/waitfor"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/svc"
 	"github.com/switchyard-ai/switchyard/subjects"
@@ -54,17 +55,6 @@ func (v *routerView) holds(t *testing.T, id string, hashes []uint64) []bool {
 		out[i] = v.fl.Prefix().Holds(w.Idx, h)
 	}
 	return out
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func all(b []bool, want bool) bool {
@@ -151,14 +141,14 @@ func TestWorkerRelaysVLLMKVEventsToTheRoutersIndex(t *testing.T) {
 	}()
 	// Empty batches until the subscriber is connected (a PUB socket drops
 	// what it sends before then).
-	waitUntil(t, "the engine's blocks in the router's index", func() bool {
+	waitfor.True(t, "the engine's blocks in the router's index", 10*time.Second, func() bool {
 		pub.Publish(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeMap, 1, 0), false)
 		return all(view.holds(t, id, want), true)
 	})
 
 	// The engine evicts the tail block: the router stops counting it.
 	pub.Publish(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeMap, 2, 0, vllmkvtest.Removed(uint64(13))), false)
-	waitUntil(t, "the eviction", func() bool {
+	waitfor.True(t, "the eviction", 10*time.Second, func() bool {
 		h := view.holds(t, id, want)
 		return h[0] && h[1] && !h[2]
 	})
@@ -181,7 +171,7 @@ func TestWorkerRelaysVLLMKVEventsToTheRoutersIndex(t *testing.T) {
 	}
 	// Heartbeats carry the same sequence, so the router neither sees a
 	// restart nor a gap.
-	waitUntil(t, "a heartbeat at the KV sequence", func() bool {
+	waitfor.True(t, "a heartbeat at the KV sequence", 10*time.Second, func() bool {
 		view.mu.Lock()
 		defer view.mu.Unlock()
 		return view.hbSeq == lastSeq
@@ -195,7 +185,7 @@ func TestWorkerRelaysVLLMKVEventsToTheRoutersIndex(t *testing.T) {
 		other[i] = uint32(7 + i)
 	}
 	pub.Publish(vllmkvtest.EncodeBatch(t, vllmkvtest.ShapeMap, 3, 0, vllmkvtest.Stored(nil, 16, other, uint64(21))), false)
-	waitUntil(t, "the restart followed", func() bool {
+	waitfor.True(t, "the restart followed", 10*time.Second, func() bool {
 		return all(view.holds(t, id, want), false) && all(view.holds(t, id, tokens.BlockHashes(other)), true)
 	})
 	view.mu.Lock()
