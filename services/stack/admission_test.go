@@ -208,7 +208,11 @@ func TestAdmissionShedLowestClassFirst(t *testing.T) {
 // the worker aborts it — and its next step refused, once that step makes
 // the workflow unable to finish by its deadline.
 func TestAdmissionDoomedWorkflow(t *testing.T) {
-	_, nc, cl := admissionStack(t, `{"tenants":{"agent":{"priority":"interactive"}}}`, Config{Workers: 1, SpeedUp: 2})
+	// Real speed (SpeedUp 1): step 1 runs its predicted ~13 s, so the
+	// cancel that step 2's refusal sends has that long to reach it even on
+	// a loaded machine (at 2x a busy CI machine once let step 1 finish
+	// first). The test still ends as soon as step 1 is cancelled.
+	_, nc, cl := admissionStack(t, `{"tenants":{"agent":{"priority":"interactive"}}}`, Config{Workers: 1, SpeedUp: 1})
 	cancelled := events(t, nc, "workflow_cancelled")
 	dispatched := make(chan struct{}, 4)
 	sub, err := nc.Subscribe(subjects.DispatchAll, func(*nats.Msg) {
