@@ -1,0 +1,155 @@
+package placement
+
+import (
+	"time"
+
+	"github.com/switchyard-ai/switchyard/internal/core/fleet"
+	"github.com/switchyard-ai/switchyard/internal/core/tokens"
+	"github.com/switchyard-ai/switchyard/schemas"
+)
+
+// What placement is asked and what it answers: the request as placement
+// sees it, the cost terms of a candidate, and the decision with every
+// rejection and its reason.
+
+// Request is what placement needs to know about one admitted request.
+type Request struct {
+	ID       string
+	Tenant   string
+	Model    string
+	Dtype    string // "" means Options.DefaultDtype
+	Priority string // one of schemas.Priorities; "" means standard
+	// PromptTokens and OutputTokens size the work; OutputTokens is the
+	// expected (or max) completion length.
+	PromptTokens, OutputTokens int
+	// BlockHashes are the prompt's chained KV block hashes.
+	BlockHashes []uint64
+	// Deadline is the request's absolute deadline; zero means none.
+	Deadline time.Time
+	// Workflow places the request in a multi-step workflow; nil if none.
+	Workflow *schemas.Workflow
+	// WorkflowDeadline is the workflow's absolute deadline (its first
+	// step's submission plus Workflow.DeadlineMs); zero means none.
+	WorkflowDeadline time.Time
+	// Exclude lists workers a retry must avoid.
+	Exclude []string
+}
+
+// FromAdmitted builds a Request from the admitter's envelope. The expected
+// output length is the request's max_tokens; workflowStart is when the
+// workflow's first step was submitted (zero if unknown).
+func FromAdmitted(a *schemas.Admitted, dtype string, workflowStart time.Time) Request {
+	r := Request{
+		ID: a.Request.ID, Tenant: a.Tenant, Model: a.Model, Dtype: dtype,
+		Priority: a.Priority, PromptTokens: a.PromptTokens, OutputTokens: a.Request.MaxTokens,
+		BlockHashes: a.BlockHashes, Deadline: a.Deadline, Workflow: a.Request.Workflow,
+		Exclude: a.ExcludeWorkers,
+	}
+	if w := a.Request.Workflow; w != nil && w.DeadlineMs > 0 && !workflowStart.IsZero() {
+		r.WorkflowDeadline = workflowStart.Add(time.Duration(w.DeadlineMs) * time.Millisecond)
+	}
+	return r
+}
+
+// Terms is one candidate's cost breakdown; see the package doc for the
+// formula. Seconds are predictions for this request on this worker.
+type Terms struct {
+	QueueSeconds float64 `json:"queue_s"`
+	// DelaySeconds is the delay this request imposes on the work already
+	// on the worker (others' seconds, summed): see queueTerm.
+	DelaySeconds   float64 `json:"delay_s"`
+	LoadSeconds    float64 `json:"load_s"`
+	PrefillSeconds float64 `json:"prefill_s"`
+	// SavedSeconds is the prefill time the cached prefix saves; it is
+	// already left out of PrefillSeconds and is reported to explain it.
+	SavedSeconds      float64 `json:"saved_s"`
+	DecodeSeconds     float64 `json:"decode_s"`
+	PreemptSeconds    float64 `json:"preempt_s"`
+	CompletionSeconds float64 `json:"completion_s"`
+	// SlackSeconds is the time left before the effective deadline after
+	// the predicted completion; +Inf without a deadline.
+	SlackSeconds float64 `json:"slack_s"`
+	ValueOfTime  float64 `json:"value_of_time_usd_per_s"`
+	// DelayValue is what a second of delay_s is worth: the request's own
+	// value of time, capped at the interactive class's (see delayTerm).
+	DelayValue     float64 `json:"delay_value_usd_per_s"`
+	WorkflowFactor float64 `json:"workflow_factor"`
+	PMiss          float64 `json:"p_miss"`
+	TimeUSD        float64 `json:"time_usd"`
+	GPUUSD         float64 `json:"gpu_usd"`
+	MissUSD        float64 `json:"miss_usd"`
+	TotalUSD       float64 `json:"total_usd"`
+	CachedTokens   int     `json:"cached_tokens"`
+	// Blocks is the KV blocks the request needs beyond its cached prefix.
+	Blocks int `json:"blocks"`
+	// ReclaimBlocks is how many of Blocks the worker has free only by
+	// preempting strictly lower classes (see the headroom axis);
+	// ReclaimSeconds is the prefill those victims will recompute, and
+	// ReclaimUSD what that costs them and the GPU. All zero when the
+	// request fits in free blocks.
+	ReclaimBlocks  int     `json:"reclaim_blocks,omitempty"`
+	ReclaimSeconds float64 `json:"reclaim_s,omitempty"`
+	ReclaimUSD     float64 `json:"reclaim_usd,omitempty"`
+}
+
+// Candidate is a worker that passed every filter, with its breakdown.
+type Candidate struct {
+	Worker *fleet.Worker
+	Terms  Terms
+}
+
+// Rejection records why a worker was filtered out.
+type Rejection struct {
+	Worker *fleet.Worker
+	Reason Reason
+}
+
+// Decision is the outcome of one placement. Candidates and Rejections live
+// in the Placer's scratch: copy them to keep them past the next Place.
+type Decision struct {
+	Policy    string
+	RequestID string
+	// Worker is the chosen worker, nil when none passed the filters.
+	Worker *fleet.Worker
+	// Terms is the chosen worker's breakdown.
+	Terms Terms
+	// Unresolvable is set when no worker was chosen and every rejection
+	// was unresolvable: waiting will not help, so the router should fail
+	// the request rather than queue it.
+	Unresolvable bool
+	// Candidates are the best Options.Explain workers that passed every
+	// filter, cheapest first, each with its breakdown; Considered is how
+	// many passed in all. Keeping only the best few is what lets a
+	// thousand-worker placement stay inside its latency budget: a full
+	// breakdown per worker is ~200 bytes written a thousand times.
+	Candidates []Candidate
+	Considered int
+	// Skipped counts workers not fully evaluated because a lower bound on
+	// their cost could not beat the Explain-th best candidate; they might
+	// also have failed a filter, so they are not in Rejections.
+	Skipped    int
+	Rejections []Rejection
+	// Counts is the number of rejections per Reason.
+	Counts [NumReasons]int
+}
+
+// OK reports whether a worker was chosen.
+func (d *Decision) OK() bool { return d.Worker != nil }
+
+// Booking is what the caller should fleet.Reserve on the chosen worker for
+// a request of promptTokens and outputTokens: the prompt tokens the worker
+// still has to prefill (its cached prefix is not queued work, and counting
+// it would make the worker that holds a popular prefix look busiest), the
+// output tokens, and the KV blocks beyond the cached prefix. The live
+// router and the simulator both book through it.
+func (d *Decision) Booking(promptTokens, outputTokens int) (prefill, output, blocks int) {
+	prefill = promptTokens - d.Terms.CachedTokens
+	if prefill < 1 {
+		prefill = 1
+	}
+	blocks = d.Terms.Blocks
+	if blocks <= 0 {
+		blocks = (promptTokens + outputTokens + tokens.BlockSize - 1) / tokens.BlockSize
+	}
+	return prefill, outputTokens, blocks
+}
