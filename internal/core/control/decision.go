@@ -1,0 +1,167 @@
+package control
+
+import (
+	"time"
+
+	"github.com/switchyard-ai/switchyard/schemas"
+)
+
+// What one Decide reads (Inputs: heartbeats, queue, attainment, held
+// demand) and what it answers (Decision: replicas, speculative decoding,
+// budgets, warmth and shedding margins, each change with its reason).
+
+// Attainment counts recent results of one class: how many met their SLO.
+type Attainment struct{ Met, Total int }
+
+// Ratio is Met/Total (1 when there is nothing to judge).
+func (a Attainment) Ratio() float64 {
+	if a.Total == 0 {
+		return 1
+	}
+	return float64(a.Met) / float64(a.Total)
+}
+
+// Mix is the recent request shape: mean prompt and output tokens.
+type Mix struct{ PromptTokens, OutputTokens float64 }
+
+// Inputs is what the controller sees at one decision.
+type Inputs struct {
+	Now time.Time
+	// Workers is the latest heartbeat of every live worker (stale ones
+	// already dropped by the caller).
+	Workers []schemas.Heartbeat
+	// Queued is admitted requests not yet dispatched, per class (the
+	// router consumers' pending plus ack-pending counts), less those held
+	// for a pool's cold start, which Held carries by pool.
+	Queued map[string]int
+	// Held is the demand routers hold for a pool's cold start, by pool key
+	// (held.go): requests for a model no live worker serves.
+	Held map[string]HeldDemand
+	// SLO is attainment per class over a recent window.
+	SLO map[string]Attainment
+	// Mix is the recent request shape (zero: 1024 in, 256 out).
+	Mix Mix
+	// Starting is replicas per pool key that were started but have not
+	// heartbeated yet; they count as provisioned.
+	Starting map[string]int
+	// Unserved counts, cumulatively, the requests answered without
+	// reaching a worker because of load: shed at admission or expired in
+	// the router's queue (see Unserved). They are demand the workers'
+	// completions never show: a fleet too small for its load would
+	// otherwise read its own served rate as the arrival rate and never
+	// grow to meet it.
+	Unserved uint64
+}
+
+// Unserved reports whether a result counts toward Inputs.Unserved: a
+// request shed, or failed on its deadline, without a worker.
+func Unserved(status, code, workerID string) bool {
+	if workerID != "" {
+		return false
+	}
+	return status == schemas.StatusShed || (status == schemas.StatusFailed && code == schemas.CodeDeadlineExceeded)
+}
+
+// Change is one decided change, with its reason.
+type Change struct {
+	Kind   string // KindReplicas, KindSpec, KindBudget, KindWarmth, KindShed
+	Target string // pool key, worker id or class
+	From   string
+	To     string
+	Reason string
+}
+
+// ReplicaDecision is one pool's scaling state after a decision.
+type ReplicaDecision struct {
+	Pool    string
+	GPU     string
+	Model   string
+	Desired int
+	// Current is the provisioned replicas seen (live plus starting).
+	Current int
+	// Raw is the undamped recommendation.
+	Raw int
+	// ArrivalRate and Forecast are requests per second now and at the
+	// load-time horizon; Capacity is one replica's planned requests per
+	// second at TargetUtilization.
+	ArrivalRate, Forecast, Capacity float64
+	Backlog                         int
+	Reason                          string
+	// Dtype, TP, Max and ColdStartSeconds describe the pool to routers
+	// (ReplicasMsg): what a new replica runs, how many may run, and how
+	// long one started now takes to serve (its cold weight load). Held is
+	// the requests held for its cold start.
+	Dtype            string
+	TP, Max          int
+	ColdStartSeconds float64
+	Held             int
+}
+
+// SpecDecision is a speculative-decoding switch for one worker.
+type SpecDecision struct {
+	Worker string
+	On     bool
+	// Gain is the modelled tokens/s of spec over plain decoding at the
+	// worker's current batch.
+	Gain   float64
+	Batch  int
+	Reason string
+}
+
+// BudgetDecision sets one worker's batch and token budgets.
+type BudgetDecision struct {
+	Worker      string
+	MaxBatch    int
+	TokenBudget int
+	Reason      string
+}
+
+// WarmthDecision moves one worker's model weights.
+type WarmthDecision struct {
+	Worker string
+	Model  string
+	State  string // schemas.WeightHot, WeightSleeping or WeightCold
+	Reason string
+}
+
+// ShedDecision sets the admitter's shedding margin for one class.
+type ShedDecision struct {
+	Class  string
+	Margin float64
+	Reason string
+}
+
+// Decision is the outcome of one Decide. Replicas holds every configured
+// pool; the other lists hold only changes.
+type Decision struct {
+	At       time.Time
+	Replicas []ReplicaDecision
+	Spec     []SpecDecision
+	Budgets  []BudgetDecision
+	Warmth   []WarmthDecision
+	Shed     []ShedDecision
+	Changes  []Change
+}
+
+// Desired returns the desired replicas of a pool key (-1 if unknown).
+func (d *Decision) Desired(pool string) int {
+	for _, r := range d.Replicas {
+		if r.Pool == pool {
+			return r.Desired
+		}
+	}
+	return -1
+}
+
+// Change kinds, also the sy.ctl.<kind> subject token.
+const (
+	KindReplicas = "replicas"
+	KindSpec     = "spec"
+	KindBudget   = "budget"
+	KindWarmth   = "warmth"
+	KindShed     = "shed"
+)
+
+func (d *Decision) change(kind, target, from, to, reason string) {
+	d.Changes = append(d.Changes, Change{Kind: kind, Target: target, From: from, To: to, Reason: reason})
+}
