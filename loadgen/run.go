@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -167,6 +168,14 @@ func Run(ctx context.Context, nc *nats.Conn, arrivals []Arrival, o RunOptions) (
 	}
 	// Late duplicates, if any, get counted.
 	time.Sleep(300 * time.Millisecond)
+	// The live results consumer can miss messages that RESULTS holds: an
+	// ordered consumer resets when the NATS node it rode on is killed, and
+	// on a loaded machine a reset can fall behind for longer than the
+	// drain. The durable answer is the stream, so every request still
+	// outstanding is looked up there before it is called lost.
+	if n := recoverFromStream(ctx, cl, t); n > 0 {
+		o.Logger.Warn("results read back from RESULTS after the live consumer missed them", "count", n)
+	}
 	if submitErrs > 0 {
 		o.Logger.Warn("submissions never acknowledged (not counted as submitted)", "count", submitErrs)
 	}
@@ -192,4 +201,32 @@ func awaitAck(ctx context.Context, f jetstream.PubAckFuture, wait time.Duration)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// recoverFromStream reads the stored final result of each request the
+// tally still misses, a few at a time, each for at most two seconds, and
+// returns how many it found.
+func recoverFromStream(ctx context.Context, cl *client.Client, t *tally.Tally) int {
+	ids := t.OutstandingIDs()
+	var (
+		wg    sync.WaitGroup
+		found atomic.Int32
+		sem   = make(chan struct{}, 8)
+	)
+	for _, id := range ids {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(id string) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			if r, err := cl.Result(rctx, "*", id); err == nil {
+				t.Observe(r)
+				found.Add(1)
+			}
+		}(id)
+	}
+	wg.Wait()
+	return int(found.Load())
 }

@@ -202,6 +202,19 @@ func number(v any) float64 {
 	return 0
 }
 
+// OutstandingIDs are the submitted requests with no result yet.
+func (t *Tally) OutstandingIDs() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []string
+	for id, e := range t.entries {
+		if e.results == 0 {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // Outstanding is how many submitted requests have no result yet.
 func (t *Tally) Outstanding() int {
 	t.mu.Lock()
