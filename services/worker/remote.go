@@ -71,8 +71,13 @@ func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.
 		return // unacked: redelivered
 	}
 	a := d.Admitted
-	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	if !a.Deadline.IsZero() {
+	// The generation outlives the worker's own shutdown (it drains), but
+	// not the request's deadline or a cancel.
+	var rctx context.Context
+	var cancel context.CancelFunc
+	if a.Deadline.IsZero() {
+		rctx, cancel = context.WithCancel(context.WithoutCancel(ctx))
+	} else {
 		rctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), a.Deadline)
 	}
 	w.mu.Lock()
