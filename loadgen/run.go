@@ -204,7 +204,7 @@ func awaitAck(ctx context.Context, f jetstream.PubAckFuture, wait time.Duration)
 }
 
 // recoverFromStream reads the stored final result of each request the
-// tally still misses, a few at a time, each for at most two seconds, and
+// tally still misses, a few at a time, each for at most five seconds, and
 // returns how many it found.
 func recoverFromStream(ctx context.Context, cl *client.Client, t *tally.Tally) int {
 	ids := t.OutstandingIDs()
@@ -219,7 +219,7 @@ func recoverFromStream(ctx context.Context, cl *client.Client, t *tally.Tally) i
 		go func(id string) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
 			if r, err := cl.Result(rctx, "*", id); err == nil {
 				t.Observe(r)
