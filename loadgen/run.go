@@ -221,7 +221,10 @@ func recoverFromStream(ctx context.Context, cl *client.Client, t *tally.Tally) i
 			defer func() { <-sem }()
 			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
-			if r, err := cl.Result(rctx, "*", id); err == nil {
+			// Only this request's own stored answer counts: once, under a
+			// loaded suite, a look-up for a request with no stored result
+			// came back without an error (not reproduced in 15 runs).
+			if r, err := cl.Result(rctx, "*", id); err == nil && r.ID == id {
 				t.Observe(r)
 				found.Add(1)
 			}
