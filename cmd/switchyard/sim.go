@@ -19,6 +19,7 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/core/control"
 	"github.com/switchyard-ai/switchyard/internal/core/perf"
 	"github.com/switchyard-ai/switchyard/internal/driver/sim"
+	"github.com/switchyard-ai/switchyard/loadgen"
 	"github.com/switchyard-ai/switchyard/loadgen/traces"
 )
 
@@ -27,7 +28,7 @@ import (
 func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	trace := fs.String("trace", "", "trace file (mooncake JSONL or azure CSV; servegen: servegen_<model>_client_rates.csv files, comma-separated, with servegen_client_length_stats.csv beside them)")
-	format := fs.String("format", "mooncake", "mooncake | azure | servegen | agentic | shared-prefix (the last two are generated; --trace unused)")
+	format := fs.String("format", "mooncake", "mooncake | azure | servegen | agentic | shared-prefix | rise-fall (the last three are generated; --trace unused; rise-fall is the demo's scenario over --duration, default 6m)")
 	sgRate := fs.Float64("servegen-rate", 1, "servegen: multiply every client's published rate (thins the workload, keeps its diurnal shape)")
 	sgStart := fs.Duration("servegen-start", 0, "servegen: offset into the rate data to start at")
 	sgLengths := fs.String("servegen-lengths", "", "servegen: length statistics file (default: servegen_client_length_stats.csv beside the first rates file)")
@@ -347,8 +348,16 @@ func loadTrace(format, path string, o traces.ReadOptions, seed int64, wfRate flo
 		return traces.Agentic(traces.AgenticConfig{Seed: seed, Duration: genDur, WorkflowsPerSec: wfRate}), nil
 	case "shared-prefix", "llm-d":
 		return traces.SharedPrefix(traces.SharedPrefixConfig{Seed: seed, StageDuration: stage}), nil
+	case "rise-fall":
+		// The demo's scenario, drawn by the demo's own code: --duration is
+		// the demo's (default 6 min), --seed its workload seed.
+		d := sg.Duration
+		if d <= 0 {
+			d = loadgen.DefaultScenarioDuration(format)
+		}
+		return loadgen.RiseFallWorkload(d, uint64(seed)).Trace(format)
 	}
-	return nil, fmt.Errorf("unknown --format %q (want mooncake, azure, servegen, agentic or shared-prefix)", format)
+	return nil, fmt.Errorf("unknown --format %q (want mooncake, azure, servegen, agentic, shared-prefix or rise-fall)", format)
 }
 
 // printAutoscale sets each autoscaled run beside the fixed fleet: GPU-hours
