@@ -194,6 +194,10 @@ type tenantQ[T any] struct {
 	// blocked, for that pass only: offers rotate on as if they were
 	// served, the counters do not.
 	offered int64
+	// blockedSince is when a pass first found its head blocked since it
+	// was last placed here or became backlogged (unix ns; 0: not blocked),
+	// the clock of its reservation's bound (reserve.go).
+	blockedSince int64
 }
 
 type tenantHeap[T any] []*tenantQ[T]
@@ -270,6 +274,10 @@ type Queue[T any] struct {
 	peers       map[string]*peerState
 	hold        holdBars
 	heldBack    int64
+	// reserved is, per band, the blocked head the pass under way reserves
+	// for (reserve.go); passNow is the pass's time (unix ns).
+	reserved []reservation[T]
+	passNow  int64
 }
 
 // Discipline is how a queue orders and expires what it holds. The zero
@@ -330,6 +338,7 @@ func NewWith[T any](d Discipline) *Queue[T] {
 		names: schemas.Priorities, bands: make([]band[T], n), byID: make(map[string]*entry[T]),
 		lifoAfter: int64(DefaultLIFOAfter), disc: d, byRank: make([]int, n),
 		fair: !d.ArrivalOrder, fleet: !d.ArrivalOrder && !d.OneBand && !d.Strict, peers: map[string]*peerState{},
+		reserved: make([]reservation[T], n),
 	}
 	for i, p := range schemas.Priorities {
 		w := int64(min(max(weights[p], 1), vtScale))
@@ -418,6 +427,7 @@ func (q *Queue[T]) insert(e *entry[T]) {
 	if tq.ai < 0 {
 		q.seq++
 		tq.since = q.seq
+		tq.blockedSince = 0
 		heap.Push(&b.active, tq)
 	}
 }
@@ -499,6 +509,9 @@ func (q *Queue[T]) pick() int {
 			q.hold.now-q.head(b.active[0], q.hold.now).enq < int64(MaxHold) {
 			continue
 		}
+		if !q.backfills(i, q.passNow) {
+			continue // its next offer would jump a blocked head's reservation
+		}
 		if f := b.vt + b.turns + b.offered + b.step; best < 0 || f < bestF {
 			best, bestF = i, f
 		}
@@ -518,6 +531,7 @@ func (q *Queue[T]) charge(e *entry[T], now int64) {
 	tq.placed += cost
 	tq.advanced = now
 	b.hiVT = max(b.hiVT, tq.vt)
+	q.placedHere(e)
 	if tq.ai >= 0 {
 		heap.Fix(&b.active, tq.ai)
 	}
@@ -668,6 +682,7 @@ func (q *Queue[T]) Pass(now time.Time, maxBlocked int, expired []Item[T], place 
 	expired = q.Expire(now, expired)
 	t := now.UnixNano()
 	q.holdBars(t)
+	q.passNow = t
 	q.blocked = q.blocked[:0]
 	for len(q.blocked) < maxBlocked {
 		c := q.pick()
@@ -693,6 +708,7 @@ func (q *Queue[T]) Pass(now time.Time, maxBlocked int, expired []Item[T], place 
 				b.turns += b.step
 			}
 			tq.offered += max(e.item.Cost, 1)
+			q.reserve(e, t)
 			if tq.ai >= 0 {
 				heap.Fix(&b.active, tq.ai)
 			}
@@ -700,7 +716,8 @@ func (q *Queue[T]) Pass(now time.Time, maxBlocked int, expired []Item[T], place 
 			q.charge(e, t)
 		}
 	}
-	// The rotation lasts one pass.
+	// The rotation and the reservations last one pass.
+	q.unreserve()
 	for _, e := range q.blocked {
 		e.tenant.offered = 0
 		q.bands[e.class].offered = 0
