@@ -179,7 +179,12 @@ func Run(ctx context.Context, nc *nats.Conn, arrivals []Arrival, o RunOptions) (
 	if submitErrs > 0 {
 		o.Logger.Warn("submissions never acknowledged (not counted as submitted)", "count", submitErrs)
 	}
-	return t.Summary(), time.Since(start), nil
+	sum := t.Summary()
+	if sum.Lost > 0 {
+		o.Logger.Warn("requests with no result anywhere, not even in RESULTS (switchyard trail ID... says where each stopped)",
+			"lost", sum.Lost, "ids", sum.LostIDs)
+	}
+	return sum, time.Since(start), nil
 }
 
 // awaitAck waits for a submission's JetStream ack, at most wait. An async

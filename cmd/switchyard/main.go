@@ -35,6 +35,7 @@ func commands() map[string]command {
 		"batch":      {"submit, track and collect OpenAI-format batch files (--nats URL)", runBatch},
 		"auth":       {"generate a NATS config confining each tenant to its own subjects (--tenants a,b --out F)", runAuth},
 		"replay":     {"run a recorded window back through the routing core (--store DIR | --nats URL)", runReplay},
+		"trail":      {"print every stored message about request ids: submitted, admitted, each dispatch and its ack, events, result (--nats URL | --store DIR) ID...", runTrail},
 		"bench":      {"measure placement, the bus pipeline and the gateway against baselines", runBench},
 		"gateway":    {"serve the OpenAI-compatible HTTP API (--listen ADDR --nats URL --tenants FILE)", runGateway},
 		"sim":        {"replay a trace against a simulated fleet under several policies (--trace FILE --format F --policies P,...)", runSim},

@@ -51,29 +51,11 @@ func runReplay(ctx context.Context, args []string, stdout io.Writer) error {
 	if win.Until, err = parseWhen(*until, now); err != nil {
 		return fmt.Errorf("--until: %w", err)
 	}
-	var nc *nats.Conn
-	if *store != "" {
-		if _, err := os.Stat(*store); err != nil {
-			return fmt.Errorf("--store: %w", err)
-		}
-		srv, err := bus.StartServer(bus.ServerConfig{StoreDir: *store})
-		if err != nil {
-			return err
-		}
-		defer srv.Shutdown()
-		if nc, err = srv.Connect("replay"); err != nil {
-			return err
-		}
-	} else {
-		url := *natsURL
-		if url == "" {
-			url = bus.DefaultURL
-		}
-		if nc, err = bus.Dial(ctx, url, "replay", 5*time.Second); err != nil {
-			return err
-		}
+	nc, closeStreams, err := openRecorded(ctx, *store, *natsURL, "replay")
+	if err != nil {
+		return err
 	}
-	defer nc.Close()
+	defer closeStreams()
 	js, err := bus.JetStream(nc)
 	if err != nil {
 		return err
@@ -362,4 +344,31 @@ func writeReplayHTML(path string, r replay.Report) error {
 		return err
 	}
 	return os.WriteFile(path, []byte(sb.String()), 0o644)
+}
+
+// openRecorded connects to the recorded streams a reading command works
+// on: a JetStream store directory (started in-process, read-only use), or
+// a running system at natsURL (default bus.DefaultURL). close ends both.
+func openRecorded(ctx context.Context, store, natsURL, name string) (nc *nats.Conn, close func(), err error) {
+	if store != "" {
+		if _, err := os.Stat(store); err != nil {
+			return nil, nil, fmt.Errorf("--store: %w", err)
+		}
+		srv, err := bus.StartServer(bus.ServerConfig{StoreDir: store})
+		if err != nil {
+			return nil, nil, err
+		}
+		if nc, err = srv.Connect(name); err != nil {
+			srv.Shutdown()
+			return nil, nil, err
+		}
+		return nc, func() { nc.Close(); srv.Shutdown() }, nil
+	}
+	if natsURL == "" {
+		natsURL = bus.DefaultURL
+	}
+	if nc, err = bus.Dial(ctx, natsURL, name, 5*time.Second); err != nil {
+		return nil, nil, err
+	}
+	return nc, nc.Close, nil
 }

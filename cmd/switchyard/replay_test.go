@@ -8,8 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-ai/switchyard/internal/adapter/bus"
+	"github.com/switchyard-ai/switchyard/internal/adapter/trail"
 	"github.com/switchyard-ai/switchyard/internal/core/replay"
 	"github.com/switchyard-ai/switchyard/internal/testkit/reporttest"
+	"github.com/switchyard-ai/switchyard/schemas"
+	"github.com/switchyard-ai/switchyard/subjects"
 )
 
 // TestReplayReproducesDemo records a short demo in a store directory and
@@ -81,11 +85,79 @@ func TestReplayReproducesDemo(t *testing.T) {
 			t.Log(strings.TrimSpace(line))
 		}
 	}
+	t.Run("trail", func(t *testing.T) { checkTrailOfARecordedRequest(t, ctx, dir) })
 	chromium := reporttest.Chromium(t)
 	for _, page := range []string{dir + "/report.html", whatIfHTML} {
 		f := reporttest.Check(t, chromium, page, 1000)
 		if len(f.ScriptErrors) > 0 || len(f.Layout) > 0 {
 			t.Errorf("%s in Chromium: script errors %v, layout %v", page, f.ScriptErrors, f.Layout)
 		}
+	}
+}
+
+// checkTrailOfARecordedRequest takes one served request of the recorded
+// demo and asks `switchyard trail` where it went: the whole path must be
+// there, each stage's input acknowledged by its reader.
+func checkTrailOfARecordedRequest(t *testing.T, ctx context.Context, dir string) {
+	nc, closeStreams, err := openRecorded(ctx, dir, "", "trail-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := bus.JetStream(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	st, err := js.Stream(ctx, subjects.StreamResults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := uint64(1); id == "" && seq < 500; seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatalf("RESULTS #%d: %v", seq, err)
+		}
+		if r, err := bus.DecodeResult(m.Header, m.Data); err == nil && r.Status == schemas.StatusOK {
+			id = r.ID
+		}
+	}
+	closeStreams()
+	if id == "" {
+		t.Fatal("no ok result among the first RESULTS messages")
+	}
+	var out bytes.Buffer
+	if err := runTrail(ctx, []string{"--store", dir, "--json", id}, &out); err != nil {
+		t.Fatal(err)
+	}
+	var got map[string][]trail.Step
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("trail --json: %v\n%s", err, out.String())
+	}
+	seen := map[string]string{}
+	for _, s := range got[id] {
+		if _, ok := seen[s.Stream]; !ok {
+			seen[s.Stream] = s.What + " " + s.Acked
+		}
+	}
+	for stream, want := range map[string]string{
+		subjects.StreamSubmit: "submitted yes", subjects.StreamAdmitted: "admitted yes",
+		subjects.StreamDispatch: "dispatched to ", subjects.StreamResults: "result ok", subjects.StreamEvents: "event ",
+	} {
+		if !strings.HasPrefix(seen[stream], want) {
+			t.Errorf("%s step of %s = %q, want it to start %q; whole trail: %+v", stream, id, seen[stream], want, got[id])
+		}
+	}
+	if !strings.HasSuffix(seen[subjects.StreamDispatch], " yes") {
+		t.Errorf("the served request's dispatch is not acked by its worker: %q", seen[subjects.StreamDispatch])
+	}
+	out.Reset()
+	if err := runTrail(ctx, []string{"--store", dir, id, "no-such-request"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "no-such-request: no stored message names it") || !strings.Contains(out.String(), "[acked: yes]") {
+		t.Errorf("trail text:\n%s", out.String())
+	}
+	if err := runTrail(ctx, []string{"--store", dir}, &out); err == nil || !strings.Contains(err.Error(), "at least one request id") {
+		t.Errorf("trail without ids: %v", err)
 	}
 }

@@ -10,6 +10,7 @@
 package tally
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -36,6 +37,9 @@ type Summary struct {
 	Failed     int `json:"failed"`
 	Lost       int `json:"lost"`
 	Duplicates int `json:"duplicates"`
+	// LostIDs names the lost requests (at most MaxLostIDs, sorted), so
+	// that `switchyard trail` can say where each one stopped.
+	LostIDs []string `json:"lost_ids,omitempty"`
 	// SLOAttainment is the share of submitted requests that completed
 	// within their deadline. Shed, failed and lost requests count as
 	// misses; rejected ones (invalid or not allowed) are left out, as no
@@ -73,6 +77,10 @@ type entry struct {
 	results int
 	first   schemas.Result
 }
+
+// MaxLostIDs bounds Summary.LostIDs: enough to trail every loss of a
+// drill, short enough for one JSON line when a run loses thousands.
+const MaxLostIDs = 100
 
 // Tally accumulates submissions, results and events. Safe for concurrent
 // use: results and events arrive on NATS callback goroutines.
@@ -240,7 +248,7 @@ func (t *Tally) Summary() Summary {
 	byClass := map[string]*frac{}
 	var all frac
 	successes := 0
-	for _, e := range t.entries {
+	for id, e := range t.entries {
 		r := e.first
 		class := e.class
 		if class == "" {
@@ -256,6 +264,7 @@ func (t *Tally) Summary() Summary {
 		}
 		if e.results == 0 {
 			s.Lost++
+			s.LostIDs = append(s.LostIDs, id)
 			f.of++
 			all.of++
 			continue
@@ -313,6 +322,10 @@ func (t *Tally) Summary() Summary {
 	}
 	if successes > 0 {
 		s.CostPerSuccessUSD = s.CostUSD / float64(successes)
+	}
+	slices.Sort(s.LostIDs)
+	if len(s.LostIDs) > MaxLostIDs {
+		s.LostIDs = s.LostIDs[:MaxLostIDs]
 	}
 	return s
 }

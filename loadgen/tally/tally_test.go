@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -40,7 +41,7 @@ func TestSummary(t *testing.T) {
 				bad("d", schemas.StatusFailed, schemas.CodeWorkerFailed),
 				bad("e", schemas.StatusRejected, schemas.CodeInvalidMaxTokens),
 			},
-			want: Summary{Submitted: 6, Completed: 2, Rejected: 1, Shed: 1, Failed: 1, Lost: 1,
+			want: Summary{Submitted: 6, Completed: 2, Rejected: 1, Shed: 1, Failed: 1, Lost: 1, LostIDs: []string{"f"},
 				SLOAttainment: 0.2, CostUSD: 0.004, CostPerSuccessUSD: 0.004, Simulated: true,
 				SLOAttainmentByPriority: map[string]float64{"critical": 0.5, "batch": 0, "standard": 0},
 				ErrorsByCode:            map[string]int{schemas.CodeShed: 1, schemas.CodeWorkerFailed: 1, schemas.CodeInvalidMaxTokens: 1}},
@@ -74,7 +75,7 @@ func TestSummary(t *testing.T) {
 		{
 			name: "nothing answered: all lost, no cost per success",
 			subs: []sub{{"a", "batch"}, {"b", "batch"}},
-			want: Summary{Submitted: 2, Lost: 2, SLOAttainmentByPriority: map[string]float64{"batch": 0}},
+			want: Summary{Submitted: 2, Lost: 2, LostIDs: []string{"a", "b"}, SLOAttainmentByPriority: map[string]float64{"batch": 0}},
 		},
 	}
 	for _, tc := range cases {
@@ -162,5 +163,18 @@ func TestConcurrentUse(t *testing.T) {
 	s := ta.Summary()
 	if s.Submitted != 2000 || s.Completed != 2000 || s.Moved != 2000 || !s.Check() {
 		t.Fatalf("%+v", s)
+	}
+}
+
+// TestLostIDsAreBounded: a run that loses thousands names the first
+// MaxLostIDs of them, sorted, and still counts them all.
+func TestLostIDsAreBounded(t *testing.T) {
+	ta := New()
+	for i := range MaxLostIDs + 50 {
+		ta.Submitted(fmt.Sprintf("r%04d", i), "batch", t0)
+	}
+	s := ta.Summary()
+	if s.Lost != MaxLostIDs+50 || len(s.LostIDs) != MaxLostIDs || s.LostIDs[0] != "r0000" || !slices.IsSorted(s.LostIDs) {
+		t.Fatalf("lost %d, %d ids from %q (sorted %v)", s.Lost, len(s.LostIDs), s.LostIDs[0], slices.IsSorted(s.LostIDs))
 	}
 }

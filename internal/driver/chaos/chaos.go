@@ -23,6 +23,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchyard-ai/switchyard/internal/adapter/bus"
+	"github.com/switchyard-ai/switchyard/internal/adapter/trail"
 	"github.com/switchyard-ai/switchyard/loadgen/tally"
 )
 
@@ -157,6 +159,10 @@ type Report struct {
 	// CompletedShare is completed / submitted.
 	CompletedShare float64 `json:"completed_share"`
 	Dir            string  `json:"dir,omitempty"`
+	// LostTrails is, for each lost request loadgen named, every message
+	// the cluster's streams still hold about it, read before the cluster
+	// stops: where the request stopped (see `switchyard trail`).
+	LostTrails map[string][]trail.Step `json:"lost_trails,omitempty"`
 }
 
 // run is one drill's state.
@@ -240,7 +246,30 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if cfg.Dir != "" {
 		rep.Dir = r.dir
 	}
+	if len(rep.LostIDs) > 0 {
+		trails, err := r.trail(ctx, rep.LostIDs)
+		if err != nil {
+			cfg.Log.Warn("chaos: reading the lost requests' trails", "err", err)
+		}
+		rep.LostTrails = trails
+	}
 	return rep, nil
+}
+
+// trail reads every stored message about ids from the running cluster.
+func (r *run) trail(ctx context.Context, ids []string) (map[string][]trail.Step, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	nc, err := bus.Dial(ctx, r.url, "chaos-trail", 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	js, err := bus.JetStream(nc)
+	if err != nil {
+		return nil, err
+	}
+	return trail.Find(ctx, js, ids, trail.Options{})
 }
 
 func (r *run) add(p *proc) *proc {

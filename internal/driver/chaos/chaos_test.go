@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchyard-ai/switchyard/internal/adapter/trail"
 )
 
 func TestConfigRefusesBadInput(t *testing.T) {
@@ -75,6 +77,9 @@ func TestShortChaos(t *testing.T) {
 	}
 	if rep.Lost != 0 || rep.Duplicates != 0 {
 		t.Errorf("lost %d, duplicates %d: want 0 and 0", rep.Lost, rep.Duplicates)
+		for _, id := range rep.LostIDs {
+			t.Logf("lost request's trail: %s", trail.Format(id, rep.LostTrails[id]))
+		}
 	}
 	if rep.KillsBy[RoleNATS] == 0 || rep.KillsBy[RoleRouter] == 0 {
 		t.Errorf("kills %v: the drill must have killed a NATS node and a router", rep.KillsBy)
