@@ -56,23 +56,11 @@ func newRemote(cfg Config) *remote {
 // router sees in its heartbeats.
 func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.Msg) {
 	r := w.remote
-	w.mu.Lock()
-	_, running := r.cancels[d.Admitted.Request.ID]
-	w.mu.Unlock()
-	if running {
-		// A redelivery of a generation still running here (one longer
-		// than the dispatch's ack wait): a second copy would race it.
-		m.Ack()
-		return
-	}
-	select {
-	case r.sem <- struct{}{}:
-	case <-ctx.Done():
-		return // unacked: redelivered
-	}
 	a := d.Admitted
 	// The generation outlives the worker's own shutdown (it drains), but
-	// not the request's deadline or a cancel.
+	// not the request's deadline or a cancel. The cancel is registered
+	// before the wait for a slot, so that a cancel arriving while the
+	// request waits behind a full engine stops it too.
 	var rctx context.Context
 	var cancel context.CancelFunc
 	if a.Deadline.IsZero() {
@@ -81,7 +69,28 @@ func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.
 		rctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), a.Deadline)
 	}
 	w.mu.Lock()
-	r.cancels[a.Request.ID] = cancel
+	_, running := r.cancels[a.Request.ID]
+	if !running {
+		r.cancels[a.Request.ID] = cancel
+	}
+	w.mu.Unlock()
+	if running {
+		// A redelivery of a generation still running here (one longer
+		// than the dispatch's ack wait): a second copy would race it.
+		cancel()
+		m.Ack()
+		return
+	}
+	select {
+	case r.sem <- struct{}{}:
+	case <-ctx.Done():
+		cancel()
+		w.mu.Lock()
+		delete(r.cancels, a.Request.ID)
+		w.mu.Unlock()
+		return // unacked: redelivered
+	}
+	w.mu.Lock()
 	r.running++
 	w.mu.Unlock()
 	go func() {
