@@ -31,8 +31,7 @@ import (
 // the routing core.
 func runReplay(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
-	natsURL := fs.String("nats", "", "read the streams of a running system (default "+bus.DefaultURL+" unless --store)")
-	store := fs.String("store", "", "read the streams from a JetStream store directory (e.g. from `demo --store DIR`)")
+	src := recordedFlags(fs)
 	since := fs.String("since", "", "window start: RFC 3339 time, or a duration ago like 15m (default: everything)")
 	until := fs.String("until", "", "window end: RFC 3339 time or a duration ago (default: now)")
 	policy := fs.String("policy", "", "policy to replay with (default: the recorded one); another name answers what-if")
@@ -51,7 +50,7 @@ func runReplay(ctx context.Context, args []string, stdout io.Writer) error {
 	if win.Until, err = parseWhen(*until, now); err != nil {
 		return fmt.Errorf("--until: %w", err)
 	}
-	nc, closeStreams, err := openRecorded(ctx, *store, *natsURL, "replay")
+	nc, closeStreams, err := src.open(ctx, "replay")
 	if err != nil {
 		return err
 	}
@@ -346,11 +345,22 @@ func writeReplayHTML(path string, r replay.Report) error {
 	return os.WriteFile(path, []byte(sb.String()), 0o644)
 }
 
-// openRecorded connects to the recorded streams a reading command works
-// on: a JetStream store directory (started in-process, read-only use), or
-// a running system at natsURL (default bus.DefaultURL). close ends both.
-func openRecorded(ctx context.Context, store, natsURL, name string) (nc *nats.Conn, close func(), err error) {
-	if store != "" {
+// recorded names the streams a reading command works on: a JetStream
+// store directory (started in-process), or a running system.
+type recorded struct{ natsURL, store *string }
+
+// recordedFlags registers --nats and --store on fs.
+func recordedFlags(fs *flag.FlagSet) recorded {
+	return recorded{
+		natsURL: fs.String("nats", "", "read the streams of a running system (default "+bus.DefaultURL+" unless --store)"),
+		store:   fs.String("store", "", "read the streams from a JetStream store directory (e.g. from `demo --store DIR`)"),
+	}
+}
+
+// open connects to the recorded streams; close ends the connection and
+// the in-process server, if one was started.
+func (r recorded) open(ctx context.Context, name string) (nc *nats.Conn, close func(), err error) {
+	if store := *r.store; store != "" {
 		if _, err := os.Stat(store); err != nil {
 			return nil, nil, fmt.Errorf("--store: %w", err)
 		}
@@ -364,10 +374,11 @@ func openRecorded(ctx context.Context, store, natsURL, name string) (nc *nats.Co
 		}
 		return nc, func() { nc.Close(); srv.Shutdown() }, nil
 	}
-	if natsURL == "" {
-		natsURL = bus.DefaultURL
+	url := *r.natsURL
+	if url == "" {
+		url = bus.DefaultURL
 	}
-	if nc, err = bus.Dial(ctx, natsURL, name, 5*time.Second); err != nil {
+	if nc, err = bus.Dial(ctx, url, name, 5*time.Second); err != nil {
 		return nil, nil, err
 	}
 	return nc, nc.Close, nil

@@ -99,7 +99,8 @@ func TestReplayReproducesDemo(t *testing.T) {
 // demo and asks `switchyard trail` where it went: the whole path must be
 // there, each stage's input acknowledged by its reader.
 func checkTrailOfARecordedRequest(t *testing.T, ctx context.Context, dir string) {
-	nc, closeStreams, err := openRecorded(ctx, dir, "", "trail-test")
+	none := ""
+	nc, closeStreams, err := recorded{natsURL: &none, store: &dir}.open(ctx, "trail-test")
 	if err != nil {
 		t.Fatal(err)
 	}

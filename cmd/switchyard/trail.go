@@ -17,8 +17,7 @@ import (
 // decision events and the result — where a request stopped.
 func runTrail(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("trail", flag.ContinueOnError)
-	natsURL := fs.String("nats", "", "read the streams of a running system (default "+bus.DefaultURL+" unless --store)")
-	store := fs.String("store", "", "read the streams from a JetStream store directory (e.g. from `demo --store DIR`)")
+	src := recordedFlags(fs)
 	since := fs.String("since", "", "skip messages stored before this: RFC 3339 time, or a duration ago like 15m (default: everything)")
 	jsonOut := fs.Bool("json", false, "print one JSON object: request id → its steps")
 	if err := fs.Parse(args); err != nil {
@@ -32,7 +31,7 @@ func runTrail(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--since: %w", err)
 	}
-	nc, closeStreams, err := openRecorded(ctx, *store, *natsURL, "trail")
+	nc, closeStreams, err := src.open(ctx, "trail")
 	if err != nil {
 		return err
 	}
