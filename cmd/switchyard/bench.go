@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"sort"
 	"strings"
@@ -104,6 +105,7 @@ func runBenchBus(ctx context.Context, args []string, stdout io.Writer) error {
 	rate := fs.Float64("rate", 0, "submit at most this many requests per second (0: as fast as results return); a fixed rate compares builds and router counts at the same load, where a closed loop gives each the throughput its share of a busy machine allows")
 	jsonOut := fs.Bool("json", false, "end with one JSON line")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the pipeline half here")
+	memProfile := fs.String("memprofile", "", "write a heap profile here whose alloc_space/alloc_objects cover the pipeline half only")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -169,6 +171,13 @@ func runBenchBus(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if *memProfile != "" {
+		// Every allocation is sampled while the pipeline runs, and the
+		// rate goes back to the default before the baseline, so the
+		// profile's alloc_* totals are the pipeline's: allocations per
+		// request are what GC pressure is made of.
+		runtime.MemProfileRate = 4096
+	}
 	seq0, err := streamSeqs(ctx, st)
 	if err != nil {
 		return err
@@ -222,6 +231,12 @@ func runBenchBus(ctx context.Context, args []string, stdout io.Writer) error {
 	// would otherwise dilute it.
 	if *cpuProfile != "" {
 		pprof.StopCPUProfile()
+	}
+	if *memProfile != "" {
+		if err := writeHeapProfile(*memProfile); err != nil {
+			return err
+		}
+		runtime.MemProfileRate = 512 * 1024
 	}
 	seq1, err := streamSeqs(ctx, st)
 	if err != nil {
@@ -390,6 +405,21 @@ func rawPublishRate(ctx context.Context, st *stack.Stack, d time.Duration) (floa
 		return 0, 0, 0, fmt.Errorf("raw publishes not acked")
 	}
 	return float64(n) / time.Since(start).Seconds(), n, processCPU() - cpu0, nil
+}
+
+// writeHeapProfile writes the heap profile (with its allocation totals
+// since the rate was raised) to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("bench bus: memprofile: %w", err)
+	}
+	runtime.GC() // the in-use figures are as of the last GC
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return fmt.Errorf("bench bus: memprofile: %w", err)
+	}
+	return f.Close()
 }
 
 // processCPU is the CPU time this process has used, user plus system.

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -114,6 +115,17 @@ type Admitter struct {
 	inflight *inflight
 	shed     shedControl // the controller's margins (control.go)
 	move     moveState   // scalable pools and requests waiting for a model (move.go)
+	handles  admitterMetrics
+}
+
+// admitterMetrics are the metric handles named per request, looked up by
+// label values instead of a fmt.Sprintf each time (svc.Handles).
+type admitterMetrics struct {
+	admissions    svc.Handles[*metrics.Counter]             // action, class, code
+	warming       svc.Handles[*metrics.Gauge]               // class
+	waitError     svc.Handles[*metrics.PrometheusHistogram] // class
+	waitPredicted svc.Handles[*metrics.FloatCounter]        // class
+	waitMeasured  svc.Handles[*metrics.FloatCounter]        // class
 }
 
 // New builds an admitter over a shell.
@@ -338,7 +350,9 @@ func (a *Admitter) handle(ctx context.Context, m jetstream.Msg) {
 	if d.Error != nil {
 		code = d.Error.Code
 	}
-	a.sh.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_admission_total{action=%q,class=%q,code=%q}`, d.Action, d.Priority, code)).Inc()
+	a.handles.admissions.Get(svc.Labels{d.Action, d.Priority, code}, func() *metrics.Counter {
+		return a.sh.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_admission_total{action=%q,class=%q,code=%q}`, d.Action, d.Priority, code))
+	}).Inc()
 	m.Ack()
 }
 

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/nats-io/nats.go"
 
 	"github.com/switchyard-ai/switchyard/internal/core/admission"
@@ -115,6 +116,9 @@ func (s *moveState) done(id string) {
 func (s *moveState) warmingByClass(now time.Time) map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if len(s.warming) == 0 {
+		return nil // the usual case: nothing waits on a load, and a nil map reads as zeros
+	}
 	out := map[string]int{}
 	for id, w := range s.warming {
 		if now.After(w.expires) {
@@ -132,7 +136,9 @@ func (s *moveState) warmingByClass(now time.Time) map[string]int {
 func (a *Admitter) excludeWarming(pending map[string]int, now time.Time) map[string]int {
 	held := a.move.warmingByClass(now)
 	for _, c := range schemas.Priorities {
-		a.sh.Metrics.GetOrCreateGauge(fmt.Sprintf(`switchyard_admission_warming{class=%q}`, c), nil).Set(float64(held[c]))
+		a.handles.warming.Get(svc.Labels{c}, func() *metrics.Gauge {
+			return a.sh.Metrics.GetOrCreateGauge(fmt.Sprintf(`switchyard_admission_warming{class=%q}`, c), nil)
+		}).Set(float64(held[c]))
 		pending[c] = max(0, pending[c]-held[c])
 	}
 	return pending

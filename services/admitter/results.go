@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchyard-ai/switchyard/internal/core/admission"
@@ -166,9 +167,16 @@ func (a *Admitter) recordWaitCheck(res schemas.Result, c admission.WaitCheck, no
 	if abs < 0 {
 		abs = -abs
 	}
-	a.sh.Metrics.GetOrCreatePrometheusHistogramExt(fmt.Sprintf(`switchyard_admission_wait_error_seconds{class=%q}`, c.Class), waitErrorBuckets).Update(abs.Seconds())
-	a.sh.Metrics.GetOrCreateFloatCounter(fmt.Sprintf(`switchyard_admission_wait_predicted_seconds_total{class=%q}`, c.Class)).Add(c.Predicted.Seconds())
-	a.sh.Metrics.GetOrCreateFloatCounter(fmt.Sprintf(`switchyard_admission_wait_measured_seconds_total{class=%q}`, c.Class)).Add(c.Measured.Seconds())
+	class := svc.Labels{c.Class}
+	a.handles.waitError.Get(class, func() *metrics.PrometheusHistogram {
+		return a.sh.Metrics.GetOrCreatePrometheusHistogramExt(fmt.Sprintf(`switchyard_admission_wait_error_seconds{class=%q}`, c.Class), waitErrorBuckets)
+	}).Update(abs.Seconds())
+	a.handles.waitPredicted.Get(class, func() *metrics.FloatCounter {
+		return a.sh.Metrics.GetOrCreateFloatCounter(fmt.Sprintf(`switchyard_admission_wait_predicted_seconds_total{class=%q}`, c.Class))
+	}).Add(c.Predicted.Seconds())
+	a.handles.waitMeasured.Get(class, func() *metrics.FloatCounter {
+		return a.sh.Metrics.GetOrCreateFloatCounter(fmt.Sprintf(`switchyard_admission_wait_measured_seconds_total{class=%q}`, c.Class))
+	}).Add(c.Measured.Seconds())
 }
 
 // waitErrorBuckets (Prometheus le bounds, seconds): a good prediction is

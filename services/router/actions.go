@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -68,7 +69,7 @@ func (r *Router) dispatch(ctx context.Context, in routing.Input, a routing.Actio
 	delete(r.progress, a.ID)
 	d := schemas.Dispatch{V: schemas.Version, Admitted: h.Adm, WorkerID: a.Worker, RouterID: r.sh.Instance, PlacedAt: in.At,
 		PredictedSeconds: a.Terms.CompletionSeconds, CachedTokens: a.Terms.CachedTokens}
-	m, err := svc.Encode(subjects.Dispatch(a.Worker), schemas.Msgpack, d, fmt.Sprintf("%s-a%d", a.ID, h.Adm.Attempt))
+	m, err := svc.Encode(subjects.Dispatch(a.Worker), schemas.Msgpack, d, a.ID+"-a"+strconv.Itoa(h.Adm.Attempt))
 	var fut jetstream.PubAckFuture
 	if err == nil {
 		fut, err = r.sh.JS.PublishMsgAsync(m)

@@ -40,8 +40,9 @@ type Shell struct {
 	Now func() time.Time
 	// Ledger, when set, makes every final result exactly-once per request
 	// id across services and restarts (UseLedger).
-	Ledger *ledger.Ledger
-	events eventBatcher
+	Ledger  *ledger.Ledger
+	events  eventBatcher
+	handles shellMetrics
 }
 
 // UseLedger routes final results through the exactly-once result ledger.
@@ -125,7 +126,7 @@ func (s *Shell) PublishResult(ctx context.Context, res schemas.Result, f schemas
 		if won {
 			s.countFinal(res)
 		} else {
-			s.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_results_duplicate_suppressed_total{service=%q}`, s.Service)).Inc()
+			s.duplicateCounter().Inc()
 		}
 		return nil
 	}
@@ -141,7 +142,7 @@ func (s *Shell) PublishResult(ctx context.Context, res schemas.Result, f schemas
 		s.countFinal(res)
 	}
 	if ack.Duplicate {
-		s.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_results_duplicate_suppressed_total{service=%q}`, s.Service)).Inc()
+		s.duplicateCounter().Inc()
 		s.Log.Debug("duplicate result suppressed by stream dedupe", "id", res.ID)
 	}
 	return nil
@@ -177,7 +178,9 @@ func (s *Shell) Emit(ev schemas.Event) {
 		s.Log.Error("encode event", "kind", ev.Kind, "err", err)
 		return
 	}
-	s.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_events_total{service=%q,kind=%q}`, s.Service, ev.Kind)).Inc()
+	s.handles.events.Get(Labels{ev.Kind}, func() *metrics.Counter {
+		return s.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_events_total{service=%q,kind=%q}`, s.Service, ev.Kind))
+	}).Inc()
 }
 
 // DeadLetter records a message that could not be processed, with the
@@ -204,9 +207,26 @@ func (s *Shell) DeadLetter(ctx context.Context, orig *nats.Msg, reason string) e
 // countFinal records a final result in the service's metrics: by status,
 // whether it met its SLO, and what it cost.
 func (s *Shell) countFinal(res schemas.Result) {
-	s.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_results_total{service=%q,status=%q,class=%q}`, s.Service, res.Status, res.Priority)).Inc()
-	s.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_slo_total{class=%q,met="%t"}`, res.Priority, res.Status == schemas.StatusOK && res.SLOMet)).Inc()
-	if res.CostUSD > 0 {
-		s.Metrics.GetOrCreateFloatCounter(fmt.Sprintf(`switchyard_cost_usd_total{class=%q}`, res.Priority)).Add(res.CostUSD)
+	s.handles.results.Get(Labels{res.Status, res.Priority}, func() *metrics.Counter {
+		return s.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_results_total{service=%q,status=%q,class=%q}`, s.Service, res.Status, res.Priority))
+	}).Inc()
+	met := "false"
+	if res.Status == schemas.StatusOK && res.SLOMet {
+		met = "true"
 	}
+	s.handles.slo.Get(Labels{res.Priority, met}, func() *metrics.Counter {
+		return s.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_slo_total{class=%q,met=%q}`, res.Priority, met))
+	}).Inc()
+	if res.CostUSD > 0 {
+		s.handles.cost.Get(Labels{res.Priority}, func() *metrics.FloatCounter {
+			return s.Metrics.GetOrCreateFloatCounter(fmt.Sprintf(`switchyard_cost_usd_total{class=%q}`, res.Priority))
+		}).Add(res.CostUSD)
+	}
+}
+
+// duplicateCounter is switchyard_results_duplicate_suppressed_total.
+func (s *Shell) duplicateCounter() *metrics.Counter {
+	return s.handles.duplicates.Get(Labels{}, func() *metrics.Counter {
+		return s.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_results_duplicate_suppressed_total{service=%q}`, s.Service))
+	})
 }
