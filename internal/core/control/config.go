@@ -8,6 +8,7 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/core/catalog"
 	"github.com/switchyard-ai/switchyard/internal/core/engine"
 	"github.com/switchyard-ai/switchyard/internal/core/placement"
+	"github.com/switchyard-ai/switchyard/internal/core/queue"
 	"github.com/switchyard-ai/switchyard/schemas"
 )
 
@@ -77,6 +78,11 @@ type Config struct {
 	// arrivals rather than only the HighClasses' share of them (the
 	// default), trading GPU-hours for lower classes' attainment in bursts.
 	HeadroomForAll bool
+	// ClassWeights are the router's class-queue weights (default
+	// queue.DefaultWeights, the router's own): sizing for the high classes
+	// counts the share of the starts the lower classes take while every
+	// class queues (queueshare.go).
+	ClassWeights map[string]int
 	// PlanHighOnly sizes pools for the HighClasses' share of the traffic
 	// alone: the lower classes run on whatever capacity that leaves and are
 	// shed by admission when there is none — the cheapest fleet that holds
@@ -200,6 +206,9 @@ func (c *Config) fill() {
 		c.TrendDamping = 0.8
 	}
 	deff(&c.DownLeadTimes, 1)
+	if c.ClassWeights == nil {
+		c.ClassWeights = maps.Clone(queue.DefaultWeights)
+	}
 	if c.MissPenalty == nil {
 		c.MissPenalty = maps.Clone(placement.DefaultMissPenalty)
 	}

@@ -66,6 +66,10 @@ type level struct {
 	// after it the gap's misses are updated as the return's arrivals come.
 	returned time.Time
 	gaps     []gap
+	// needed is whether the recommendation has ever reached this level:
+	// the first time it does is demand arriving, not returning, and says
+	// nothing of how soon demand comes back after a release.
+	needed bool
 }
 
 // observeLevels updates every level's gap history with this decision's
@@ -91,7 +95,7 @@ func (ps *poolState) observeLevels(now time.Time, raw, forecastRaw int, lead flo
 			// the hold is at least a lead time and only longer gaps
 			// are kept: short flickers would otherwise crowd the
 			// history's long gaps out.
-			if g := now.Sub(lv.below).Seconds(); g > lead {
+			if g := now.Sub(lv.below).Seconds(); g > lead && lv.needed {
 				lv.gaps = append(lv.gaps, gap{seconds: g, sudden: forecastRaw < k})
 				lv.returned = now
 			}
@@ -99,6 +103,9 @@ func (ps *poolState) observeLevels(now time.Time, raw, forecastRaw int, lead flo
 				lv.gaps = lv.gaps[len(lv.gaps)-releaseGaps:]
 			}
 			lv.below = time.Time{}
+		}
+		if raw >= k {
+			lv.needed = true
 		}
 		// The return's cost is what the lead time after it brings: a
 		// re-bought replica would have been loading through it.

@@ -151,3 +151,27 @@ func TestObserveLevelsPricesSuddenReturns(t *testing.T) {
 		t.Fatalf("level 2 gaps %+v", got)
 	}
 }
+
+// A level the recommendation reaches for the first time is demand
+// arriving, not returning: it records no gap, so a fleet's first climb
+// (a ramp from one replica) does not fit holds for a release it has never
+// made. Once the level has been needed, leaving and reaching it again is a
+// return.
+func TestObserveLevelsFirstReachIsNoReturn(t *testing.T) {
+	ps := &poolState{Pool: Pool{Max: 4}}
+	t0 := time.Unix(0, 0)
+	const lead = 30
+	for _, s := range []struct{ at, raw, forecast int }{
+		{0, 1, 1},
+		{100, 4, 1}, // levels 2-4 reached for the first time, by a burst
+		{110, 1, 1},
+		{300, 4, 1}, // and back 190 s later: a sudden return
+	} {
+		ps.observeLevels(t0.Add(time.Duration(s.at)*time.Second), s.raw, s.forecast, lead, nil)
+	}
+	for k := 2; k <= 4; k++ {
+		if got := ps.levels[k-1].gaps; len(got) != 1 || got[0] != (gap{seconds: 190, sudden: true}) {
+			t.Fatalf("level %d gaps %+v, want the one return after 190 s", k, got)
+		}
+	}
+}

@@ -149,8 +149,12 @@ func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, q
 	share := c.highShare(in.SLO)
 	need := share*max(planQ, burst) + (1-share)*plan
 	if c.cfg.PlanHighOnly {
-		// The lower classes' arrivals and backlog are not planned for:
-		// only the high classes' share of them.
+		// The lower classes' arrivals and backlog are planned for only as
+		// far as the router's weighted class queue gives them starts while
+		// the high classes wait: the high classes' share of the traffic,
+		// grown to the share the fleet must serve for them to be served in
+		// full (queueshare.go).
+		share = c.queueShare(in.SLO)
 		need, backlog = share*max(planQ, burst), share*backlog
 	}
 	raw := ceilDiv(need+backlog/c.cfg.DrainTarget.Seconds(), capU)
