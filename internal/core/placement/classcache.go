@@ -30,6 +30,12 @@ type class struct {
 	gpu   string // the GPU the cost model is asked about
 	tp    int
 	epoch uint64 // placement these per-call values belong to
+	// rowsEpoch is the placement that perCtxToken and load belong to: only
+	// a worker read one by one needs them (bounds of whole groups take
+	// them as hot and at the table's decode), so they are asked for when
+	// the first of the class's workers is bounded, and a class whose
+	// groups are all skipped costs the cost model four calls fewer.
+	rowsEpoch uint64
 
 	prefillFull float64 // the whole prompt, nothing cached
 	queueRate   float64 // seconds per queued prompt token
@@ -78,13 +84,21 @@ func (p *Placer) prepare(cl *class, r *Request) {
 	// The mean context during decode is the prompt plus half the output.
 	ctx := r.PromptTokens + r.OutputTokens/2
 	cl.ctx = ctx
-	const probe = 4096
-	cl.perCtxToken = max(0, p.cost.DecodeSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, 1, 1, ctx+probe)-
-		p.cost.DecodeSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, 1, 1, ctx)) / probe
 	for m := cl.buckets | 1; m != 0; m &= m - 1 {
 		i := bits.TrailingZeros16(m)
 		cl.decodeAt[i] = p.cost.DecodeSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, r.OutputTokens, 1<<i, ctx)
 	}
+}
+
+// prepareRows computes what only workers read one by one need of cl for r
+// (see class.rowsEpoch); the scan calls it, after prepare, the first time
+// it bounds a worker of cl in a placement. Every full evaluation follows a
+// bound, so evaluate finds them filled.
+func (p *Placer) prepareRows(cl *class, r *Request) {
+	cl.rowsEpoch = p.epoch
+	const probe = 4096
+	cl.perCtxToken = max(0, p.cost.DecodeSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, 1, 1, cl.ctx+probe)-
+		p.cost.DecodeSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, 1, 1, cl.ctx)) / probe
 	for m := cl.states; m != 0; m &= m - 1 {
 		p.fillLoad(cl, r, weightState(bits.TrailingZeros8(m)))
 	}

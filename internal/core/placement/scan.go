@@ -171,6 +171,9 @@ func (p *Placer) bound(d *Decision, i int32, r *Request, cutoff time.Time) {
 		if cl.epoch != p.epoch {
 			p.prepare(cl, r)
 		}
+		if cl.rowsEpoch != p.epoch {
+			p.prepareRows(cl, r)
+		}
 		lb, _, _ := p.lowerBound(h, cl, i, r)
 		p.order = append(p.order, bounded{lb: lb, i: i})
 	}
