@@ -148,6 +148,7 @@ func runRouter(ctx context.Context, args []string, _ io.Writer) error {
 	activeActive := fs.Bool("active-active", false, "place alongside every other active-active router (shared consumers, shared bookings, adoption of a dead peer's work); overrides --lease")
 	weights := fs.String("queue-weights", "", "class weights of the router's queue, e.g. interactive=4,standard=1 (default critical=8,interactive=4,standard=2,batch=1)")
 	pullBatch := fs.Int("pull-batch", 0, "admitted messages asked for per pull (default 64); peers pulling with different batches take different shares of the work")
+	pullRate := fs.Float64("pull-rate", 0, "most admitted messages a second this router pulls, over its classes (default no cap; at least 1): a capped peer takes a smaller share of the work")
 	policy := fs.String("policy", "switchyard", "placement policy: switchyard or a baseline (round-robin, least-loaded, llm-d, dynamo, sglang)")
 	classes := fs.String("classes", "", "classes this router pulls, e.g. standard,batch (default every class)")
 	fairShare := fs.Bool("fair-share", true, "with --active-active: class weights and tenant shares count every peer's placements, not only this router's")
@@ -178,12 +179,15 @@ func runRouter(ctx context.Context, args []string, _ io.Writer) error {
 	if *pullBatch < 0 {
 		return fmt.Errorf("router: --pull-batch %d: want 0 (default) or more", *pullBatch)
 	}
+	if *pullRate != 0 && !(*pullRate >= router.MinPullRate) {
+		return fmt.Errorf("router: --pull-rate %g: want 0 (no cap) or at least %g a second", *pullRate, router.MinPullRate)
+	}
 	qw, err := parseQueueWeights(*weights)
 	if err != nil {
 		return err
 	}
 	return router.New(sh, router.Config{Cost: cost, Policy: pol, Lease: *lease, LeaseReplicas: f.replicas,
-		ActiveActive: *activeActive, PullBatch: *pullBatch, QueueWeights: qw, Classes: pulled, NoFairShare: !*fairShare}).Run(ctx)
+		ActiveActive: *activeActive, PullBatch: *pullBatch, PullRate: *pullRate, QueueWeights: qw, Classes: pulled, NoFairShare: !*fairShare}).Run(ctx)
 }
 
 // parseClasses reads --classes: a comma-separated list of classes, each

@@ -65,6 +65,12 @@ type Config struct {
 	// min(64, Window)). Peers pulling with different batches take
 	// different shares of the admitted work.
 	PullBatch int
+	// PullRate caps the admitted messages a second this router pulls,
+	// over all its classes (0: no cap; pull.go).
+	PullRate float64
+	// MemberTTL is how long an active-active router's membership lives
+	// without a refresh (peers.go; default PeerMemberTTL).
+	MemberTTL time.Duration
 	// Classes limits the classes this router pulls (default every class):
 	// a router may serve some classes only, and the fairness test skews
 	// the class mix of what each router holds with it.
@@ -128,6 +134,8 @@ type Router struct {
 	// each time.
 	queueDepth []*metrics.Gauge
 	dispatched map[[2]string]*metrics.Counter
+	// pace caps the pulls (Config.PullRate; nil: no cap).
+	pace *pacer
 }
 
 // New builds a router.
@@ -135,6 +143,7 @@ func New(sh *svc.Shell, cfg Config) *Router {
 	if cfg.Window <= 0 {
 		cfg.Window = 256
 	}
+	peerDefaults(&cfg)
 	if cfg.AckWait <= 0 {
 		// Short, so a dead router's held requests come back fast; the
 		// look-ahead extends it with in-progress acks while they wait.
@@ -155,7 +164,7 @@ func New(sh *svc.Shell, cfg Config) *Router {
 		`switchyard_breaker_transitions_total{to="open"}`, `switchyard_breaker_transitions_total{to="half_open"}`, `switchyard_breaker_transitions_total{to="closed"}`)
 	r := &Router{sh: sh, cfg: cfg, core: core, inbox: make(chan func(), 8192), progress: map[string]time.Time{},
 		journal: subjects.Journal("router", sh.Instance), acks: make(chan pendingAck, 4096), jbatch: routing.NewJournal(),
-		dispatched: map[[2]string]*metrics.Counter{}}
+		dispatched: map[[2]string]*metrics.Counter{}, pace: newPacer(cfg.PullRate)}
 	for _, c := range schemas.Priorities {
 		r.queueDepth = append(r.queueDepth, sh.Metrics.GetOrCreateGauge(fmt.Sprintf(`switchyard_queue_depth{class=%q}`, c), nil))
 	}
@@ -329,6 +338,7 @@ func (r *Router) consume(ctx context.Context) error {
 			return fmt.Errorf("router consumer %s: %w", class, err)
 		}
 		cc, err := cons.Consume(func(m jetstream.Msg) {
+			r.pace.wait(ctx)
 			var adm schemas.Admitted
 			if err := svc.Decode(m.Headers(), m.Data(), &adm); err != nil {
 				r.sh.DeadLetter(ctx, &nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}, "undecodable admitted: "+err.Error())
