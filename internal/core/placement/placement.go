@@ -70,9 +70,19 @@ type Placer struct {
 	classIdx map[classKey]int32
 	epoch    uint64
 	view     view
-	modelIdx map[modelKey]int32
-	resCols  [][]residency // by modelIdx, then worker Idx
-	res      []residency   // this placement's column
+	// anchor is the time the hot rows' seen offsets count from, taken
+	// from the first heard worker copied; anchorMono is whether it carries
+	// a monotonic reading (see stale in view.go). cutoffOffset is this
+	// placement's freshness cutoff as such an offset, and cutoffFast
+	// whether comparing offsets with it is exact.
+	anchor       time.Time
+	anchorMono   bool
+	anchored     bool
+	cutoffOffset int64
+	cutoffFast   bool
+	modelIdx     map[modelKey]int32
+	resCols      [][]residency // by modelIdx, then worker Idx
+	res          []residency   // this placement's column
 
 	lens     []int32 // prefix match lengths by worker Idx
 	touched  []int32

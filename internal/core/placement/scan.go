@@ -53,6 +53,10 @@ type bounded struct {
 const sortLimit = 128
 
 func (p *Placer) scan(d *Decision, r *Request, weight uint64, cutoff time.Time) {
+	p.cutoffOffset, p.cutoffFast = 0, false
+	if p.anchored {
+		p.cutoffOffset, p.cutoffFast = p.clockOffset(cutoff)
+	}
 	p.bar = math.Inf(1)
 	p.order = p.order[:0]
 	hot := p.view.hot
@@ -164,7 +168,7 @@ func (p *Placer) bound(d *Decision, i int32, r *Request, cutoff time.Time) {
 		p.reject(d, i, ReasonExcluded)
 	case h.flags&rowDraining != 0:
 		p.reject(d, i, ReasonDraining)
-	case h.flags&rowHeard == 0 || h.seen.Before(cutoff):
+	case h.flags&rowHeard == 0 || p.stale(h, i, cutoff):
 		p.reject(d, i, ReasonStale)
 	default:
 		cl := &p.classes[h.class]
@@ -241,7 +245,7 @@ func (p *Placer) queueCut(cl *class, gr *group, lo int, byQueue []int32) int {
 		return n
 	}
 	hot, rank := p.view.hot, p.rp.rank
-	over := func(j int) bool { return p.groupBoundAt(cl, gr, lo, hot[byQueue[j]].queue[rank]) > p.bar }
+	over := func(j int) bool { return p.groupBoundAt(cl, gr, lo, int(hot[byQueue[j]].queue[rank])) > p.bar }
 	if !over(n - 1) {
 		return n
 	}
