@@ -168,6 +168,9 @@ func newStages() stages {
 func (p *Placer) evaluate(c *cand, i int32, r *Request, weight uint64) Reason {
 	h := &p.view.hot[i]
 	*c = cand{i: i, h: h, row: &p.view.cold[i], c: &p.classes[h.class]}
+	if c.c.evalEpoch != p.epoch {
+		p.prepareEval(c.c, r)
+	}
 	queueTerm(p, c, r)
 	decodeTerm(p, c, r)
 	c.res = p.residencyAt(i, r)

@@ -30,12 +30,15 @@ type class struct {
 	gpu   string // the GPU the cost model is asked about
 	tp    int
 	epoch uint64 // placement these per-call values belong to
-	// rowsEpoch is the placement that perCtxToken and load belong to: only
-	// a worker read one by one needs them (bounds of whole groups take
-	// them as hot and at the table's decode), so they are asked for when
-	// the first of the class's workers is bounded, and a class whose
-	// groups are all skipped costs the cost model four calls fewer.
-	rowsEpoch uint64
+	// rowsEpoch is the placement that load belongs to, and evalEpoch the
+	// one perCtxToken does: bounds of whole groups take their workers as
+	// hot and at the table's decode, so load is asked for when the first
+	// of the class's workers is bounded one by one, and perCtxToken, which
+	// only the full evaluation reads, when the first is evaluated. Most
+	// classes have workers bounded and evaluated (the prefix holders come
+	// first, from every class), so this saves only 4.5 of 96 cost-model
+	// calls per placement on the synthetic fleets.
+	rowsEpoch, evalEpoch uint64
 
 	prefillFull float64 // the whole prompt, nothing cached
 	queueRate   float64 // seconds per queued prompt token
@@ -96,12 +99,19 @@ func (p *Placer) prepare(cl *class, r *Request) {
 // bound, so evaluate finds them filled.
 func (p *Placer) prepareRows(cl *class, r *Request) {
 	cl.rowsEpoch = p.epoch
-	const probe = 4096
-	cl.perCtxToken = max(0, p.cost.DecodeSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, 1, 1, cl.ctx+probe)-
-		p.cost.DecodeSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, 1, 1, cl.ctx)) / probe
 	for m := cl.states; m != 0; m &= m - 1 {
 		p.fillLoad(cl, r, weightState(bits.TrailingZeros8(m)))
 	}
+}
+
+// prepareEval computes what only the full evaluation needs of cl for r:
+// perCtxToken (see class.evalEpoch). evaluate calls it for the first of
+// cl's workers it evaluates in a placement.
+func (p *Placer) prepareEval(cl *class, r *Request) {
+	cl.evalEpoch = p.epoch
+	const probe = 4096
+	cl.perCtxToken = max(0, p.cost.DecodeSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, 1, 1, cl.ctx+probe)-
+		p.cost.DecodeSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, 1, 1, cl.ctx)) / probe
 }
 
 func (p *Placer) prefillCached(cl *class, r *Request, cached int) float64 {
