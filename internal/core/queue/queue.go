@@ -498,7 +498,7 @@ func (q *Queue[T]) pick() int {
 		}
 		return -1
 	}
-	best := -1
+	best, held := -1, int64(-1)
 	var bestF int64
 	for i := range q.bands {
 		b := &q.bands[i]
@@ -510,11 +510,20 @@ func (q *Queue[T]) pick() int {
 			continue
 		}
 		if !q.backfills(i, q.passNow) {
-			continue // its next offer would jump a blocked head's reservation
+			// Its next offer would jump a blocked head's reservation. Its
+			// key leaves out this pass's rotation: the blocked offer did
+			// not use the class's turn (reserve.go).
+			if k := b.vt + b.turns + b.step; held < 0 || k < held {
+				held = k
+			}
+			continue
 		}
 		if f := b.vt + b.turns + b.offered + b.step; best < 0 || f < bestF {
 			best, bestF = i, f
 		}
+	}
+	if held >= 0 && (best < 0 || held <= bestF) {
+		return -1 // the reserved head's class is next: the room is kept for it
 	}
 	return best
 }

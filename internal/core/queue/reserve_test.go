@@ -3,6 +3,7 @@ package queue
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -169,5 +170,40 @@ func TestReservationEnds(t *testing.T) {
 	at = at.Add(100 * time.Millisecond)
 	if got := pass(at, never); len(got) < 2 {
 		t.Fatalf("%s after the head was first blocked the other tenant is still held back (placed %v)", at.Sub(t0), got)
+	}
+}
+
+// TestReservedClassKeepsTheRoom: when the class weighted fair queueing
+// serves next has its least-served tenant's head blocked and its other
+// tenant's request may not backfill (it would finish later), the pass
+// stops there: no other class takes the room the head waits for. Once the
+// head is placed, the other class has its turns again.
+func TestReservedClassKeepsTheRoom(t *testing.T) {
+	q := NewWith[int](Discipline{Weights: map[string]int{schemas.PriorityInteractive: 4, schemas.PriorityStandard: 1}, ServiceShares: true})
+	for i := range 20 {
+		_ = q.Push(costed(fmt.Sprint("b-", i), schemas.PriorityStandard, "b", 900))
+		_ = q.Push(costed(fmt.Sprint("a-", i), schemas.PriorityStandard, "a", 1000))
+		_ = q.Push(costed(fmt.Sprint("prem-", i), schemas.PriorityInteractive, "prem", 400))
+	}
+	pass := func(at time.Time, budget int, bFits bool) (placed []string) {
+		q.Pass(at, 16, nil, func(it Item[int]) Outcome {
+			if budget == 0 || (it.Tenant == "b" && !bFits) {
+				return Blocked
+			}
+			budget--
+			placed = append(placed, it.Tenant)
+			return Placed
+		})
+		return placed
+	}
+	// A round of the weights: four premium, then standard's turn, whose
+	// least-served tenant b (first backlogged) does not fit. a's request
+	// would finish after b's (1,000 > 900 tokens from level counters), so
+	// it may not backfill, and premium may not take standard's turn.
+	if got := pass(t0, 5, false); !slices.Equal(got, []string{"prem", "prem", "prem", "prem"}) {
+		t.Fatalf("with b's head blocked and standard next, the pass placed %v, want four premium and then nothing", got)
+	}
+	if got := pass(t0.Add(10*time.Millisecond), 5, true); !slices.Equal(got, []string{"b", "prem", "prem", "prem", "prem"}) {
+		t.Fatalf("with room for b's head, the pass placed %v, want b and then premium's four turns", got)
 	}
 }

@@ -30,11 +30,12 @@ import (
 // every request has exactly one final result, each request attempt
 // exactly one stored dispatch, none failed or was lost, r1 placed at
 // least 40 % of the work before it died (an even split gives 33 %), the
-// survivors placed after it and adopted its in-flight dispatches within
-// the bound. The tenants' token shares are
-// measured and logged; they are not asserted, because fleet-wide token
-// fairness (issue 16, step 3) is not built: with every request dispatched
-// at once the workers' engines, not the routers, decide the order.
+// survivors placed after it, and they adopted its in-flight dispatches and
+// received the admitted work it held within 5 s of its kill
+// (checkTakeover). The tenants' token shares are measured and logged, not
+// asserted: with every request dispatched at once (the workers accept the
+// whole backlog) the workers' engines, not the routers, decide the order;
+// TestFleetWideFairness asserts them where the routers hold the backlog.
 func TestActiveActiveRouters(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the system as separate processes")
@@ -42,44 +43,11 @@ func TestActiveActiveRouters(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	perTenant := envInt("SY_AA_PER_TENANT", 300)
-	s := &system{t: t, dir: t.TempDir()}
-	t.Cleanup(func() {
-		for i := len(s.procs) - 1; i >= 0; i-- {
-			s.procs[i].Stop(2 * time.Second)
-		}
-		if t.Failed() {
-			for _, p := range s.procs {
-				t.Logf("--- %s log tail:\n%s", p.Name, p.Tail(15))
-			}
-		}
-	})
-	s.startNATS(ctx, 1)
-	common := func(id string) []string { return []string{"--nats", s.url, "--id", id} }
-	adm := s.start("adm1", append([]string{"admitter"}, common("adm1")...)...)
-	pulls := map[string]string{"r1": "64", "r2": "1", "r3": "1"}
-	for _, id := range []string{"r1", "r2", "r3"} {
-		s.routers = append(s.routers, s.start(id, append([]string{"router", "--active-active", "--pull-batch", pulls[id],
-			"--queue-weights", "interactive=4,standard=1"}, common(id)...)...))
+	var routers []peerRouter
+	for _, r := range []struct{ id, pull string }{{"r1", "64"}, {"r2", "1"}, {"r3", "1"}} {
+		routers = append(routers, peerRouter{r.id, []string{"--pull-batch", r.pull, "--queue-weights", "interactive=4,standard=1"}})
 	}
-	for i := 1; i <= 2; i++ {
-		id := fmt.Sprintf("w%d", i)
-		s.workers = append(s.workers, s.start(id, append([]string{"worker", "--gpu", "l4", "--speedup", envOr("SY_AA_SPEEDUP", "1")}, common(id)...)...))
-	}
-	wctx, wcancel := context.WithTimeout(ctx, 45*time.Second)
-	ready := map[*Proc]string{adm: "admitter running"}
-	for _, r := range s.routers {
-		ready[r] = "router consuming"
-	}
-	for _, w := range s.workers {
-		ready[w] = "worker starting"
-	}
-	for p, want := range ready {
-		if err := p.WaitFor(wctx, want); err != nil {
-			t.Fatal(err)
-		}
-	}
-	wcancel()
-	time.Sleep(time.Second) // heartbeats reach every router's fleet view
+	s := startPeers(ctx, t, routers, 2, "--gpu", "l4", "--speedup", envOr("SY_AA_SPEEDUP", "1"))
 
 	_, js := s.observer()
 	// Submit the two tenants interleaved: the first half at once (a
@@ -198,26 +166,11 @@ func TestActiveActiveRouters(t *testing.T) {
 	if after := byRouter["r2"] + byRouter["r3"] - beforeKill["r2"] - beforeKill["r3"]; after == 0 {
 		t.Errorf("the survivors placed nothing after r1 died")
 	}
-	// r1 died with dispatches on the workers and no results yet: a survivor
-	// must have adopted them (they are re-placed if their worker dies too).
-	var adoptedAt time.Time
-	for _, r := range s.routers[1:] {
-		if at, ok := firstLogAfter(r, "adopting in-flight dispatches of routers gone", killed); ok && (adoptedAt.IsZero() || at.Before(adoptedAt)) {
-			adoptedAt = at
-		}
-	}
-	if adoptedAt.IsZero() {
-		t.Errorf("no survivor adopted r1's in-flight dispatches")
-	} else {
-		took := adoptedAt.Sub(killed)
-		t.Logf("r1's in-flight dispatches adopted %s after its SIGKILL", took.Round(10*time.Millisecond))
-		// The design's bound is TTL + TTL/3 = 4 s plus the scan; the
-		// assertion leaves room for a loaded machine, the log carries the
-		// figure.
-		if took > 15*time.Second {
-			t.Errorf("adoption took %s", took)
-		}
-	}
+	// r1 died with dispatches on the workers and no results yet, and
+	// admitted work it held unacked: a survivor must have adopted the one
+	// (re-placed if its worker dies too) and received the other, each
+	// within the issue's 5 s.
+	checkTakeover(ctx, t, js, "r1", s.routers[1:], killed)
 
 	// Fairness, measured and reported, not yet asserted (issue 16 step 3
 	// is open): the premium tenant's share of placed and of served tokens

@@ -29,30 +29,30 @@ type fairFlow struct {
 // of equal weight whose prompts differ two-fold in size, and ingress
 // skewed in the Dynamo #15187 shape. Switchyard's routers have no ingress
 // of their own (every router pulls from the same per-class consumers), so
-// "ingress through a router" is what it pulls: r1 pulls both classes and
-// r2 only the regular class, 64 messages at a time, and r3 both, one at a
-// time, so r1 pulls most of the admitted work (about 75 %; the issue's
-// 90 % is not reached: r3's single-message pulls take 12-14 %, and it
-// must pull premium to take it over when r1 dies) and the routers hold
-// different class mixes — which is what breaks a per-router scheduler: r2
-// serves regular work as fast as the fleet frees capacity, whatever
-// premium's weight at r1. Everything is submitted at once, so every class
-// and tenant is backlogged; r1 is killed with SIGKILL once 60 % of the
-// work is placed. Checked: every request has exactly one final result and
-// each request attempt exactly one stored dispatch, none lost or failed;
-// r1 pulled at least 70 % of what was pulled before its death; over the
-// dispatches while every tenant was backlogged and r1 alive, premium's
-// share of requests is 0.800 ± 0.040 (4:1 within 5 %) and the large
-// tenant's share of the regular class's tokens (VTC's weighted tokens:
-// prompt + 2 × output) is 0.500 ± 0.050 (equal within five points: 5 %
-// of the share would be ± 0.025, which the runs do not meet reliably —
-// measured 0.466-0.509 — because a pass that finds the large tenant's
-// request does not fit places the small one's that does, and the large
-// tenant's credit is then spent only as capacity allows).
+// "ingress through a router" is what it pulls: r1 pulls both classes 64
+// messages at a time, r2 only the regular class four at a time, and r3
+// both under --pull-rate 2, so r1 pulls at least 90 % of the admitted work
+// and the routers hold different class mixes — which is what breaks a
+// per-router scheduler: r2 serves regular work as fast as the fleet frees
+// capacity, whatever premium's weight at r1. Everything is submitted at
+// once, so every class and tenant is backlogged; r2 is killed with SIGKILL
+// once 60 % of the work is placed (r1 and r3 take over what it held).
+// Checked: every request has exactly one final result and each request
+// attempt exactly one stored dispatch, none lost or failed; r1 pulled at
+// least 90 % of what was pulled before the kill, and every router placed
+// some of the work; over the dispatches while every tenant was backlogged
+// and r2 alive, premium's share of requests is 0.800 ± 0.040 (4:1 within
+// 5 %) and the large tenant's share of the regular class's tokens (VTC's
+// weighted tokens: prompt + 2 × output) 0.500 ± 0.025 (within 5 %: the
+// queue reserves a blocked tenant's head, internal/core/queue/reserve.go).
 //
 // SY_FAIRNESS=per-router runs the same with --fair-share=false and checks
-// the opposite — that without the shared counters the shares do drift
-// toward ingress — so the shape is shown to exercise what it tests.
+// the opposite — that without the shared counters premium's share drifts
+// toward ingress, below 0.8 by at least 0.4 × r2's share of the
+// placements (a per-router scheduler gives about 0.8 × (1 - that share):
+// routers place only what they pull, so at 90 % through r1 the drift is a
+// few points, not Dynamo's collapse to 1:1) — so the shape is shown to
+// exercise what it tests.
 func TestFleetWideFairness(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the system as separate processes")
@@ -66,49 +66,18 @@ func TestFleetWideFairness(t *testing.T) {
 		{"big", schemas.PriorityStandard, 800, 32, 6 * scale},
 		{"small", schemas.PriorityStandard, 400, 32, 10 * scale},
 	}
-	s := &system{t: t, dir: t.TempDir()}
-	t.Cleanup(func() {
-		for i := len(s.procs) - 1; i >= 0; i-- {
-			s.procs[i].Stop(2 * time.Second)
-		}
-		if t.Failed() {
-			for _, p := range s.procs {
-				t.Logf("--- %s log tail:\n%s", p.Name, p.Tail(15))
-			}
-		}
-	})
-	s.startNATS(ctx, 1)
-	common := func(id string) []string { return []string{"--nats", s.url, "--id", id} }
-	adm := s.start("adm1", append([]string{"admitter"}, common("adm1")...)...)
-	routers := []struct{ id, classes, pull string }{
-		{"r1", "interactive,standard", "64"},
-		{"r2", "standard", "64"},
-		{"r3", "interactive,standard", "1"},
+	// r1 pulls both classes as fast as it can; r2 only the regular class,
+	// four at a time, and r3 both at two a second: r1 takes nine tenths of
+	// the admitted work, r2 most of the rest, all of it regular.
+	routers := []peerRouter{
+		{"r1", []string{"--classes", "interactive,standard", "--pull-batch", "64"}},
+		{"r2", []string{"--classes", "standard", "--pull-batch", envOr("SY_FAIRNESS_R2_BATCH", "4")}},
+		{"r3", []string{"--classes", "interactive,standard", "--pull-rate", envOr("SY_FAIRNESS_R3_RATE", "2")}},
 	}
-	for _, r := range routers {
-		args := []string{"router", "--active-active", "--classes", r.classes, "--pull-batch", r.pull,
-			"--queue-weights", "interactive=4,standard=1", fmt.Sprintf("--fair-share=%t", !perRouter)}
-		s.routers = append(s.routers, s.start(r.id, append(args, common(r.id)...)...))
+	for i := range routers {
+		routers[i].flags = append(routers[i].flags, "--queue-weights", "interactive=4,standard=1", fmt.Sprintf("--fair-share=%t", !perRouter))
 	}
-	for i := 1; i <= 2; i++ {
-		id := fmt.Sprintf("w%d", i)
-		s.workers = append(s.workers, s.start(id, append([]string{"worker", "--gpu", envOr("SY_FAIRNESS_GPU", "h100"), "--speedup", envOr("SY_FAIRNESS_SPEEDUP", "1")}, common(id)...)...))
-	}
-	wctx, wcancel := context.WithTimeout(ctx, 45*time.Second)
-	ready := map[*Proc]string{adm: "admitter running"}
-	for _, r := range s.routers {
-		ready[r] = "router consuming"
-	}
-	for _, w := range s.workers {
-		ready[w] = "worker starting"
-	}
-	for p, want := range ready {
-		if err := p.WaitFor(wctx, want); err != nil {
-			t.Fatal(err)
-		}
-	}
-	wcancel()
-	time.Sleep(time.Second) // heartbeats reach every router's fleet view
+	s := startPeers(ctx, t, routers, 2, "--gpu", envOr("SY_FAIRNESS_GPU", "h100"), "--speedup", envOr("SY_FAIRNESS_SPEEDUP", "1"))
 
 	// Submit every flow interleaved, at once: a backlog of each. A prompt
 	// starts with its id, so no two share a cached prefix and each costs
@@ -145,9 +114,11 @@ func TestFleetWideFairness(t *testing.T) {
 	for streamMsgs(ctx, js, subjects.StreamDispatch) < total*6/10 && ctx.Err() == nil {
 		time.Sleep(20 * time.Millisecond)
 	}
-	s.routers[0].Kill()
+	// r2, the regular-only router, dies: r1 and r3 must take over what it
+	// held (r1 is the one that can: the others pull at a capped rate).
+	s.routers[1].Kill()
 	killed := time.Now()
-	t.Logf("SIGKILL r1 at +%s, %d of %d dispatched", killed.Sub(start).Round(time.Millisecond), streamMsgs(ctx, js, subjects.StreamDispatch), total)
+	t.Logf("SIGKILL r2 at +%s, %d of %d dispatched", killed.Sub(start).Round(time.Millisecond), streamMsgs(ctx, js, subjects.StreamDispatch), total)
 	for streamMsgs(ctx, js, subjects.StreamResults) < total && time.Since(killed) < 60*time.Second {
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -186,28 +157,6 @@ func TestFleetWideFairness(t *testing.T) {
 		if n != 1 {
 			t.Errorf("request attempt %s dispatched %d times", k, n)
 		}
-	}
-
-	// Ingress: what each router pulled (its journaled admissions) while r1 lived.
-	pulled := map[string]int{}
-	all := 0
-	for _, r := range routers {
-		entries, err := readAll(ctx, js, subjects.StreamJournal, subjects.Journal("router", r.id), func(_ nats.Header, b []byte) ([]routing.JournalEntry, error) {
-			return routing.DecodeJournal(b)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range entries {
-			if e.V.Kind == routing.InAdmitted && e.At.Before(killed) {
-				pulled[r.id]++
-				all++
-			}
-		}
-	}
-	t.Logf("pulled before the kill: %v", pulled)
-	if all == 0 || 10*pulled["r1"] < 7*all {
-		t.Errorf("r1 pulled %d of %d admitted messages; the skewed shape wants at least 70 %%", pulled["r1"], all)
 	}
 
 	// Shares over the dispatches, in stream order, while every class and
@@ -253,6 +202,32 @@ func TestFleetWideFairness(t *testing.T) {
 	}
 	t.Logf("fleet saturated at +%s; window from +%s to the kill at +%s", saturated.Sub(start).Round(time.Millisecond),
 		from.Sub(start).Round(time.Millisecond), killed.Sub(start).Round(time.Millisecond))
+
+	// Ingress: what each router pulled (its journaled admissions), in the
+	// window and before the kill.
+	inWindow, beforeKill := map[string]int{}, map[string]int{}
+	allIn, allBefore := 0, 0
+	for _, r := range routers {
+		for _, e := range admissions(ctx, t, js, r.id) {
+			if !e.At.Before(killed) {
+				continue
+			}
+			beforeKill[r.id]++
+			allBefore++
+			if !e.At.Before(from) {
+				inWindow[r.id]++
+				allIn++
+			}
+		}
+	}
+	t.Logf("pulled in the window %v, before the kill %v: r1 %.3f and %.3f", inWindow, beforeKill,
+		float64(inWindow["r1"])/float64(max(allIn, 1)), float64(beforeKill["r1"])/float64(max(allBefore, 1)))
+	if allBefore == 0 || 10*beforeKill["r1"] < 9*allBefore {
+		t.Errorf("r1 pulled %d of the %d admitted messages pulled before the kill; the skewed shape wants at least 90 %%", beforeKill["r1"], allBefore)
+	}
+	adopted, redelivered := takeover(ctx, t, js, "r2", []*Proc{s.routers[0], s.routers[2]}, killed)
+	t.Logf("r2's work taken over after its SIGKILL: in-flight dispatches adopted after %s, held admitted work redelivered after %s (0: none)",
+		adopted.Round(10*time.Millisecond), redelivered.Round(10*time.Millisecond))
 	premium := float64(req["prem"]) / float64(req["prem"]+req["big"]+req["small"])
 	bigTokens := float64(tok["big"]) / float64(tok["big"]+tok["small"])
 	mode := "fleet-wide"
@@ -261,13 +236,23 @@ func TestFleetWideFairness(t *testing.T) {
 	}
 	t.Logf("%s: over %d dispatches (%v by router): premium share of requests %.3f (4:1 is 0.800); large tenant's share of regular tokens %.3f (equal is 0.500); requests %v",
 		mode, window, byRouter, premium, bigTokens, req)
-	fair := math.Abs(premium-0.8) <= 0.04 && math.Abs(bigTokens-0.5) <= 0.05
+	fair := math.Abs(premium-0.8) <= 0.04 && math.Abs(bigTokens-0.5) <= 0.025
+	if byRouter["r2"] == 0 || byRouter["r3"] == 0 {
+		t.Errorf("placed in the window %v: every router should place some of the work", byRouter)
+	}
+	// A per-router scheduler serves 4:1 at r1 and r3 and only regular work
+	// at r2, so premium's share falls to about 0.8 × (1 - r2's share of the
+	// placements): the drift is bounded by what the minority router
+	// places, which its ingress bounds (routers place only what they pull).
+	r2share := float64(byRouter["r2"]) / float64(max(window, 1))
+	drifted := premium < 0.8-0.4*r2share
+	t.Logf("r2 placed %.3f of the window: a per-router scheduler would give premium about %.3f", r2share, 0.8*(1-r2share))
 	switch {
 	case window < total/5:
 		t.Errorf("the window held %d dispatches of %d; too few to measure shares", window, total)
-	case perRouter && fair:
-		t.Errorf("without shared counters the shares held: the shape does not exercise fleet-wide fairness")
+	case perRouter && !drifted:
+		t.Errorf("without shared counters premium's share %.3f did not drift below %.3f: the shape does not exercise fleet-wide fairness", premium, 0.8-0.4*r2share)
 	case !perRouter && !fair:
-		t.Errorf("shares premium %.3f (want 0.800 ± 0.040), large tenant's tokens %.3f (want 0.500 ± 0.050)", premium, bigTokens)
+		t.Errorf("shares premium %.3f (want 0.800 ± 0.040), large tenant's tokens %.3f (want 0.500 ± 0.025)", premium, bigTokens)
 	}
 }
