@@ -91,12 +91,13 @@ type Placer struct {
 	rest     []bounded
 	// touchedIn counts, by group, the live workers holding a cached prefix
 	// (bounded before any group); bucketOrder is the buckets by bound.
-	touchedIn   []int32
-	bucketOrder []int32
-	done        []bool  // by worker Idx: already evaluated this placement
-	bar         float64 // the Explain-th best total so far; +Inf until there are Explain
-	excludedIdx []int32 // the request's Exclude, as Idx
-	cached      []cachedPrefill
+	touchedIn       []int32
+	touchedInBucket []int32 // touchedIn summed by bucket
+	bucketOrder     []int32
+	done            []bool  // by worker Idx: already evaluated this placement
+	bar             float64 // the Explain-th best total so far; +Inf until there are Explain
+	excludedIdx     []int32 // the request's Exclude, as Idx
+	cached          []cachedPrefill
 
 	req        Request // the request being placed, defaults filled in
 	rp         reqParams
