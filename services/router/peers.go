@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchyard-ai/switchyard/internal/core/routing"
 	"github.com/switchyard-ai/switchyard/schemas"
@@ -237,4 +239,82 @@ func (r *Router) pullBatch() int {
 		return min(r.cfg.PullBatch, r.cfg.Window)
 	}
 	return min(64, r.cfg.Window)
+}
+
+// readOrphans reads cons (an ordered consumer on one worker's dispatches,
+// from just past its ack floor) up to stream sequence last, the last
+// dispatch delivered to the worker, and returns those keep selects. It asks
+// for what is stored in batches and never waits for more: one message per
+// request, or a wait for a message past the last, cost a round trip per
+// dispatch and a second per worker, most of a peer's adoption time.
+func readOrphans(cons jetstream.Consumer, last uint64, keep func(*schemas.Dispatch) bool) []schemas.Dispatch {
+	var out []schemas.Dispatch
+	for n := 0; n < 10000; {
+		batch, err := cons.FetchNoWait(256)
+		if err != nil {
+			return out
+		}
+		got, end := 0, false
+		for m := range batch.Messages() {
+			got++
+			n++
+			md, err := m.Metadata()
+			if err != nil || md.Sequence.Stream > last {
+				end = true
+				continue
+			}
+			end = end || md.Sequence.Stream == last
+			if d, ok := orphan(m, keep); ok {
+				out = append(out, d)
+			}
+		}
+		if got == 0 || end {
+			return out
+		}
+	}
+	return out
+}
+
+// orphan decodes one in-flight dispatch read back for adoption: ok when it
+// parses and keep selects it.
+func orphan(m jetstream.Msg, keep func(*schemas.Dispatch) bool) (schemas.Dispatch, bool) {
+	var d schemas.Dispatch
+	if svc.Decode(m.Headers(), m.Data(), &d) != nil || (keep != nil && !keep(&d)) {
+		return d, false
+	}
+	return d, true
+}
+
+// ledgerLookups is how many final-result look-ups an adoption scan has in
+// flight at once: one at a time, a dead peer's hundred in-flight
+// dispatches cost a hundred round trips, a second on a loaded machine.
+const ledgerLookups = 16
+
+// unfinished keeps the dispatches of ds that have no final result in the
+// ledger (all of them without a ledger, or where a look-up fails: adopting
+// a finished request costs only its tracking).
+func (r *Router) unfinished(ctx context.Context, ds []schemas.Dispatch) []schemas.Dispatch {
+	if r.sh.Ledger == nil || len(ds) == 0 {
+		return ds
+	}
+	done := make([]bool, len(ds))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, ledgerLookups)
+	for i := range ds {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			ok, err := r.sh.Ledger.Done(ctx, ds[i].Admitted.Tenant, ds[i].Admitted.Request.ID)
+			done[i] = err == nil && ok
+		}()
+	}
+	wg.Wait()
+	out := ds[:0]
+	for i, d := range ds {
+		if !done[i] {
+			out = append(out, d)
+		}
+	}
+	return out
 }

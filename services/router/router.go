@@ -394,28 +394,9 @@ func (r *Router) inflightDispatches(ctx context.Context, keep func(*schemas.Disp
 		if err != nil {
 			return out, err
 		}
-		for n := 0; n < 10000; n++ {
-			m, err := cons.Next(jetstream.FetchMaxWait(time.Second))
-			if err != nil {
-				break
-			}
-			md, err := m.Metadata()
-			if err != nil || md.Sequence.Stream > last {
-				break
-			}
-			var d schemas.Dispatch
-			if svc.Decode(m.Headers(), m.Data(), &d) != nil || (keep != nil && !keep(&d)) {
-				continue
-			}
-			if r.sh.Ledger != nil {
-				if done, err := r.sh.Ledger.Done(ctx, d.Admitted.Tenant, d.Admitted.Request.ID); err == nil && done {
-					continue
-				}
-			}
-			out = append(out, d)
-		}
+		out = append(out, readOrphans(cons, last, keep)...)
 	}
-	return out, lister.Err()
+	return r.unfinished(ctx, out), lister.Err()
 }
 
 // post hands work to the decision goroutine.

@@ -170,7 +170,7 @@ func TestActiveActiveRouters(t *testing.T) {
 	// admitted work it held unacked: a survivor must have adopted the one
 	// (re-placed if its worker dies too) and received the other, each
 	// within the issue's 5 s.
-	checkTakeover(ctx, t, js, "r1", s.routers[1:], killed)
+	checkTakeover(ctx, t, js, "r1", s.routers[1:], killed, byRouter["r1"])
 
 	// Fairness, measured and reported, not yet asserted (issue 16 step 3
 	// is open): the premium tenant's share of placed and of served tokens
