@@ -171,6 +171,9 @@ func TestActiveActiveRouters(t *testing.T) {
 	// (re-placed if its worker dies too) and received the other, each
 	// within the issue's 5 s.
 	checkTakeover(ctx, t, js, "r1", s.routers[1:], killed, byRouter["r1"])
+	// Logged rather than asserted: a peer whose refreshes stall past the
+	// membership TTL costs doubled tracking, not correctness.
+	t.Logf("live peers read as dead before the kill: %d", falseDeaths(s.routers, len(s.routers), killed))
 
 	// Fairness, measured and reported, not yet asserted (issue 16 step 3
 	// is open): the premium tenant's share of placed and of served tokens

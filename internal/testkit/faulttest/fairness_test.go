@@ -226,6 +226,7 @@ func TestFleetWideFairness(t *testing.T) {
 		t.Errorf("r1 pulled %d of the %d admitted messages pulled before the kill; the skewed shape wants at least 90 %%", beforeKill["r1"], allBefore)
 	}
 	adopted, redelivered, _ := takeover(ctx, t, js, "r2", []*Proc{s.routers[0], s.routers[2]}, killed)
+	t.Logf("live peers read as dead before the kill: %d", falseDeaths(s.routers, len(s.routers), killed))
 	t.Logf("r2's work taken over after its SIGKILL: in-flight dispatches adopted after %s, held admitted work redelivered after %s (0: none)",
 		adopted.Round(10*time.Millisecond), redelivered.Round(10*time.Millisecond))
 	premium := float64(req["prem"]) / float64(req["prem"]+req["big"]+req["small"])

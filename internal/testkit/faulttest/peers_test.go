@@ -3,6 +3,8 @@ package faulttest
 import (
 	"context"
 	"fmt"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,4 +152,37 @@ func checkTakeover(ctx context.Context, t *testing.T, js jetstream.JetStream, de
 	case redelivered > takeoverBound:
 		t.Errorf("%s's held admitted work reached a survivor %s after its kill, want within %s", dead, redelivered.Round(10*time.Millisecond), takeoverBound)
 	}
+}
+
+// falseDeaths counts, over routers' logs before killed, the views that
+// dropped a peer after the router had seen every one of the n routers
+// live: a live peer read as dead (its membership refreshes stalled past
+// the TTL), whose in-flight dispatches its peers then adopt as well.
+func falseDeaths(routers []*Proc, n int, killed time.Time) int {
+	count := 0
+	for _, r := range routers {
+		b, err := os.ReadFile(r.Log)
+		if err != nil {
+			continue
+		}
+		full := false
+		for _, line := range strings.Split(string(b), "\n") {
+			if !strings.Contains(line, `msg="router peers"`) {
+				continue
+			}
+			f, _, _ := strings.Cut(strings.TrimPrefix(line, "time="), " ")
+			if at, err := time.Parse(time.RFC3339Nano, f); err != nil || !at.Before(killed) {
+				continue
+			}
+			_, live, _ := strings.Cut(line, "live=")
+			size := len(strings.Fields(strings.Trim(live, `"[]`)))
+			switch {
+			case size >= n:
+				full = true
+			case full:
+				count++
+			}
+		}
+	}
+	return count
 }
