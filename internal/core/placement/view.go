@@ -104,7 +104,7 @@ func bucketOf(h *hotRow) int32 { return h.class*decodeBuckets + int32(h.decodeLo
 
 // hotRow is what every worker's lower bound needs: read for all of them.
 // It is 64 bytes, one cache line, so bounding a worker touches one line
-// of it rather than one or two (96 bytes straddled lines; at 10,000 workers
+// of it rather than two (a 96-byte row always spanned two; at 10,000 workers
 // the rows are past the L2 cache, and the 64-byte row took the
 // fastest-per-request p99 from about 28 to 26 µs): the time a worker was
 // last heard is kept as an offset from the placer's clock anchor, and
