@@ -80,9 +80,11 @@ func (c RateCurve) Mean(d time.Duration) float64 {
 // rate swings between about a fifth of its peak and the peak, with ramps
 // and falls of one to three minutes. Over a d of several minutes the
 // ramp is then longer than a replica's cold start (29.4 s for
-// llama-3.1-8b on an H100), as in the trace, and the quiet tail is longer
-// than the controller's scale-down stabilisation (60 s) plus a few
-// one-replica steps, so a scaler has the time to give replicas back.
+// llama-3.1-8b on an H100), as in the trace, and the quiet tail (108 s at the
+// default six minutes) is longer than the controller's hold on a replica
+// no longer needed before demand has been seen to return (one lead time,
+// 31 s) plus a few one-replica steps, so a scaler has the time to give
+// replicas back.
 func RiseFall(d time.Duration) RateCurve {
 	at := func(tenths float64) time.Duration { return time.Duration(float64(d) * tenths / 10) }
 	const quiet = 0.2
