@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -34,7 +35,7 @@ func TestRecoverFromStream(t *testing.T) {
 	if _, err := e.JS.PublishMsg(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
-	if n := recoverFromStream(context.Background(), cl, tl); n != 1 {
+	if n := recoverFromStream(context.Background(), cl, tl, now.Add(-time.Minute), slog.New(slog.DiscardHandler)); n != 1 {
 		t.Fatalf("recovered %d results, want 1", n)
 	}
 	if got := tl.OutstandingIDs(); len(got) != 1 || got[0] != "never-answered" {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -173,7 +172,7 @@ func Run(ctx context.Context, nc *nats.Conn, arrivals []Arrival, o RunOptions) (
 	// on a loaded machine a reset can fall behind for longer than the
 	// drain. The durable answer is the stream, so every request still
 	// outstanding is looked up there before it is called lost.
-	if n := recoverFromStream(ctx, cl, t); n > 0 {
+	if n := recoverFromStream(ctx, cl, t, start.Add(-time.Minute), o.Logger); n > 0 {
 		o.Logger.Warn("results read back from RESULTS after the live consumer missed them", "count", n)
 	}
 	if submitErrs > 0 {
@@ -208,33 +207,40 @@ func awaitAck(ctx context.Context, f jetstream.PubAckFuture, wait time.Duration)
 	}
 }
 
-// recoverFromStream reads the stored final result of each request the
-// tally still misses, a few at a time, each for at most five seconds, and
-// returns how many it found.
-func recoverFromStream(ctx context.Context, cl *client.Client, t *tally.Tally) int {
+// recoverFromStream reads RESULTS from the run's start, in one pass, for
+// the final result of each request the tally still misses, and returns
+// how many it found. A read that fails (a server of the cluster still
+// rejoining) is tried again, for up to a minute in all.
+func recoverFromStream(ctx context.Context, cl *client.Client, t *tally.Tally, since time.Time, log *slog.Logger) int {
 	ids := t.OutstandingIDs()
-	var (
-		wg    sync.WaitGroup
-		found atomic.Int32
-		sem   = make(chan struct{}, 8)
-	)
-	for _, id := range ids {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func(id string) {
-			defer wg.Done()
-			defer func() { <-sem }()
-			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			defer cancel()
-			// Only this request's own stored answer counts: once, under a
-			// loaded suite, a look-up for a request with no stored result
-			// came back without an error (not reproduced in 15 runs).
-			if r, err := cl.Result(rctx, "*", id); err == nil && r.ID == id {
-				t.Observe(r)
-				found.Add(1)
-			}
-		}(id)
+	if len(ids) == 0 {
+		return 0
 	}
-	wg.Wait()
-	return int(found.Load())
+	want := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
+	found := 0
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for try := 1; len(want) > 0; try++ {
+		err := cl.ReadResults(rctx, "*", since, func(r schemas.Result) {
+			// Only a request's own stored answer counts, once.
+			if want[r.ID] {
+				delete(want, r.ID)
+				t.Observe(r)
+				found++
+			}
+		})
+		if err == nil {
+			break
+		}
+		log.Warn("reading RESULTS for the requests the live consumer missed", "try", try, "missing", len(want), "err", err)
+		select {
+		case <-rctx.Done():
+			return found
+		case <-time.After(time.Second):
+		}
+	}
+	return found
 }

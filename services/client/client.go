@@ -195,6 +195,61 @@ func (c *Client) Result(ctx context.Context, tenant, id string) (schemas.Result,
 	}
 }
 
+// ReadResults calls fn, in stream order, for every result of tenant ("*"
+// for all) stored at or after since (zero: from the start), up to the
+// last one stored when the read began, then returns. It is how a caller
+// that may have missed live deliveries — an ordered consumer reset by a
+// server's death — reconciles against the durable record in one pass.
+func (c *Client) ReadResults(ctx context.Context, tenant string, since time.Time, fn func(schemas.Result)) error {
+	st, err := c.js.Stream(ctx, subjects.StreamResults)
+	if err != nil {
+		return fmt.Errorf("read results: %w", err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("read results: %w", err)
+	}
+	last := info.State.LastSeq
+	if info.State.Msgs == 0 {
+		return nil
+	}
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{subjects.Result(tenant, "*")}}
+	if !since.IsZero() {
+		cfg.DeliverPolicy = jetstream.DeliverByStartTimePolicy
+		cfg.OptStartTime = &since
+	}
+	cons, err := st.OrderedConsumer(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("read results: %w", err)
+	}
+	// The first fetch asks for one message: its metadata says how many
+	// are left, so no fetch waits for a batch the stream cannot fill.
+	for ask := 1; ; {
+		batch, err := cons.Fetch(ask, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			return fmt.Errorf("read results: %w", err)
+		}
+		got, done := 0, false
+		for m := range batch.Messages() {
+			got++
+			md, err := m.Metadata()
+			if err == nil {
+				done = done || md.Sequence.Stream >= last || md.NumPending == 0
+				ask = int(min(md.NumPending, 256))
+			}
+			if r, err := DecodeResult(m.Headers(), m.Data()); err == nil {
+				fn(r)
+			}
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, nats.ErrTimeout) {
+			return fmt.Errorf("read results: %w", err)
+		}
+		if done || got == 0 || ask == 0 {
+			return ctx.Err()
+		}
+	}
+}
+
 // DecodeResult decodes a result message body by its Content-Type
 // (bus.DecodeResult), for Go users reading RESULTS themselves.
 func DecodeResult(h nats.Header, data []byte) (schemas.Result, error) {

@@ -2,8 +2,12 @@ package client
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/switchyard-ai/switchyard/internal/testkit/bustest"
 	"github.com/switchyard-ai/switchyard/schemas"
@@ -64,5 +68,75 @@ func TestResubmitRidesOutAMissingStream(t *testing.T) {
 	defer cancel2()
 	if _, err := cl.Resubmit(short, "acme", gone); err == nil {
 		t.Fatal("Resubmit succeeded with no stream and an expiring context")
+	}
+}
+
+// TestReadResultsReadsTheStoredRecordOnce: ReadResults returns every
+// stored result of the tenant asked for, in order, from the time asked
+// for, across more than one fetch, and then returns rather than waiting
+// for more.
+func TestReadResultsReadsTheStoredRecordOnce(t *testing.T) {
+	env := bustest.StartProvisioned(t, subjects.StreamOptions{})
+	cl, err := New(env.NC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	put := func(tenant, id string) uint64 {
+		data := schemas.MustMarshal(schemas.JSON, schemas.Result{ID: id, Tenant: tenant, Status: schemas.StatusOK})
+		m := nats.NewMsg(subjects.Result(tenant, id))
+		m.Data = data
+		m.Header.Set(schemas.HeaderContentType, schemas.JSON.String())
+		ack, err := env.JS.PublishMsg(ctx, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ack.Sequence
+	}
+	for i := range 300 {
+		put("acme", fmt.Sprintf("a%03d", i))
+		if i%100 == 0 {
+			put("globex", fmt.Sprintf("g%03d", i))
+		}
+	}
+	late, err := env.JS.Stream(ctx, subjects.StreamResults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := late.GetMsg(ctx, put("globex", "g-late"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mid := stored.Time // from the last result's own stored time
+
+	tests := []struct {
+		tenant    string
+		since     time.Time
+		n         int
+		first     string
+		lastShown string
+	}{
+		{"acme", time.Time{}, 300, "a000", "a299"},
+		{"*", time.Time{}, 304, "a000", "g-late"},
+		{"globex", time.Time{}, 4, "g000", "g-late"},
+		{"globex", mid, 1, "g-late", "g-late"},
+		{"nobody", time.Time{}, 0, "", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.tenant, func(t *testing.T) {
+			var ids []string
+			start := time.Now()
+			if err := cl.ReadResults(ctx, tc.tenant, tc.since, func(r schemas.Result) { ids = append(ids, r.ID) }); err != nil {
+				t.Fatal(err)
+			}
+			if len(ids) != tc.n || (tc.n > 0 && (ids[0] != tc.first || ids[len(ids)-1] != tc.lastShown)) {
+				t.Fatalf("read %d results (%v…), want %d from %q to %q", len(ids), ids[:min(3, len(ids))], tc.n, tc.first, tc.lastShown)
+			}
+			if !slices.IsSorted(ids[:min(len(ids), 300)]) && tc.tenant == "acme" {
+				t.Fatalf("out of stream order: %v", ids)
+			}
+			t.Logf("%s: %d results in %s", tc.tenant, len(ids), time.Since(start).Round(time.Millisecond))
+		})
 	}
 }

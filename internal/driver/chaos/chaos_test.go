@@ -80,6 +80,14 @@ func TestShortChaos(t *testing.T) {
 		for _, id := range rep.LostIDs {
 			t.Logf("lost request's trail: %s", trail.Format(id, rep.LostTrails[id]))
 		}
+		// What loadgen said of its reconciliation with RESULTS.
+		if b, err := os.ReadFile(filepath.Join(logs, "loadgen.log")); err == nil {
+			for _, line := range strings.Split(string(b), "\n") {
+				if strings.Contains(line, "WARN") || strings.Contains(line, "ERROR") {
+					t.Logf("loadgen: %s", line)
+				}
+			}
+		}
 	}
 	if rep.KillsBy[RoleNATS] == 0 || rep.KillsBy[RoleRouter] == 0 {
 		t.Errorf("kills %v: the drill must have killed a NATS node and a router", rep.KillsBy)
