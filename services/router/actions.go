@@ -45,9 +45,12 @@ func (r *Router) do(ctx context.Context, in routing.Input, a routing.Action) {
 			r.sh.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_router_held_for_warmup_total{pool=%q}`, a.Event.Fields["pool"])).Inc()
 		case routing.EventHeldDemand:
 			// Read by the controller; the held_for_warmup counter counts the requests.
-		case "worker_departed":
+		case routing.EventWorkerDeparted:
 			// A drained worker stopped heartbeating (a scale-down): no breaker moved.
 		default:
+			if !routing.IsBreakerTransition(a.Event.Kind) {
+				break // no metric of its own: the event is the record
+			}
 			r.sh.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_breaker_transitions_total{to=%q}`, a.Event.Fields["to"])).Inc()
 			open := 0.0
 			if a.Event.Fields["to"] != "closed" {

@@ -2,6 +2,7 @@ package routing
 
 import (
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/switchyard-ai/switchyard/internal/core/breaker"
@@ -54,6 +55,15 @@ func (c *Core) excludeSuspects(req *placement.Request, now time.Time) bool {
 	return added > 0
 }
 
+// EventWorkerDeparted records a worker that drained and then stopped
+// heartbeating: it left the fleet (a scale-down); no breaker moved.
+const EventWorkerDeparted = "worker_departed"
+
+// IsBreakerTransition reports whether an event kind is a breaker's state
+// change (breaker_open, breaker_half_open, breaker_closed), which carries
+// "from", "to" and "cause" fields.
+func IsBreakerTransition(kind string) bool { return strings.HasPrefix(kind, "breaker_") }
+
 // transition records a breaker state change; a worker whose breaker opened
 // because it went silent has lost its in-flight work with its KV cache,
 // so that work is re-placed under the retry budget.
@@ -62,7 +72,7 @@ func (c *Core) transition(t breaker.Transition) {
 		// A worker that drained and then went quiet has left (scaled
 		// down), not failed: forget it rather than open its breaker.
 		c.acts = append(c.acts, Action{Kind: ActEvent, Worker: t.Worker, Event: &schemas.Event{
-			Kind: "worker_departed", At: t.At, WorkerID: t.Worker, Reason: "drained, then stopped heartbeating"}})
+			Kind: EventWorkerDeparted, At: t.At, WorkerID: t.Worker, Reason: "drained, then stopped heartbeating"}})
 		c.forget(t.Worker)
 		c.refreshSuspects()
 		return
