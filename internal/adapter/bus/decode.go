@@ -30,7 +30,9 @@ func DecodeEvents(h nats.Header, data []byte) ([]schemas.Event, error) {
 		}
 		return []schemas.Event{ev}, nil
 	}
-	dec := msgpack.NewDecoder(bytes.NewReader(data))
+	dec := msgpack.GetDecoder()
+	defer msgpack.PutDecoder(dec)
+	dec.Reset(bytes.NewReader(data))
 	dec.SetCustomStructTag("json")
 	var out []schemas.Event
 	for {
