@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/adapter/bus"
 	"github.com/switchyard-ai/switchyard/internal/adapter/cachestore"
 	"github.com/switchyard-ai/switchyard/internal/core/cache"
+	"github.com/switchyard-ai/switchyard/internal/testkit/waitfor"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/client"
 	"github.com/switchyard-ai/switchyard/services/svc"
@@ -162,12 +164,45 @@ func TestAdmissionShedLowestClassFirst(t *testing.T) {
 		"high":{"priority":"critical"},
 		"low":{"priority":"batch"}}}`, Config{Workers: 1, SpeedUp: 1})
 	// Warm up: completions in the heartbeats give the fleet a throughput.
-	for i := 0; i < 4; i++ {
-		if r := do(t, cl, "high", schemas.Request{Model: "llama-3.1-8b", Prompt: "warm up", MaxTokens: 8}); r.Status != schemas.StatusOK {
-			t.Fatalf("warm-up: %+v", r)
-		}
+	var beats struct {
+		sync.Mutex
+		afterWarmUp int // heartbeats that carry the warm-up's completions
 	}
-	time.Sleep(1500 * time.Millisecond) // heartbeats carrying the completions land
+	sub, err := nc.Subscribe(subjects.HeartbeatAll, func(m *nats.Msg) {
+		var hb schemas.Heartbeat
+		if svc.Decode(m.Header, m.Data, &hb) == nil && hb.CompletedTotal >= 4 {
+			beats.Lock()
+			beats.afterWarmUp++
+			beats.Unlock()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	// The warm-up is the flood's own shape: the admitter learns capacity
+	// in requests per second from recent completions, not per token, so
+	// 8-token warm-ups taught it a rate many times what 200-token work
+	// gets, and whether anything was shed then hung on timing (0 to 100
+	// of 480 batch requests between runs).
+	var warm sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		warm.Add(1)
+		go func() {
+			defer warm.Done()
+			if r := do(t, cl, "high", schemas.Request{Model: "llama-3.1-8b", Prompt: "Summarise the attached report in detail.", MaxTokens: 200}); r.Status != schemas.StatusOK {
+				t.Errorf("warm-up: %+v", r)
+			}
+		}()
+	}
+	warm.Wait()
+	// Two such heartbeats: the admitter, subscribed to the same subject,
+	// has applied the first by the time this test sees the second.
+	waitfor.True(t, "heartbeats carrying the warm-up's completions", 30*time.Second, func() bool {
+		beats.Lock()
+		defer beats.Unlock()
+		return beats.afterWarmUp >= 2
+	})
 	const n = 640
 	ids := map[string]string{}
 	for i := 0; i < n; i++ {
@@ -195,7 +230,11 @@ func TestAdmissionShedLowestClassFirst(t *testing.T) {
 		if res.Status == schemas.StatusShed {
 			shed[tenant]++
 		}
-		outcomes[tenant+"/"+res.Status]++
+		key := tenant + "/" + res.Status
+		if res.Error != nil {
+			key += "/" + res.Error.Code
+		}
+		outcomes[key]++
 	}
 	_ = nc
 	t.Logf("outcomes by tenant: %v", outcomes)
