@@ -1,18 +1,14 @@
 package router_test
 
 import (
-	"bytes"
 	"context"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/switchyard-ai/switchyard/internal/core/catalog"
-	"github.com/switchyard-ai/switchyard/internal/core/perf"
 	"github.com/switchyard-ai/switchyard/internal/core/routing"
 	"github.com/switchyard-ai/switchyard/internal/testkit/bustest"
 	"github.com/switchyard-ai/switchyard/schemas"
-	"github.com/switchyard-ai/switchyard/services/router"
 	"github.com/switchyard-ai/switchyard/services/svc"
 	"github.com/switchyard-ai/switchyard/subjects"
 )
@@ -26,21 +22,11 @@ func TestDrainedWorkerDeparts(t *testing.T) {
 	env := bustest.StartProvisioned(t, subjects.StreamOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sh, err := svc.New("router", "router-departed", env.NC, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := router.New(sh, router.Config{Cost: perf.NewPredictor(catalog.Default())})
-	var reg svc.Registry
-	reg.Add(sh.Metrics)
 	events, err := env.NC.SubscribeSync(subjects.Event("router", routing.EventWorkerDeparted))
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- r.Run(runCtx) }()
-	defer func() { stop(); <-done }()
+	tr := startRouter(t, ctx, env, "router-departed")
 
 	beat := func(draining bool) {
 		hb := schemas.Heartbeat{V: schemas.Version, WorkerID: "w1", Pool: "p", GPU: "h100", MaxBatch: 8, Draining: draining, SentAt: time.Now()}
@@ -66,13 +52,11 @@ func TestDrainedWorkerDeparts(t *testing.T) {
 		t.Fatalf("event %v %+v", err, evs)
 	}
 	select {
-	case err := <-done:
-		t.Fatalf("the router stopped after the departure: %v", err)
+	case <-tr.exited:
+		t.Fatalf("the router stopped after the departure: %v", tr.err)
 	case <-time.After(200 * time.Millisecond):
 	}
-	var b bytes.Buffer
-	reg.WritePrometheus(&b)
-	if text := b.String(); !strings.Contains(text, `switchyard_breaker_transitions_total{to="open"} 0`+"\n") {
+	if text := tr.scrape(); !strings.Contains(text, `switchyard_breaker_transitions_total{to="open"} 0`+"\n") {
 		t.Errorf("a departure counted as a breaker transition:\n%s", grep(text, "switchyard_breaker"))
 	}
 }

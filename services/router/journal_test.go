@@ -8,12 +8,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/switchyard-ai/switchyard/internal/core/catalog"
-	"github.com/switchyard-ai/switchyard/internal/core/perf"
 	"github.com/switchyard-ai/switchyard/internal/core/routing"
 	"github.com/switchyard-ai/switchyard/internal/testkit/bustest"
 	"github.com/switchyard-ai/switchyard/schemas"
-	"github.com/switchyard-ai/switchyard/services/router"
 	"github.com/switchyard-ai/switchyard/services/svc"
 	"github.com/switchyard-ai/switchyard/subjects"
 )
@@ -27,14 +24,7 @@ func TestJournalLingersWithoutActions(t *testing.T) {
 	env := bustest.StartProvisioned(t, subjects.StreamOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sh, err := svc.New("router", "router-linger", env.NC, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := router.New(sh, router.Config{Cost: perf.NewPredictor(catalog.Default())})
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- r.Run(runCtx) }()
+	tr := startRouter(t, ctx, env, "router-linger")
 	time.Sleep(300 * time.Millisecond) // subscribed
 
 	const beats = 30
@@ -51,8 +41,7 @@ func TestJournalLingersWithoutActions(t *testing.T) {
 	}
 	env.NC.Flush()
 	time.Sleep(50 * time.Millisecond) // the last beats reach the loop
-	stop()
-	if err := <-done; err != nil {
+	if err := tr.stop(); err != nil {
 		t.Fatalf("router: %v", err)
 	}
 

@@ -1,17 +1,13 @@
 package router_test
 
 import (
-	"bytes"
 	"context"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/switchyard-ai/switchyard/internal/core/catalog"
-	"github.com/switchyard-ai/switchyard/internal/core/perf"
 	"github.com/switchyard-ai/switchyard/internal/testkit/bustest"
 	"github.com/switchyard-ai/switchyard/schemas"
-	"github.com/switchyard-ai/switchyard/services/router"
 	"github.com/switchyard-ai/switchyard/services/svc"
 	"github.com/switchyard-ai/switchyard/subjects"
 )
@@ -23,29 +19,14 @@ func TestQueueWaitCountsExpiredRequests(t *testing.T) {
 	env := bustest.StartProvisioned(t, subjects.StreamOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	sh, err := svc.New("router", "router-test", env.NC, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := router.New(sh, router.Config{Cost: perf.NewPredictor(catalog.Default())})
-	var reg svc.Registry
-	reg.Add(sh.Metrics)
-	scrape := func() string {
-		var b bytes.Buffer
-		reg.WritePrometheus(&b)
-		return b.String()
-	}
+	tr := startRouter(t, ctx, env, "router-test")
+	scrape := tr.scrape
 	for _, want := range []string{`switchyard_retries_total{allowed="true"} 0`, `switchyard_retries_total{allowed="false"} 0`,
 		`switchyard_breaker_transitions_total{to="open"} 0`, `switchyard_breaker_transitions_total{to="closed"} 0`} {
 		if !strings.Contains(scrape(), want+"\n") {
 			t.Errorf("missing %s before any event", want)
 		}
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- r.Run(runCtx) }()
-	defer func() { stop(); <-done }()
-
 	sub, err := env.NC.SubscribeSync(subjects.Result("acme", ">"))
 	if err != nil {
 		t.Fatal(err)
