@@ -37,10 +37,11 @@ type Step struct {
 	// "admitted", "dispatched to w1, attempt 0", "event placed (…)",
 	// "result ok".
 	What string `json:"what"`
-	// Acked, for a SUBMIT, ADMITTED or DISPATCH message, says whether the
-	// durable consumer that reads it has acknowledged it: "yes" (at or
-	// below the consumer's ack floor), "pending" (delivered, not acked)
-	// or "not yet delivered"; empty where no consumer was found.
+	// Acked, for a SUBMIT, ADMITTED or DISPATCH message, says how far the
+	// durable consumer that reads it has got: "yes" (at or below its ack
+	// floor), "pending" (delivered, above the ack floor: not acked, or
+	// acked out of order while an older message is still out) or "not yet
+	// delivered"; empty where no durable consumer reads its subject.
 	Acked string `json:"acked,omitempty"`
 }
 
