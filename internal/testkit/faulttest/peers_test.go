@@ -29,17 +29,7 @@ type peerRouter struct {
 // their log tails on failure) when the test ends.
 func startPeers(ctx context.Context, t *testing.T, routers []peerRouter, workers int, workerFlags ...string) *system {
 	t.Helper()
-	s := &system{t: t, dir: t.TempDir()}
-	t.Cleanup(func() {
-		for i := len(s.procs) - 1; i >= 0; i-- {
-			s.procs[i].Stop(2 * time.Second)
-		}
-		if t.Failed() {
-			for _, p := range s.procs {
-				t.Logf("--- %s log tail:\n%s", p.Name, p.Tail(15))
-			}
-		}
-	})
+	s := newSystem(t)
 	s.startNATS(ctx, 1)
 	common := func(id string) []string { return []string{"--nats", s.url, "--id", id} }
 	adm := s.start("adm1", append([]string{"admitter"}, common("adm1")...)...)

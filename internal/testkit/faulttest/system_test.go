@@ -58,8 +58,9 @@ func startSystem(ctx context.Context, t *testing.T, routers, workers int) *syste
 	return launch(ctx, t, sysConfig{natsNodes: 1, admitters: 1, routers: routers, workers: workers})
 }
 
-func launch(ctx context.Context, t *testing.T, cfg sysConfig) *system {
-	t.Helper()
+// newSystem is an empty system whose processes are all stopped, newest
+// first, when the test ends, with their log tails if it failed.
+func newSystem(t *testing.T) *system {
 	s := &system{t: t, dir: t.TempDir()}
 	t.Cleanup(func() {
 		for i := len(s.procs) - 1; i >= 0; i-- {
@@ -71,6 +72,12 @@ func launch(ctx context.Context, t *testing.T, cfg sysConfig) *system {
 			}
 		}
 	})
+	return s
+}
+
+func launch(ctx context.Context, t *testing.T, cfg sysConfig) *system {
+	t.Helper()
+	s := newSystem(t)
 	s.startNATS(ctx, max(1, cfg.natsNodes))
 	replicas := "1"
 	if cfg.natsNodes >= 3 {
