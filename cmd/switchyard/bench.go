@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchyard-ai/switchyard/internal/adapter/bus"
@@ -90,6 +91,10 @@ type BusResult struct {
 	// BusyCPUUsPerReq is the CPU per request with it taken out.
 	IdleCPUMsPerS   float64 `json:"idle_cpu_ms_per_s"`
 	BusyCPUUsPerReq float64 `json:"busy_cpu_us_per_req"`
+	// ProtocolByConn (with --by-conn) splits protocol_msgs_per_req by the
+	// client connection that sent ("<name> in") or received ("<name> out")
+	// them, per request: which service's traffic a cut would remove.
+	ProtocolByConn map[string]float64 `json:"protocol_msgs_by_conn,omitempty"`
 }
 
 // runBenchBus measures, on one embedded server in one run, the raw
@@ -106,6 +111,7 @@ func runBenchBus(ctx context.Context, args []string, stdout io.Writer) error {
 	jsonOut := fs.Bool("json", false, "end with one JSON line")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the pipeline half here")
 	memProfile := fs.String("memprofile", "", "write a heap profile here whose alloc_space/alloc_objects cover the pipeline half only")
+	byConn := fs.Bool("by-conn", false, "also split the server's messages per request by client connection (protocol_msgs_by_conn)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -183,6 +189,10 @@ func runBenchBus(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	msgs0 := serverMsgs(st)
+	var conns0 map[string][2]int64
+	if *byConn {
+		conns0 = connMsgs(st)
+	}
 	start := time.Now()
 	cpu0 := processCPU()
 	n := 0
@@ -232,6 +242,10 @@ func runBenchBus(ctx context.Context, args []string, stdout io.Writer) error {
 	elapsed := time.Since(start)
 	pipeCPU := processCPU() - cpu0
 	msgs := serverMsgs(st) - msgs0
+	var conns1 map[string][2]int64
+	if *byConn {
+		conns1 = connMsgs(st)
+	}
 	stop()
 	// The profile covers the pipeline half only: the baseline's publishes
 	// would otherwise dilute it.
@@ -273,6 +287,18 @@ func runBenchBus(ctx context.Context, args []string, stdout io.Writer) error {
 			res.StoredPerReq += per
 		}
 		res.ProtocolMsgsPerReq = float64(msgs) / float64(len(lat))
+		if *byConn {
+			res.ProtocolByConn = map[string]float64{}
+			for name, c1 := range conns1 {
+				c0 := conns0[name]
+				if d := c1[0] - c0[0]; d > 0 {
+					res.ProtocolByConn[name+" in"] = float64(d) / float64(len(lat))
+				}
+				if d := c1[1] - c0[1]; d > 0 {
+					res.ProtocolByConn[name+" out"] = float64(d) / float64(len(lat))
+				}
+			}
+		}
 		res.OverheadP50Ms = lat[len(lat)/2]
 		res.OverheadP99Ms = lat[min(len(lat)-1, len(lat)*99/100)]
 	}
@@ -287,6 +313,16 @@ func runBenchBus(ctx context.Context, args []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "CPU: %.1f µs per pipeline request, %.2f µs per raw publish (cpu ratio %.4f); longest wait for a result %.0f ms\n",
 		res.PipelineCPUUsPerReq, res.RawCPUUsPerMsg, res.CPURatio, res.MaxResultGapMs)
 	fmt.Fprintf(stdout, "idle stack %.1f ms of CPU per second; %.1f µs per request without it\n", res.IdleCPUMsPerS, res.BusyCPUUsPerReq)
+	if *byConn {
+		names := make([]string, 0, len(res.ProtocolByConn))
+		for name := range res.ProtocolByConn {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			fmt.Fprintf(stdout, "  %-40s %.2f msgs/request\n", name, res.ProtocolByConn[name])
+		}
+	}
 	if *jsonOut {
 		b, _ := json.Marshal(res)
 		fmt.Fprintln(stdout, string(b))
@@ -364,6 +400,23 @@ func serverMsgs(st *stack.Stack) int64 {
 		return 0
 	}
 	return v.InMsgs + v.OutMsgs
+}
+
+// connMsgs is each open client connection's messages in (sent by the
+// client) and out (delivered to it) so far, summed by connection name.
+func connMsgs(st *stack.Stack) map[string][2]int64 {
+	cz, err := st.Server.NS.Connz(&server.ConnzOptions{Limit: 1 << 16})
+	if err != nil {
+		return nil
+	}
+	out := map[string][2]int64{}
+	for _, c := range cz.Conns {
+		v := out[c.Name]
+		v[0] += c.InMsgs
+		v[1] += c.OutMsgs
+		out[c.Name] = v
+	}
+	return out
 }
 
 // rawPublishRate is the baseline: bounded async publishes of a small
