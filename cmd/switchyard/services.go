@@ -230,6 +230,15 @@ func parseQueueWeights(s string) (map[string]int, error) {
 	return out, nil
 }
 
+// stallOrOff maps the flag's 0 (off) to the worker's negative: its zero is
+// the default.
+func stallOrOff(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
+}
+
 func runWorker(ctx context.Context, args []string, _ io.Writer) error {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	var f serviceFlags
@@ -242,6 +251,8 @@ func runWorker(ctx context.Context, args []string, _ io.Writer) error {
 	openaiURL := fs.String("openai-url", "", "openai backend: the server's root URL, e.g. http://127.0.0.1:8000")
 	openaiModel := fs.String("openai-model", "", "openai backend: the served model name (default --model)")
 	maxConc := fs.Int("max-concurrent", 64, "openai backend: requests in flight")
+	stallAfter := fs.Duration("engine-stall-after", worker.DefaultEngineStallAfter,
+		"openai backend: take the engine out of rotation when generations wait this long with no byte from it (it answers, but serves nothing); 0 turns the watchdog off")
 	var vkv worker.VLLMKVConfig
 	fs.StringVar(&vkv.Endpoint, "vllm-kv-endpoint", "", "openai backend: follow the vLLM engine's KV events on its ZMQ PUB socket, e.g. tcp://127.0.0.1:5557 (docs/engines.md)")
 	fs.StringVar(&vkv.Replay, "vllm-kv-replay", "", "openai backend: the vLLM engine's KV event replay socket, e.g. tcp://127.0.0.1:5558")
@@ -269,7 +280,7 @@ func runWorker(ctx context.Context, args []string, _ io.Writer) error {
 	}
 	w, err := worker.New(sh, worker.Config{ID: f.id, Pool: *pool, GPU: *gpu, Model: *model, Dtype: *dtype, TP: *tp, SpeedUp: *speed, Catalog: cat,
 		Backend: *backend, OpenAIURL: *openaiURL, OpenAIModel: *openaiModel, MaxConcurrent: *maxConc, Fault: fault,
-		VLLMKV: vkv})
+		VLLMKV: vkv, EngineStallAfter: stallOrOff(*stallAfter)})
 	if err != nil {
 		return err
 	}

@@ -41,6 +41,10 @@ type WorkerSpec struct {
 	// fronts a real OpenAI-compatible server.
 	Backend   string
 	OpenAIURL string
+	// MaxConcurrent and EngineStallAfter are the openai backend's bounds
+	// (worker.Config); zero keeps the worker's defaults.
+	MaxConcurrent    int
+	EngineStallAfter time.Duration
 	// InitialWeights is the weight state at start (hot by default); the
 	// local scaler starts workers cold, so they pay the load time.
 	InitialWeights string
@@ -298,7 +302,7 @@ func (s *Stack) AddWorker(spec WorkerSpec) (string, error) {
 	}
 	w, err := worker.New(sh, worker.Config{ID: id, GPU: spec.GPU, Model: spec.Model, Dtype: spec.Dtype, TP: spec.TP,
 		SpeedUp: s.cfg.SpeedUp, Catalog: s.Catalog, Instant: s.cfg.InstantWorkers, Backend: spec.Backend, OpenAIURL: spec.OpenAIURL,
-		InitialWeights: spec.InitialWeights})
+		InitialWeights: spec.InitialWeights, MaxConcurrent: spec.MaxConcurrent, EngineStallAfter: spec.EngineStallAfter})
 	if err != nil {
 		return "", err
 	}

@@ -113,9 +113,10 @@ func (w *Worker) onCancel(msg *nats.Msg) {
 		return
 	}
 	if w.remote != nil {
-		// Logged either way: a cancel that does not stop the engine's
-		// generation (seen twice under load, not yet explained) is told
-		// apart from one that never reached a running request.
+		// Logged either way, so a cancel that reached a running
+		// generation is told apart from one that came before its dispatch.
+		// (An Ollama engine can keep the slot of a stream aborted this way:
+		// stall.go.)
 		if w.cancelRemote(c.RequestID) {
 			w.sh.Log.Info("cancel: the engine's generation is being stopped", "id", c.RequestID, "reason", c.Reason)
 		} else {

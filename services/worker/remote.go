@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -27,10 +28,15 @@ type remote struct {
 	haveGPU bool
 
 	// guarded by Worker.mu
-	metrics  openai.Metrics
-	scraped  bool
-	cancels  map[string]context.CancelFunc
-	running  int
+	metrics openai.Metrics
+	scraped bool
+	cancels map[string]context.CancelCauseFunc
+	running int
+	// progress is when the engine last sent anything for a request (unix
+	// nanoseconds), and stalled is set while the watchdog (stall.go) holds
+	// the engine out of rotation.
+	progress atomic.Int64
+	stalled  bool
 	tokensPS float64
 	// engine is what the server's native API says (engine.go): whether it
 	// is Ollama, which models it holds and has loaded, and the load times
@@ -43,7 +49,7 @@ func newRemote(cfg Config) *remote {
 	if model == "" {
 		model = cfg.Model
 	}
-	r := &remote{client: openai.New(cfg.OpenAIURL, model), sem: make(chan struct{}, max(1, cfg.MaxConcurrent)), cancels: map[string]context.CancelFunc{},
+	r := &remote{client: openai.New(cfg.OpenAIURL, model), sem: make(chan struct{}, max(1, cfg.MaxConcurrent)), cancels: map[string]context.CancelCauseFunc{},
 		engine: newEngineState()}
 	if info, err := nvml.Probe(); err == nil {
 		r.gpu, r.haveGPU = info, true
@@ -61,17 +67,18 @@ func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.
 	// not the request's deadline or a cancel. The cancel is registered
 	// before the wait for a slot, so that a cancel arriving while the
 	// request waits behind a full engine stops it too.
-	var rctx context.Context
-	var cancel context.CancelFunc
-	if a.Deadline.IsZero() {
-		rctx, cancel = context.WithCancel(context.WithoutCancel(ctx))
-	} else {
-		rctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), a.Deadline)
+	// Its cause tells a client's cancel from the stall watchdog's.
+	rctx, stop := context.WithCancelCause(context.WithoutCancel(ctx))
+	cancel := func() { stop(nil) }
+	if !a.Deadline.IsZero() {
+		var cancelDeadline context.CancelFunc
+		rctx, cancelDeadline = context.WithDeadline(rctx, a.Deadline)
+		cancel = func() { cancelDeadline(); stop(nil) }
 	}
 	w.mu.Lock()
 	_, running := r.cancels[a.Request.ID]
 	if !running {
-		r.cancels[a.Request.ID] = cancel
+		r.cancels[a.Request.ID] = stop
 	}
 	w.mu.Unlock()
 	if running {
@@ -91,7 +98,12 @@ func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.
 		return // unacked: redelivered
 	}
 	w.mu.Lock()
+	if r.running == 0 {
+		// The engine had nothing of ours: its silence counts from now.
+		r.noteProgress(w.sh.Now())
+	}
 	r.running++
+	stalled := r.engineStalled()
 	w.mu.Unlock()
 	go func() {
 		defer func() {
@@ -102,6 +114,10 @@ func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.
 			w.mu.Unlock()
 			<-r.sem
 		}()
+		if stalled {
+			w.handBack(d, m, "the engine is stalled: not sent to it", nil)
+			return
+		}
 		resumed, ok := w.resumePoint(ctx, d, m)
 		if !ok {
 			return
@@ -124,7 +140,9 @@ func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.
 			ts.continueFrom(resumed)
 		}
 		w.ensureLoaded(rctx, req.Model)
+		r.noteProgress(w.sh.Now()) // a load is not the engine's silence
 		res, err := r.client.Generate(rctx, req, func(text string) {
+			r.noteProgress(w.sh.Now())
 			// Each piece is one token for vLLM and Ollama, which stream
 			// token by token; chunks group them as the simulated path does.
 			if ts != nil && ts.add(text, 1, w.sh.Now()) {
@@ -132,6 +150,11 @@ func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.
 			}
 		})
 		now := w.sh.Now()
+		r.noteProgress(now)
+		if err != nil && stalledCause(rctx) {
+			w.handBack(d, m, "the engine stalled under it", ts)
+			return
+		}
 		if err != nil && rctx.Err() == nil && (unreachable(err) || errors.Is(err, io.ErrUnexpectedEOF)) {
 			// The engine died under the request. Its answer is lost with
 			// the engine's KV cache, and this worker is no better placed
@@ -248,7 +271,7 @@ func (w *Worker) cancelRemote(id string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if c, ok := w.remote.cancels[id]; ok {
-		c()
+		c(nil)
 		return true
 	}
 	return false
@@ -304,7 +327,7 @@ func (w *Worker) remoteHeartbeat() schemas.Heartbeat {
 		HBMTotalBytes: total, HBMFreeBytes: free,
 		KVBlocksTotal: blocks, KVBlocksFree: int(float64(blocks) * (1 - r.metrics.KVUsage)), BlockSize: 16,
 		Models:  w.remoteModels(),
-		Running: running, Waiting: waiting, MaxBatch: cap(r.sem), Draining: w.draining || r.engine.down,
+		Running: running, Waiting: waiting, MaxBatch: cap(r.sem), Draining: w.draining || r.engine.down || r.stalled,
 		Seq: w.hbSeq, SentAt: w.sh.Now(), PricePerHour: w.replica.PricePerHour(),
 		CompletedTotal: w.done, ErrorsTotal: w.errs,
 	}

@@ -50,6 +50,7 @@ func (w *Worker) heartbeats(ctx context.Context) {
 		case <-t.C:
 			if w.remote != nil {
 				w.scrape(ctx)
+				w.checkStall(ctx)
 				if w.engineDown() {
 					// Silent, not draining: the router must count what was
 					// dispatched here as lost and re-place it.
@@ -66,7 +67,7 @@ func (w *Worker) heartbeats(ctx context.Context) {
 func (w *Worker) engineDown() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.remote != nil && w.remote.engine.down
+	return w.remote != nil && (w.remote.engine.down || w.remote.stalled)
 }
 
 // Heartbeat is the worker's current telemetry.

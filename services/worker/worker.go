@@ -54,6 +54,11 @@ type Config struct {
 	OpenAIURL     string
 	OpenAIModel   string // served model name; default Model
 	MaxConcurrent int    // openai backend: requests in flight (default 64)
+	// EngineStallAfter is how long generations may wait at the engine with
+	// no byte from it before the worker takes the engine out of rotation
+	// (stall.go); zero means DefaultEngineStallAfter, negative turns the
+	// watchdog off.
+	EngineStallAfter time.Duration
 	// VLLMKV follows a vLLM engine's KV events (openai backend; vllmkv.go).
 	VLLMKV VLLMKVConfig
 }
@@ -143,6 +148,9 @@ func New(sh *svc.Shell, cfg Config) (*Worker, error) {
 	case "openai":
 		if cfg.OpenAIURL == "" {
 			return nil, fmt.Errorf("worker %s: the openai backend needs its server's URL", cfg.ID)
+		}
+		if cfg.EngineStallAfter == 0 {
+			w.cfg.EngineStallAfter = DefaultEngineStallAfter
 		}
 		if cfg.MaxConcurrent == 0 {
 			w.cfg.MaxConcurrent = 64

@@ -195,10 +195,16 @@ func newNC(t *testing.T, st *stack.Stack) *nats.Conn {
 
 // TestCancelAbortsOnTheEngine: a cancel for a request the engine is
 // generating ends it with one cancelled result, and the engine stops: its
-// single slot is free for the next request at once, long before the
-// cancelled generation could have finished.
+// runner goes idle, and the next request is answered at once, long before
+// the cancelled generation could have finished.
+//
+// The engine has a second slot although one request runs at a time:
+// Ollama can keep the slot of an aborted stream for good
+// (ollama/ollama#17131; services/worker/stall.go), which would starve the
+// next request whatever Switchyard did. Whether that happened is logged;
+// the runner's processor time says whether the generation stopped.
 func TestCancelAbortsOnTheEngine(t *testing.T) {
-	o := startEngine(t, 1, "tiny")
+	o := startEngine(t, 2, "tiny")
 	st := system(t, "tiny", o.URL)
 	cl := newClient(t, st, "cancel")
 	nc := newNC(t, st)
@@ -219,7 +225,10 @@ func TestCancelAbortsOnTheEngine(t *testing.T) {
 		res, _ := cl.Result(ctx, tenant, "long-1")
 		t.Fatalf("no token streamed; result %+v", res)
 	}
-	time.Sleep(200 * time.Millisecond) // let it generate for a while
+	generating, err := o.Busy(500 * time.Millisecond) // and let it generate for a while
+	if err != nil {
+		t.Fatal(err)
+	}
 	m, err := svc.Encode(subjects.Cancel(tenant), schemas.JSON, schemas.Cancel{RequestID: "long-1", Tenant: tenant, Reason: "client gave up"}, "")
 	if err != nil {
 		t.Fatal(err)
@@ -236,6 +245,7 @@ func TestCancelAbortsOnTheEngine(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 	chunks := s.waitDone(t, 10*time.Second)
+	checkStopped(t, o, generating)
 	got := len(chunks) - 1
 	if got >= maxTokens {
 		t.Fatalf("all %d tokens streamed: nothing was cancelled", got)
@@ -260,6 +270,43 @@ func TestCancelAbortsOnTheEngine(t *testing.T) {
 		got, maxTokens, waited.Round(time.Millisecond), next.CompletionTokens, remaining.Round(time.Millisecond))
 	if n := storedResults(t, st, "long-1"); n != 1 {
 		t.Fatalf("%d final results stored", n)
+	}
+	logLeakedSlot(t, o)
+}
+
+// checkStopped fails unless the engine's processes, which used generating
+// of a core while the generation ran, are now close to idle.
+func checkStopped(t *testing.T, o *Ollama, generating float64) {
+	t.Helper()
+	time.Sleep(300 * time.Millisecond) // the abort crosses the bus and two HTTP hops
+	idle, err := o.Busy(time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("engine processor use: %.2f of a core generating, %.2f after the cancel", generating, idle)
+	if idle > max(0.1, generating/2) {
+		t.Fatalf("the engine still uses %.2f of a core after the cancel (%.2f while generating): it kept generating", idle, generating)
+	}
+}
+
+// logLeakedSlot says whether the engine kept a slot of the aborted stream
+// (ollama/ollama#17131): two one-token requests at once must both get in.
+func logLeakedSlot(t *testing.T, o *Ollama) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = o.Client("tiny").Generate(ctx, openai.Request{Prompt: "both?", MaxTokens: 1}, nil)
+		}()
+	}
+	wg.Wait()
+	if errs[0] != nil || errs[1] != nil {
+		t.Logf("the engine kept a slot of the aborted stream (ollama/ollama#17131): %v / %v", errs[0], errs[1])
 	}
 }
 

@@ -23,7 +23,8 @@ import (
 // gateway, which submits on the bus; the request reaches Ollama through the
 // whole system, and the client gets the engine's answer, plain and
 // streamed, with the engine's usage. A client aborting mid-stream makes the
-// gateway cancel, and the engine stops generating.
+// gateway cancel, and the engine stops generating (its second slot as in
+// TestCancelAbortsOnTheEngine, for the same reason).
 func TestOfficialOpenAIClientOnTheEngine(t *testing.T) {
 	mod, err := filepath.Abs(filepath.Join("..", "..", "..", ".ci", "js", "gateway", "node_modules", "openai", "index.mjs"))
 	if err != nil {
@@ -36,7 +37,7 @@ func TestOfficialOpenAIClientOnTheEngine(t *testing.T) {
 		}
 		t.Skip("node or the openai npm package missing: run .ci/install-js.sh")
 	}
-	o := startEngine(t, 1, "tiny")
+	o := startEngine(t, 2, "tiny")
 	st := system(t, "tiny", o.URL)
 	nc := newNC(t, st)
 	keys, err := gw.KeysFromMap(map[string]string{"sk-engine-test": tenant})
@@ -102,7 +103,8 @@ func TestOfficialOpenAIClientOnTheEngine(t *testing.T) {
 	if got.Aborted == nil || got.Aborted.Seen < 5 {
 		t.Fatalf("the client never aborted: %s", out)
 	}
-	// The one slot must be free at once: the engine stopped the sequence.
+	checkStopped(t, o, busyGenerating(t, o))
+	// The slot must be free at once: the engine stopped the sequence.
 	start := time.Now()
 	if _, err := o.Client("tiny").Generate(ctx, openai.Request{Prompt: "next", MaxTokens: 1}, nil); err != nil {
 		t.Fatal(err)
@@ -115,6 +117,35 @@ func TestOfficialOpenAIClientOnTheEngine(t *testing.T) {
 	if waited > remaining/2 {
 		t.Fatalf("the next request waited %s, ~%s of the aborted generation was left: the engine kept generating", waited, remaining)
 	}
+	logLeakedSlot(t, o)
 	t.Logf("official client: %d streamed chunks, aborted after %d; the engine's slot answered %s later (~%s of generation was left)",
 		got.Stream.Chunks, got.Aborted.Seen, waited.Round(time.Millisecond), remaining.Round(time.Millisecond))
+}
+
+// busyGenerating is the engine's processor use while it generates a long
+// answer, measured on a direct request cancelled afterwards. The request
+// does not stream to a client that leaves: Ollama's unstreamed handler
+// reads its generation to the end, so the cancel frees its slot.
+func busyGenerating(t *testing.T, o *Ollama) float64 {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		body := strings.NewReader(`{"model":"tiny","prompt":"measure me","max_tokens":20000,"stream":false}`)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, o.URL+"/v1/completions", body)
+		req.Header.Set("Content-Type", "application/json")
+		if res, err := http.DefaultClient.Do(req); err == nil {
+			res.Body.Close()
+		}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	busy, err := o.Busy(500 * time.Millisecond)
+	cancel()
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	return busy
 }

@@ -100,6 +100,12 @@ func tail(s string, n int) string {
 // catalog what heartbeats describe later (an engine's other models).
 func system(t *testing.T, model string, urls ...string) *stack.Stack {
 	t.Helper()
+	return systemOf(t, model, nil, urls...)
+}
+
+// systemOf is system with each worker's spec adjusted by tweak.
+func systemOf(t *testing.T, model string, tweak func(*stack.WorkerSpec), urls ...string) *stack.Stack {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cat, err := worker.LearnServedModel(ctx, catalog.Default(), worker.Config{ID: "probe", Model: model, Backend: "openai", OpenAIURL: urls[0]})
@@ -108,7 +114,11 @@ func system(t *testing.T, model string, urls ...string) *stack.Stack {
 	}
 	var fleet []stack.WorkerSpec
 	for _, u := range urls {
-		fleet = append(fleet, stack.WorkerSpec{GPU: "cpu", Model: model, Backend: "openai", OpenAIURL: u})
+		spec := stack.WorkerSpec{GPU: "cpu", Model: model, Backend: "openai", OpenAIURL: u}
+		if tweak != nil {
+			tweak(&spec)
+		}
+		fleet = append(fleet, spec)
 	}
 	st, err := stack.Start(context.Background(), stack.Config{Fleet: fleet, Catalog: cat})
 	if err != nil {

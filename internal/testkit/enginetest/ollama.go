@@ -320,3 +320,64 @@ func (s *Ollama) Get(ctx context.Context, path string) ([]byte, error) {
 	defer resp.Body.Close()
 	return io.ReadAll(resp.Body)
 }
+
+// CPUTime is the processor time the server and its runners have used so
+// far (user and system, from /proc): what tells a runner still generating
+// from an idle one, whatever the engine's own API says.
+func (s *Ollama) CPUTime() (time.Duration, error) {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd == nil || cmd.Process == nil {
+		return 0, errors.New("enginetest: ollama is not running")
+	}
+	group := cmd.Process.Pid // Start put the server and its runners in its own group
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, fmt.Errorf("enginetest: %w", err)
+	}
+	var ticks int64
+	for _, p := range procs {
+		if _, err := strconv.Atoi(p.Name()); err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", p.Name(), "stat"))
+		if err != nil {
+			continue // gone since the listing
+		}
+		// The command name may hold spaces and parentheses: fields are
+		// counted from its closing one (proc(5): pgrp is field 5, utime 14,
+		// stime 15).
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		if pgrp, _ := strconv.Atoi(f[2]); pgrp != group {
+			continue
+		}
+		utime, _ := strconv.ParseInt(f[11], 10, 64)
+		stime, _ := strconv.ParseInt(f[12], 10, 64)
+		ticks += utime + stime
+	}
+	// USER_HZ is 100 on every Linux ABI Go supports.
+	return time.Duration(ticks) * 10 * time.Millisecond, nil
+}
+
+// Busy is the share of one core the server and its runners use over d.
+func (s *Ollama) Busy(d time.Duration) (float64, error) {
+	before, err := s.CPUTime()
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	time.Sleep(d)
+	after, err := s.CPUTime()
+	if err != nil {
+		return 0, err
+	}
+	return float64(after-before) / float64(time.Since(start)), nil
+}

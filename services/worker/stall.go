@@ -1,0 +1,151 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchyard-ai/switchyard/internal/adapter/backend/openai"
+	"github.com/switchyard-ai/switchyard/schemas"
+)
+
+// An engine can stop serving while it still answers on its address: its
+// health and model endpoints reply, and every generation waits forever.
+// Ollama does this after a streamed request is aborted at the wrong
+// moment: the handler stops reading its channel while the generation's
+// goroutine is about to send on it, the send blocks for good, and the
+// engine's request slot with it (ollama/ollama#17131, open against
+// v0.6.5 and later; reproduced here by aborting streams in a loop, the
+// stuck goroutine in the server's dump at server/routes.go:342). With
+// OLLAMA_NUM_PARALLEL=1 that is the whole engine. Users of Ollama know the
+// shape from "requests hang until it is restarted" (ollama/ollama#1994,
+// #2176, #4545).
+//
+// Reachability alone cannot see it, so the worker watches progress: when
+// generations are in flight at the engine and none has received a byte
+// for StallAfter, the engine is stalled. The worker then does what it does
+// for an engine that died under its requests: it goes silent, so routers
+// count its work lost and re-place it under the retry budget; it aborts
+// what waits at the engine and leaves those dispatches unacked (the ledger
+// skips them once the re-placed attempts answer); and it probes the engine
+// with a one-token request until one is answered, then heartbeats again.
+// A stalled slot cannot be freed from outside Ollama: the log says to
+// restart the engine, and the worker rejoins by itself once it serves.
+
+// The events of the watchdog: the engine stalled (the worker goes
+// silent; per request, its generation was handed back for re-placement),
+// and the engine served a probe again.
+const (
+	EventEngineStalled   = "engine_stalled"
+	EventEngineRecovered = "engine_recovered"
+)
+
+// errEngineStalled is the cause the watchdog cancels a generation with,
+// telling it from a client's cancel and from its deadline.
+var errEngineStalled = errors.New("engine stalled: no progress on any request in flight")
+
+// DefaultEngineStallAfter is long enough for a long prompt's prefill on a
+// slow engine, during which no byte arrives; a load of weights is not
+// counted against it.
+const DefaultEngineStallAfter = 2 * time.Minute
+
+// stallAfter is the configured bound; zero or less turns the watchdog off.
+func (w *Worker) stallAfter() time.Duration { return w.cfg.EngineStallAfter }
+
+// noteProgress records that the engine sent something for a request.
+func (r *remote) noteProgress(now time.Time) { r.progress.Store(now.UnixNano()) }
+
+// checkStall runs before each heartbeat of a remote worker.
+func (w *Worker) checkStall(ctx context.Context) {
+	after := w.stallAfter()
+	if after <= 0 {
+		return
+	}
+	r := w.remote
+	now := w.sh.Now()
+	w.mu.Lock()
+	quiet := now.Sub(time.Unix(0, r.progress.Load()))
+	if r.stalled || r.running == 0 || len(r.engine.loading) > 0 || quiet < after {
+		w.mu.Unlock()
+		return
+	}
+	r.stalled = true
+	running := r.running
+	stop := make([]context.CancelCauseFunc, 0, len(r.cancels))
+	for _, c := range r.cancels {
+		stop = append(stop, c)
+	}
+	w.mu.Unlock()
+	w.sh.Log.Error("engine stalled: generations in flight and none has progressed; going silent so their work is re-placed, probing until it serves again (an Ollama slot held by an aborted stream is freed only by restarting the engine: ollama/ollama#17131)",
+		"server", r.client.BaseURL, "running", running, "quiet", quiet.Round(time.Millisecond))
+	w.sh.Emit(schemas.Event{Kind: EventEngineStalled, WorkerID: w.cfg.ID,
+		Reason: "engine " + r.client.BaseURL + " answers but has not progressed any of " + strconv.Itoa(running) + " generations for " + quiet.Round(time.Second).String(),
+		Fields: map[string]any{"running": running, "quiet_s": quiet.Seconds()}})
+	for _, c := range stop {
+		c(errEngineStalled)
+	}
+	go w.probeStalledEngine(ctx)
+}
+
+// stalledEngineProbe is how often, and how long, a stalled engine is asked
+// for one token.
+func (w *Worker) stalledEngineProbe() time.Duration {
+	return min(w.stallAfter(), 10*time.Second)
+}
+
+// probeStalledEngine asks the engine for one token until it answers, then
+// lets the worker heartbeat again.
+func (w *Worker) probeStalledEngine(ctx context.Context) {
+	every := w.stalledEngineProbe()
+	r := w.remote
+	for tries := 1; ; tries++ {
+		pctx, cancel := context.WithTimeout(ctx, every)
+		started := w.sh.Now()
+		_, err := r.client.Generate(pctx, openai.Request{Model: w.engineModel(w.cfg.Model), Prompt: "ping", MaxTokens: 1}, nil)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			now := w.sh.Now()
+			w.mu.Lock()
+			r.stalled = false
+			r.noteProgress(now)
+			w.mu.Unlock()
+			w.sh.Log.Info("engine serves again: heartbeating", "server", r.client.BaseURL, "probes", tries)
+			w.sh.Emit(schemas.Event{Kind: EventEngineRecovered, WorkerID: w.cfg.ID,
+				Reason: "engine " + r.client.BaseURL + " answered a probe after " + strconv.Itoa(tries) + " tries",
+				Fields: map[string]any{"probes": tries}})
+			return
+		}
+		w.sh.Log.Debug("stalled engine probe", "server", r.client.BaseURL, "try", tries, "err", err)
+		if rest := every - w.sh.Now().Sub(started); rest > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(rest):
+			}
+		}
+	}
+}
+
+// handBack leaves a dispatch unanswered and unacked, as for an engine lost
+// under it: the worker is silent, so the router re-places it, and it is
+// offered here again only after engineLostRedelivery, when the ledger
+// normally finds it answered.
+func (w *Worker) handBack(d schemas.Dispatch, m jetstream.Msg, why string, ts *tokenStream) {
+	a := d.Admitted
+	w.sh.Emit(schemas.Event{Kind: EventEngineStalled, RequestID: a.Request.ID, Tenant: a.Tenant, WorkerID: w.cfg.ID,
+		Reason: why, Fields: map[string]any{"chunks_streamed": chunksOf(ts), "attempt": a.Attempt}})
+	m.NakWithDelay(engineLostRedelivery)
+}
+
+// engineStalled reports whether the watchdog has taken the engine out of
+// rotation. Callers hold w.mu.
+func (r *remote) engineStalled() bool { return r.stalled }
+
+// stalledCause reports whether ctx was cancelled by the watchdog.
+func stalledCause(ctx context.Context) bool { return errors.Is(context.Cause(ctx), errEngineStalled) }
