@@ -60,8 +60,10 @@ func SetSLO(r *Request) {
 	r.Deadline = r.TTFTTarget + time.Duration(max(r.OutputTokens-1, 0))*c.TPOT
 }
 
-// unit maps (seed, key) to a deterministic uniform number in [0, 1).
-func unit(seed int64, key uint64) float64 {
+// Unit maps (seed, key) to a deterministic uniform number in [0, 1): the
+// seeded draw behind tenant assignment, here and in the simulator's
+// scenarios, so one seed gives one assignment wherever it is made.
+func Unit(seed int64, key uint64) float64 {
 	h := fnv.New64a()
 	var b [16]byte
 	binary.LittleEndian.PutUint64(b[:8], uint64(seed))
@@ -89,7 +91,7 @@ func pickTenant(u float64) Tenant {
 func AssignBySession(t *Trace, seed int64, key func(i int) uint64) {
 	for i := range t.Requests {
 		r := &t.Requests[i]
-		tn := pickTenant(unit(seed, key(i)))
+		tn := pickTenant(Unit(seed, key(i)))
 		r.Tenant, r.Priority = tn.Name, tn.Priority
 		SetSLO(r)
 	}

@@ -227,7 +227,7 @@ func (l *ServeGenLengths) window(model, client string, t time.Duration, seed int
 			names = append(names, c)
 		}
 		sort.Strings(names)
-		ws = byClient[names[int(unit(seed, hashString(model+"/"+client))*float64(len(names)))]]
+		ws = byClient[names[int(Unit(seed, hashString(model+"/"+client))*float64(len(names)))]]
 	}
 	k := sort.Search(len(ws), func(i int) bool { return ws[i].start > t }) - 1
 	return ws[max(k, 0)], true

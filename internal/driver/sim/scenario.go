@@ -8,7 +8,6 @@ package sim
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -559,16 +558,6 @@ func (t *ScenarioTrace) read(dir string, seed int64) (*traces.Trace, error) {
 	return tr, nil
 }
 
-// scenarioUnit maps (seed, key) to a uniform number in [0, 1).
-func scenarioUnit(seed int64, key uint64) float64 {
-	h := fnv.New64a()
-	var b [16]byte
-	binary.LittleEndian.PutUint64(b[:8], uint64(seed))
-	binary.LittleEndian.PutUint64(b[8:], key)
-	h.Write(b[:])
-	return float64(h.Sum64()>>11) / (1 << 53)
-}
-
 func hashText(s string) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(s))
@@ -636,7 +625,7 @@ func (sc *Scenario) assignTenants(tr *traces.Trace, seed int64) error {
 	counts := make([]int, len(sc.Tenants))
 	for i := range tr.Requests {
 		q := &tr.Requests[i]
-		u := scenarioUnit(seed, sessionKey(sc.Trace.Format, i, q))
+		u := traces.Unit(seed, sessionKey(sc.Trace.Format, i, q))
 		k, acc := len(sc.Tenants)-1, 0.0
 		for j, t := range sc.Tenants {
 			if acc += t.Share; u < acc {
@@ -698,7 +687,7 @@ func (sc *Scenario) pickModel(t ScenarioTenant, phases []time.Duration, q *trace
 	if sum <= 0 {
 		return t.Models[0]
 	}
-	u := scenarioUnit(seed^0x6d6f64656c, uint64(i)) * sum
+	u := traces.Unit(seed^0x6d6f64656c, uint64(i)) * sum
 	for _, m := range t.Models {
 		if u -= w[m]; u < 0 {
 			return m
