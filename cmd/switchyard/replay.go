@@ -50,15 +50,11 @@ func runReplay(ctx context.Context, args []string, stdout io.Writer) error {
 	if win.Until, err = parseWhen(*until, now); err != nil {
 		return fmt.Errorf("--until: %w", err)
 	}
-	nc, closeStreams, err := src.open(ctx, "replay")
+	js, closeStreams, err := src.open(ctx, "replay")
 	if err != nil {
 		return err
 	}
 	defer closeStreams()
-	js, err := bus.JetStream(nc)
-	if err != nil {
-		return err
-	}
 	cat, err := config.LoadCatalog(*catPath)
 	if err != nil {
 		return err
@@ -357,9 +353,23 @@ func recordedFlags(fs *flag.FlagSet) recorded {
 	}
 }
 
-// open connects to the recorded streams; close ends the connection and
-// the in-process server, if one was started.
-func (r recorded) open(ctx context.Context, name string) (nc *nats.Conn, close func(), err error) {
+// open connects to the recorded streams and returns their JetStream;
+// close ends the connection and the in-process server, if one was started.
+func (r recorded) open(ctx context.Context, name string) (js jetstream.JetStream, close func(), err error) {
+	nc, close, err := r.connect(ctx, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if js, err = bus.JetStream(nc); err != nil {
+		close()
+		return nil, nil, err
+	}
+	return js, close, nil
+}
+
+// connect is open's connection: to the in-process server over --store, or
+// to --nats.
+func (r recorded) connect(ctx context.Context, name string) (nc *nats.Conn, close func(), err error) {
 	if store := *r.store; store != "" {
 		if _, err := os.Stat(store); err != nil {
 			return nil, nil, fmt.Errorf("--store: %w", err)

@@ -100,11 +100,7 @@ func TestReplayReproducesDemo(t *testing.T) {
 // there, each stage's input acknowledged by its reader.
 func checkTrailOfARecordedRequest(t *testing.T, ctx context.Context, dir string) {
 	none := ""
-	nc, closeStreams, err := recorded{natsURL: &none, store: &dir}.open(ctx, "trail-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, err := bus.JetStream(nc)
+	js, closeStreams, err := recorded{natsURL: &none, store: &dir}.open(ctx, "trail-test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/switchyard-ai/switchyard/internal/adapter/bus"
 	"github.com/switchyard-ai/switchyard/internal/adapter/trail"
 )
 
@@ -31,15 +30,11 @@ func runTrail(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--since: %w", err)
 	}
-	nc, closeStreams, err := src.open(ctx, "trail")
+	js, closeStreams, err := src.open(ctx, "trail")
 	if err != nil {
 		return err
 	}
 	defer closeStreams()
-	js, err := bus.JetStream(nc)
-	if err != nil {
-		return err
-	}
 	found, err := trail.Find(ctx, js, ids, trail.Options{Since: from})
 	if err != nil {
 		return err
