@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -47,4 +48,16 @@ func (a *autoscaleFlags) config() (*stack.ControlConfig, error) {
 	cc.Control.TargetUtilization = *a.util
 	cc.Control.PlanHighOnly = highOnly
 	return cc, nil
+}
+
+// start starts the stack over cfg with the control these flags ask for
+// (none without --autoscale): up and demo start theirs this way, so a
+// command cannot start one without its scaler.
+func (a *autoscaleFlags) start(ctx context.Context, cfg stack.Config) (*stack.Stack, error) {
+	cc, err := a.config()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Control = cc
+	return stack.Start(ctx, cfg)
 }

@@ -76,12 +76,7 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	cfg := stack.Config{StoreDir: *store, Fleet: fleet, Logger: logger, Tenants: *tenants}
-	ctlCfg, err := scale.config()
-	if err != nil {
-		return err
-	}
-	cfg.Control = ctlCfg
-	st, err := stack.Start(ctx, cfg)
+	st, err := scale.start(ctx, cfg)
 	if err != nil {
 		return err
 	}

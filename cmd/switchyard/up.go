@@ -131,12 +131,7 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	logger := newLogger(*verbose)
 	cfg := stack.Config{Listen: *listen, StoreDir: *store, Fleet: fleet, MetricsAddr: *metricsAddr, SpeedUp: *speed, Logger: logger, Tenants: *tenants, Catalog: cat}
-	ctlCfg, err := scale.config()
-	if err != nil {
-		return err
-	}
-	cfg.Control = ctlCfg
-	st, err := stack.Start(ctx, cfg)
+	st, err := scale.start(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -153,7 +148,9 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	st.Registry.AddCollector(svc.JetStreamCollector(expJS, subjects.StreamSubmit, subjects.StreamAdmitted, subjects.StreamDispatch, subjects.StreamResults))
-	if *backend == "sim" && ctlCfg != nil && ctlCfg.FromZero {
+	// --autoscale-from-zero started (start refuses it without --autoscale),
+	// so the stack has a controller.
+	if *backend == "sim" && *scale.fromZero {
 		fmt.Fprintf(stdout, "switchyard up: NATS %s, no workers yet: %d pools scale from zero as requests arrive (simulated GPUs; no real GPU)\n", st.URL, len(st.Controller().Desired()))
 	} else if *backend == "sim" {
 		fmt.Fprintf(stdout, "switchyard up: NATS %s, %d simulated workers (GPU timings from the roofline model; no real GPU)\n", st.URL, len(fleet))
