@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -100,16 +99,7 @@ func TestSubjectsOwnTheWireNames(t *testing.T) {
 			t.Fatalf("walking %s/: %v", top, err)
 		}
 	}
-	var stale []string
-	for key := range knownWireLiterals {
-		if !occurred[key] {
-			stale = append(stale, key)
-		}
-	}
-	sort.Strings(stale)
-	for _, key := range stale {
-		t.Errorf("known wire literal %q no longer occurs: remove it from knownWireLiterals", key)
-	}
+	reportStale(t, knownWireLiterals, occurred, "known wire literal", "knownWireLiterals")
 }
 
 func TestWireLiteralsFound(t *testing.T) {
