@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/switchyard-ai/switchyard/internal/adapter/bus"
 )
 
@@ -64,20 +67,7 @@ func TestDeadlineBuckets(t *testing.T) {
 // TestProvisionIsIdempotent provisions every stream twice on a real
 // server: a second service starting must not fail or change anything.
 func TestProvisionIsIdempotent(t *testing.T) {
-	srv, err := bus.StartServer(bus.ServerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown()
-	nc, err := srv.Connect("t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := bus.JetStream(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := startJetStream(t)
 	ctx := context.Background()
 	for i := 0; i < 2; i++ {
 		if err := Provision(ctx, js, StreamOptions{}); err != nil {
@@ -111,4 +101,27 @@ func TestProvisionIsIdempotent(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// startJetStream runs an embedded JetStream server for one test and
+// connects to it; both end with the test. (internal/testkit/bustest does
+// this for other packages, but it imports subjects: these in-package tests
+// cannot use it.)
+func startJetStream(t *testing.T) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	srv, err := bus.StartServer(bus.ServerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	nc, err := srv.Connect("t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := bus.JetStream(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
 }

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/switchyard-ai/switchyard/internal/adapter/bus"
 )
 
 // TestTokensStreamShape: TOKENS keeps chunks in memory for at most
@@ -30,20 +28,7 @@ func TestTokensStreamShape(t *testing.T) {
 			t.Fatalf("%+v: TOKENS %+v", o, *tok)
 		}
 	}
-	srv, err := bus.StartServer(bus.ServerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown()
-	nc, err := srv.Connect("t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := bus.JetStream(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := startJetStream(t)
 	if err := Provision(context.Background(), js, StreamOptions{DuplicateWindow: 30 * time.Minute}); err != nil {
 		t.Fatal(err)
 	}
