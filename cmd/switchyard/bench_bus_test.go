@@ -71,3 +71,58 @@ func TestBenchBusRefusesBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// --by-conn splits the server's messages by client connection, and the
+// split adds up to protocol_msgs_per_req: the client sends one submission
+// per request and receives its publish ack and its result; the router,
+// admitter and workers all move messages. Without the flag the field is
+// left out, so the JSON line keeps its shape.
+func TestBenchBusByConn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded stack for a few seconds")
+	}
+	for _, tc := range []struct {
+		name   string
+		byConn bool
+	}{{"with --by-conn", true}, {"without", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"--duration", "1s", "--rate", "200", "--inflight", "32", "--json"}
+			if tc.byConn {
+				args = append(args, "--by-conn")
+			}
+			var out bytes.Buffer
+			if err := runBenchBus(context.Background(), args, &out); err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+			var got BusResult
+			if err := json.Unmarshal([]byte(lines[len(lines)-1]), &got); err != nil {
+				t.Fatalf("last line %q: %v", lines[len(lines)-1], err)
+			}
+			if !tc.byConn {
+				if got.ProtocolByConn != nil {
+					t.Errorf("protocol_msgs_by_conn %v without --by-conn", got.ProtocolByConn)
+				}
+				if strings.Contains(lines[len(lines)-1], "protocol_msgs_by_conn") {
+					t.Errorf("the JSON line names protocol_msgs_by_conn without --by-conn: %s", lines[len(lines)-1])
+				}
+				return
+			}
+			sum := 0.0
+			for _, v := range got.ProtocolByConn {
+				sum += v
+			}
+			if got.ProtocolMsgsPerReq <= 0 || sum < 0.9*got.ProtocolMsgsPerReq || sum > 1.1*got.ProtocolMsgsPerReq {
+				t.Errorf("by connection %.2f messages per request, server total %.2f: %v", sum, got.ProtocolMsgsPerReq, got.ProtocolByConn)
+			}
+			if v := got.ProtocolByConn["bench-client in"]; v < 0.95 || v > 1.2 {
+				t.Errorf("bench-client in %.2f per request, want one submission each (and a share of pulls)", v)
+			}
+			for _, k := range []string{"bench-client out", "admitter-1 in", "admitter-1 out", "router-1 in", "router-1 out"} {
+				if got.ProtocolByConn[k] <= 0 {
+					t.Errorf("no %q in %v", k, got.ProtocolByConn)
+				}
+			}
+		})
+	}
+}
