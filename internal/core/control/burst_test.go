@@ -208,17 +208,25 @@ func TestHeadroomOnlyForTheHighClasses(t *testing.T) {
 		schemas.PriorityStandard: {Met: 40, Total: 40}, schemas.PriorityBatch: {Met: 20, Total: 30},
 	}
 	peak := func(all, highOnly bool) (peak, floor int) {
-		c := newCtl(t, Pool{GPU: "h100", Model: model, Min: 1, Max: 32}, func(cfg *Config) { cfg.HeadroomForAll, cfg.PlanHighOnly = all, highOnly })
-		capa := Capacity(c.pools[0].rep, Mix{PromptTokens: 2048, OutputTokens: 28}, c.cfg.ITLTarget)
+		// No step limit: the test compares how much headroom is
+		// bought, which a step limit reached in both runs would hide.
+		c := newCtl(t, Pool{GPU: "h100", Model: model, Min: 1, Max: 32}, func(cfg *Config) {
+			cfg.HeadroomForAll, cfg.PlanHighOnly, cfg.MaxUpStep = all, highOnly, 32
+		})
+		mix := Mix{PromptTokens: 2048, OutputTokens: 28}
+		capa := Capacity(c.pools[0].rep, mix, c.cfg.ITLTarget)
+		// A burst is planned against the rate a replica starts requests
+		// at, not its steady completion rate.
+		burstCapa := BurstCapacity(c.pools[0].rep, mix, c.cfg.ITLTarget)
 		f := &fleet{n: 1}
 		now := t0
 		floor = 1 << 30
-		// 10 s at 6 replicas' capacity every 2 minutes, a quarter of a
-		// replica between: the mean is about 0.7 replicas.
+		// 10 s at 6 replicas' burst capacity every 2 minutes, a quarter of
+		// a replica between: the mean is about 0.7 replicas.
 		for i := 0; i < 20*30; i++ {
 			rate := 0.25 * capa
 			if (i*2)%120 >= 110 {
-				rate = 6 * capa
+				rate = 6 * burstCapa
 			}
 			now = now.Add(c.cfg.Interval)
 			f.serve(rate, c.cfg.Interval)

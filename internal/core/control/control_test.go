@@ -100,7 +100,7 @@ func changes(xs []int) int {
 
 func TestNoFlappingOnNoisyLoad(t *testing.T) {
 	c := newCtl(t, Pool{GPU: "h100", Model: model, Min: 1, Max: 20}, nil)
-	capU := Capacity(c.pools[0].rep, Mix{1024, 256}, c.cfg.ITLTarget) * c.cfg.TargetUtilization
+	capU := Capacity(c.pools[0].rep, Mix{PromptTokens: 1024, OutputTokens: 256}, c.cfg.ITLTarget) * c.cfg.TargetUtilization
 	rng := rand.New(rand.NewPCG(1, 2))
 	f := &fleet{n: 4}
 	now := t0

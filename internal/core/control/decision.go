@@ -21,8 +21,12 @@ func (a Attainment) Ratio() float64 {
 	return float64(a.Met) / float64(a.Total)
 }
 
-// Mix is the recent request shape: mean prompt and output tokens.
-type Mix struct{ PromptTokens, OutputTokens float64 }
+// Mix is the recent request shape: mean prompt and output tokens, and the
+// mean of the squared prompt lengths. Attention makes a prompt's prefill
+// cost grow with its square, so a mix with a long tail of prompts costs
+// more than its mean prompt says; PromptTokensSquared 0 means no spread
+// (every prompt PromptTokens long).
+type Mix struct{ PromptTokens, OutputTokens, PromptTokensSquared float64 }
 
 // Inputs is what the controller sees at one decision.
 type Inputs struct {

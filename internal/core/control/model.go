@@ -6,15 +6,17 @@ import (
 
 	"github.com/switchyard-ai/switchyard/internal/core/engine"
 	"github.com/switchyard-ai/switchyard/internal/core/perf"
+	"github.com/switchyard-ai/switchyard/internal/core/tokens"
 )
 
 // The controller sizes the fleet with the same roofline model the engine
 // runs on (internal/core/perf), so that its notion of a replica's capacity is
 // the one the workers actually have.
 
-// TargetBatch is the largest concurrent batch whose steady-state step (the
-// decodes plus the prefill that replaces finishing sequences) stays within
-// itl, capped by KV capacity and engine.DefaultMaxBatch; at least 1.
+// TargetBatch is the largest concurrent batch whose mean step — the
+// decodes, with the prefill that replaces finishing sequences run as the
+// engine runs it (steadyStep) — stays within itl, capped by KV capacity and
+// engine.DefaultMaxBatch; at least 1.
 func TargetBatch(rep perf.Replica, mix Mix, itl time.Duration) int {
 	in, out := int(math.Round(mix.PromptTokens)), max(1, int(math.Round(mix.OutputTokens)))
 	lo, hi := 1, engine.DefaultMaxBatch
@@ -27,7 +29,7 @@ func TargetBatch(rep perf.Replica, mix Mix, itl time.Duration) int {
 	// Step time grows with the batch: binary search the crossing.
 	for lo < hi {
 		mid := (lo + hi + 1) / 2
-		if s, _ := rep.SteadyState(in, out, mid); s <= itl.Seconds() {
+		if steadyStep(rep, mix, mid) <= itl.Seconds() {
 			lo = mid
 		} else {
 			hi = mid - 1
@@ -40,16 +42,78 @@ func TargetBatch(rep perf.Replica, mix Mix, itl time.Duration) int {
 // its target batch (before the planning utilisation is applied).
 func Capacity(rep perf.Replica, mix Mix, itl time.Duration) float64 {
 	b := TargetBatch(rep, mix, itl)
-	_, tps := rep.SteadyState(int(math.Round(mix.PromptTokens)), max(1, int(math.Round(mix.OutputTokens))), b)
-	return tps / math.Max(mix.OutputTokens, 1)
+	step := steadyStep(rep, mix, b)
+	if step <= 0 || math.IsInf(step, 1) {
+		return 0
+	}
+	return float64(b) / step / math.Max(mix.OutputTokens, 1)
 }
 
 // RequestSeconds is a request's modelled time decoding in the batch: its
-// output tokens at the steady-state step of the target batch.
+// output tokens at the mean step of the target batch.
 func RequestSeconds(rep perf.Replica, mix Mix, itl time.Duration) float64 {
-	b := TargetBatch(rep, mix, itl)
-	step, _ := rep.SteadyState(int(math.Round(mix.PromptTokens)), max(1, int(math.Round(mix.OutputTokens))), b)
-	return step * math.Max(mix.OutputTokens, 1)
+	return steadyStep(rep, mix, TargetBatch(rep, mix, itl)) * math.Max(mix.OutputTokens, 1)
+}
+
+// steadyStep is the mean engine step of a replica that keeps batch
+// sequences of the mix decoding and prefills the prompts that replace the
+// ones finishing: batch·prompt/output prompt tokens a step on average, which
+// the engine does not spread thinly over every step (a steady state in
+// which each step carries a sliver of prefill, as perf.SteadyState
+// assumes, lets that compute hide under the decodes' memory reads: for
+// 12k-token prompts it said 2.1 requests/s per H100 where the engine
+// completes 1.2, capacity_test.go) but runs in chunks beside the decodes
+// (engine.planPrefills) — the budget the decodes leave, or one prompt
+// where prompts are shorter — so a share of the steps carry a chunk and
+// the rest decode alone. A
+// chunk's attention reads the prompt's earlier chunks: over a whole prompt
+// of L tokens it costs L²/2 token-pairs however it is chunked, so the
+// chunk is costed at the mix's size-biased prompt length E[L²]/E[L] (the
+// length the average prefill token belongs to), not the mean: a tail of
+// 100k-token prompts in a 12k-token mean is where the prefill time goes.
+// +Inf when the batch leaves no room for a chunk in the token budget.
+func steadyStep(rep perf.Replica, mix Mix, batch int) float64 {
+	in, out := math.Max(mix.PromptTokens, 1), math.Max(mix.OutputTokens, 1)
+	ctx := int(in + out/2)
+	dec := perf.Batch{DecodeSeqs: batch, DecodeContextTokens: batch * ctx}
+	perStep := float64(batch) * in / out
+	room := engine.DefaultTokenBudget - batch
+	if room < tokens.BlockSize {
+		return math.Inf(1)
+	}
+	chunkTok := math.Min(float64(room), sizeBiasedPrompt(mix))
+	share := perStep / chunkTok
+	if share >= 1 {
+		// More prompt tokens to take in per step than the budget leaves:
+		// every step prefills, as much as the decodes need replaced.
+		chunkTok, share = perStep, 1
+	}
+	chunk := dec
+	chunk.PrefillTokens = int(math.Round(chunkTok))
+	chunk.PrefillSeqs, chunk.PrefillContext = prefillShape(mix, chunkTok)
+	return share*rep.StepSeconds(chunk) + (1-share)*rep.StepSeconds(dec)
+}
+
+// prefillShape is how a prefill chunk of chunkTok tokens falls over the
+// mix's prompts: prompts longer than the chunk are taken in one chunk a
+// step, each chunk after the earlier ones (the chunk's mean context makes
+// its attention cost its share of the prompt's L²/2); shorter ones share
+// the chunk, several prompts a step, with no earlier context.
+func prefillShape(mix Mix, chunkTok float64) (seqs, context int) {
+	long := sizeBiasedPrompt(mix)
+	if long >= chunkTok {
+		return 1, int(math.Round((long - chunkTok) / 2))
+	}
+	return max(1, int(math.Round(chunkTok/long))), 0
+}
+
+// sizeBiasedPrompt is E[L²]/E[L] of the mix's prompt lengths L: the mean
+// length of the prompt a prefill token belongs to. Without a second moment
+// (or with one below the mean's square, which no real mix has) it is the
+// mean.
+func sizeBiasedPrompt(mix Mix) float64 {
+	in := math.Max(mix.PromptTokens, 1)
+	return math.Max(mix.PromptTokensSquared, in*in) / in
 }
 
 // BurstCapacity is one replica's modelled request starts per second while
@@ -63,7 +127,8 @@ func BurstCapacity(rep perf.Replica, mix Mix, itl time.Duration) float64 {
 	b := TargetBatch(rep, mix, itl)
 	ctx := int(in + out/2)
 	chunk := min(engine.DefaultTokenBudget, int(math.Ceil(in)))
-	step := rep.StepSeconds(perf.Batch{DecodeSeqs: b, DecodeContextTokens: b * ctx, PrefillTokens: chunk, PrefillSeqs: 1})
+	seqs, pctx := prefillShape(mix, float64(chunk))
+	step := rep.StepSeconds(perf.Batch{DecodeSeqs: b, DecodeContextTokens: b * ctx, PrefillTokens: chunk, PrefillSeqs: seqs, PrefillContext: pctx})
 	if step <= 0 {
 		return 0
 	}

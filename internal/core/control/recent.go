@@ -33,6 +33,7 @@ func (r *Recent) Observe(at time.Time, class string, met, ok bool, promptTokens,
 		w := 1 / float64(r.n)
 		r.mix.PromptTokens += w * (float64(promptTokens) - r.mix.PromptTokens)
 		r.mix.OutputTokens += w * (float64(outputTokens) - r.mix.OutputTokens)
+		r.mix.PromptTokensSquared += w * (float64(promptTokens)*float64(promptTokens) - r.mix.PromptTokensSquared)
 	}
 }
 

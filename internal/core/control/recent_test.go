@@ -19,7 +19,9 @@ func TestRecentWindowAndMix(t *testing.T) {
 	if slo["critical"] != (Attainment{Met: 0, Total: 1}) {
 		t.Fatalf("after the window: %+v", slo)
 	}
-	if m := r.Mix(); m.PromptTokens != 200 || m.OutputTokens != 20 {
-		t.Fatalf("mix %+v, want the mean of the two successes", m)
+	// The squares' mean, 50,000, is what the prompts' spread adds to their
+	// mean's square (40,000): attention is priced on it.
+	if m := r.Mix(); m.PromptTokens != 200 || m.OutputTokens != 20 || m.PromptTokensSquared != 50000 {
+		t.Fatalf("mix %+v, want the means of the two successes (squares 50000)", m)
 	}
 }
