@@ -47,7 +47,10 @@ type poolState struct {
 	sloUpAt  time.Time // the last replica added for missed SLOs
 	arrivals []arrival // per interval, the last lead time's
 	calib    float64   // share of the modelled capacity SLO misses leave
-	levels   []level   // per replica level, the recent gaps in demand for it
+	// shortAt is the last decision at which the pool had fewer replicas
+	// serving than it had asked for (some still loading their weights).
+	shortAt time.Time
+	levels  []level // per replica level, the recent gaps in demand for it
 	// highShareSeen and highPenalty are the high classes' share of recent
 	// results and their mean miss penalty, for pricing a sudden return.
 	highShareSeen, highPenalty float64

@@ -2,6 +2,7 @@ package control
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/switchyard-ai/switchyard/schemas"
@@ -118,10 +119,22 @@ func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, q
 	// lead time plus attainment window, so the misses already counted do
 	// not cut it again before a replica ordered for them has been judged —
 	// and it recovers toward the model while the SLO holds.
+	//
+	// Only misses judged at the size the model asked for say that: while
+	// replicas ordered are still loading, or within an attainment window
+	// of the last that was, the fleet is short by the cold start, not by
+	// the model — a fleet started from one replica under full load misses
+	// for its first lead time whatever the model says, and a cut taken
+	// then would over-provision it for the half hour the cut takes to
+	// recover. Those misses still hold a scale-down (highMiss).
 	if ps.calib == 0 {
 		ps.calib = 1
 	}
-	sloBump := highMiss && load > 0 &&
+	if in.Starting[ps.Key()] > 0 || live < ps.desired {
+		ps.shortAt = now
+	}
+	atSize := ps.shortAt.IsZero() || now.Sub(ps.shortAt) >= c.cfg.SLOWindow
+	sloBump := highMiss && load > 0 && atSize && c.missesBeyondChance(in.SLO) &&
 		(ps.sloUpAt.IsZero() || now.Sub(ps.sloUpAt).Seconds() >= lead+c.cfg.SLOWindow.Seconds())
 	switch {
 	case sloBump:
@@ -358,6 +371,42 @@ func (c *Controller) highShare(slo map[string]Attainment) float64 {
 		return 1
 	}
 	return float64(c.highAttainment(slo).Total) / float64(all)
+}
+
+// missesBeyondChance reports whether the high classes' misses in the SLO
+// window are more than a fleet that meets SLOTarget would miss by chance:
+// at 99 % a window of 110 results misses two or more about one time in
+// three, so cutting the model on any window below target reads noise as
+// a slow fleet. The test is one-sided binomial at missSignificance.
+func (c *Controller) missesBeyondChance(slo map[string]Attainment) bool {
+	a := c.highAttainment(slo)
+	return binomialTail(a.Total, a.Total-a.Met, 1-c.cfg.SLOTarget) < missSignificance
+}
+
+// missSignificance is the chance of a miss count at least as high, in a
+// fleet that meets its SLO exactly, below which misses cut the model.
+const missSignificance = 0.05
+
+// binomialTail is P(X ≥ k) for X ~ Binomial(n, p).
+func binomialTail(n, k int, p float64) float64 {
+	if k <= 0 {
+		return 1
+	}
+	if p <= 0 {
+		return 0
+	}
+	if k > n {
+		return 0
+	}
+	below := 0.0
+	lp, lq := math.Log(p), math.Log1p(-p)
+	ln, _ := math.Lgamma(float64(n + 1))
+	for i := 0; i < k; i++ {
+		li, _ := math.Lgamma(float64(i + 1))
+		lr, _ := math.Lgamma(float64(n - i + 1))
+		below += math.Exp(ln - li - lr + float64(i)*lp + float64(n-i)*lq)
+	}
+	return math.Max(0, 1-below)
 }
 
 // minCalibration bounds how far SLO misses may cut the planned capacity of
