@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"time"
 
@@ -32,8 +33,8 @@ import (
 // what waits at the engine and leaves those dispatches unacked (the ledger
 // skips them once the re-placed attempts answer); and it probes the engine
 // with a one-token request until one is answered, then heartbeats again.
-// A stalled slot cannot be freed from outside Ollama: the log says to
-// restart the engine, and the worker rejoins by itself once it serves.
+// On Ollama it first unloads the engine's models, which frees a kept slot
+// (unloadStalled); the engine is otherwise left alone.
 
 // The events of the watchdog: the engine stalled (the worker goes
 // silent; per request, its generation was handed back for re-placement),
@@ -79,7 +80,7 @@ func (w *Worker) checkStall(ctx context.Context) {
 		stop = append(stop, c)
 	}
 	w.mu.Unlock()
-	w.sh.Log.Error("engine stalled: generations in flight and none has progressed; going silent so their work is re-placed, probing until it serves again (an Ollama slot held by an aborted stream is freed only by restarting the engine: ollama/ollama#17131)",
+	w.sh.Log.Error("engine stalled: generations in flight and none has progressed; going silent so their work is re-placed, probing until it serves again (Ollama can keep the slot of an aborted stream: ollama/ollama#17131)",
 		"server", r.client.BaseURL, "running", running, "quiet", quiet.Round(time.Millisecond))
 	w.sh.Emit(schemas.Event{Kind: EventEngineStalled, WorkerID: w.cfg.ID,
 		Reason: "engine " + r.client.BaseURL + " answers but has not progressed any of " + strconv.Itoa(running) + " generations for " + quiet.Round(time.Second).String(),
@@ -102,8 +103,9 @@ func (w *Worker) probeStalledEngine(ctx context.Context) {
 	every := w.stalledEngineProbe()
 	r := w.remote
 	for tries := 1; ; tries++ {
-		pctx, cancel := context.WithTimeout(ctx, every)
 		started := w.sh.Now()
+		w.unloadStalled(ctx, every)
+		pctx, cancel := context.WithTimeout(ctx, every)
 		_, err := r.client.Generate(pctx, openai.Request{Model: w.engineModel(w.cfg.Model), Prompt: "ping", MaxTokens: 1}, nil)
 		cancel()
 		if ctx.Err() != nil {
@@ -129,6 +131,30 @@ func (w *Worker) probeStalledEngine(ctx context.Context) {
 			case <-time.After(rest):
 			}
 		}
+	}
+}
+
+// unloadStalled asks an Ollama engine to unload the models it holds. A
+// slot an aborted stream kept belongs to the loaded model's server, which
+// Ollama drops with the model once no request holds it (the kept
+// request's own context is done, and the watchdog has cancelled the rest):
+// the probe that follows loads the model afresh, with every slot. Measured
+// on v0.6.5 with a slot kept so: the unload answered in 5 ms and the next
+// request in 0.28 s. On an engine stalled for another reason the unload
+// takes effect when its requests end, which costs a reload, nothing more.
+func (w *Worker) unloadStalled(ctx context.Context, timeout time.Duration) {
+	r := w.remote
+	w.mu.Lock()
+	ollama, models := r.engine.ollama, slices.Clone(r.engine.loaded)
+	w.mu.Unlock()
+	if !ollama {
+		return
+	}
+	for _, m := range models {
+		uctx, cancel := context.WithTimeout(ctx, timeout)
+		err := r.client.Unload(uctx, m)
+		cancel()
+		w.sh.Log.Info("stalled engine: unloading a model so that Ollama drops any slot an aborted stream kept", "server", r.client.BaseURL, "model", m, "err", err)
 	}
 }
 

@@ -156,3 +156,77 @@ func (l *eventLog) waitFor(t *testing.T, what string, d time.Duration, cond func
 	t.Fatalf("no event within %s: %s", d, what)
 	return schemas.Event{}
 }
+
+// TestWorkerFreesASlotOllamaKept: the engine's only slot is lost the way
+// ollama/ollama#17131 loses it — streams aborted at the engine until one
+// aborts at the moment that keeps its slot (a few per hundred here) — and
+// then the system starts in front of it. The request placed there stalls;
+// the worker hands it back, unloads the engine's model (Ollama drops the
+// kept slot with it) and its probe loads the model afresh: the engine
+// serves again with nobody restarting it, and the request gets exactly one
+// final result, ok.
+func TestWorkerFreesASlotOllamaKept(t *testing.T) {
+	o, spare := startEngine(t, 1, "tiny"), startEngine(t, 1, "tiny")
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	engine := o.Client("tiny")
+	kept := false
+	for i := 0; i < 2000 && !kept; i++ {
+		actx, abort := context.WithCancel(ctx)
+		n := 0
+		_, _ = engine.Generate(actx, openai.Request{Prompt: "a long answer", MaxTokens: 4000}, func(string) {
+			if n++; n == 20 {
+				abort()
+			}
+		})
+		abort()
+		pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := engine.Generate(pctx, openai.Request{Prompt: "next", MaxTokens: 1}, nil)
+		pcancel()
+		if ctx.Err() != nil {
+			t.Fatal(ctx.Err())
+		}
+		if kept = err != nil; kept {
+			t.Logf("the engine kept a slot after %d aborted streams", i+1)
+		}
+	}
+	if !kept {
+		t.Fatal("2,000 aborted streams and the engine kept no slot: the bug this test needs did not show")
+	}
+
+	st := systemOf(t, "tiny", func(s *stack.WorkerSpec) { s.EngineStallAfter = 3 * time.Second }, o.URL)
+	cl := newClient(t, st, "kept")
+	nc := newNC(t, st)
+	events := watchEvents(t, nc)
+	hbs := watchHeartbeats(t, nc)
+	if _, err := cl.Submit(ctx, tenant, &schemas.Request{ID: "kept-1", Model: "tiny", Prompt: "are you there?", MaxTokens: 4, DeadlineMs: 180_000}); err != nil {
+		t.Fatal(err)
+	}
+	stuckOn := runningOn(t, hbs)
+	if _, err := st.AddWorker(stack.WorkerSpec{GPU: "cpu", Model: "tiny", Backend: "openai", OpenAIURL: spare.URL}); err != nil {
+		t.Fatal(err)
+	}
+	events.waitFor(t, "the worker reports its engine stalled", 60*time.Second, func(e schemas.Event) bool {
+		return e.Kind == worker.EventEngineStalled && e.RequestID == "" && e.WorkerID == stuckOn
+	})
+	recovered := events.waitFor(t, "the worker frees the kept slot and serves again", 60*time.Second, func(e schemas.Event) bool {
+		return e.Kind == worker.EventEngineRecovered && e.WorkerID == stuckOn
+	})
+	t.Logf("recovered: %s", recovered.Reason)
+	pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer pcancel()
+	if _, err := engine.Generate(pctx, openai.Request{Prompt: "free again?", MaxTokens: 1}, nil); err != nil {
+		t.Fatalf("the engine's slot is still kept after the worker recovered: %v", err)
+	}
+	res, err := cl.Result(ctx, tenant, "kept-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != schemas.StatusOK || res.Usage.CompletionTokens == 0 {
+		t.Fatalf("result %+v: want it served", res)
+	}
+	t.Logf("served by %s on attempt %d", res.WorkerID, res.Attempt)
+	if n := storedResults(t, st, "kept-1"); n != 1 {
+		t.Fatalf("%d final results stored", n)
+	}
+}
