@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -51,7 +52,11 @@ func startPyPublisher(t *testing.T, ports ...int) *pyPublisher {
 	t.Helper()
 	py := pythonWithZMQ()
 	if py == "" {
-		t.Skip("no python3 with the zmq and msgpack modules (Debian: python3-zmq python3-msgpack)")
+		const missing = "no python3 with the zmq and msgpack modules (Debian: python3-zmq python3-msgpack; bash .ci/install-python-zmq.sh)"
+		if os.Getenv("SWITCHYARD_REQUIRE_TOOLS") == "1" {
+			t.Fatal(missing + " (SWITCHYARD_REQUIRE_TOOLS=1)")
+		}
+		t.Skip(missing)
 	}
 	args := []string{"testdata/vllm_publisher.py"}
 	for _, p := range ports {
