@@ -167,11 +167,15 @@ func (l *eventLog) waitFor(t *testing.T, what string, d time.Duration, cond func
 // final result, ok.
 func TestWorkerFreesASlotOllamaKept(t *testing.T) {
 	o, spare := startEngine(t, 1, "tiny"), startEngine(t, 1, "tiny")
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	engine := o.Client("tiny")
-	kept := false
-	for i := 0; i < 2000 && !kept; i++ {
+	// The race is Ollama's and depends on scheduling: a few aborts per
+	// hundred kept a slot on this 2-core machine, idle or loaded. Two
+	// minutes of aborts without one is a machine where it does not show,
+	// and there is then nothing for the worker to heal.
+	kept, tries, until := false, 0, time.Now().Add(2*time.Minute)
+	for ; time.Now().Before(until) && !kept; tries++ {
 		actx, abort := context.WithCancel(ctx)
 		n := 0
 		_, _ = engine.Generate(actx, openai.Request{Prompt: "a long answer", MaxTokens: 4000}, func(string) {
@@ -187,11 +191,11 @@ func TestWorkerFreesASlotOllamaKept(t *testing.T) {
 			t.Fatal(ctx.Err())
 		}
 		if kept = err != nil; kept {
-			t.Logf("the engine kept a slot after %d aborted streams", i+1)
+			t.Logf("the engine kept a slot after %d aborted streams", tries+1)
 		}
 	}
 	if !kept {
-		t.Fatal("2,000 aborted streams and the engine kept no slot: the bug this test needs did not show")
+		t.Skipf("%d aborted streams in two minutes and the engine kept no slot: ollama/ollama#17131 did not show here", tries)
 	}
 
 	st := systemOf(t, "tiny", func(s *stack.WorkerSpec) { s.EngineStallAfter = 3 * time.Second }, o.URL)
