@@ -67,8 +67,10 @@ type Config struct {
 	SLOWindow time.Duration
 	// MissCapacityCut is the factor a high-priority miss episode applies
 	// to the capacity planned per replica (default 0.85, floor 0.4 of the
-	// model); CalibrationRecover the time constant of its recovery toward
-	// the model while the SLO holds (default 30 min).
+	// model) — an episode judged at the size the controller asked for and
+	// beyond what a fleet at SLOTarget misses by chance (scale.go);
+	// CalibrationRecover the time constant of its recovery toward the
+	// model while the SLO holds (default 30 min).
 	MissCapacityCut    float64
 	CalibrationRecover time.Duration
 	// HighClasses are the classes held to SLOTarget (default critical and
