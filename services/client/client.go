@@ -205,49 +205,20 @@ func (c *Client) ReadResults(ctx context.Context, tenant string, since time.Time
 	if err != nil {
 		return fmt.Errorf("read results: %w", err)
 	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		return fmt.Errorf("read results: %w", err)
-	}
-	last := info.State.LastSeq
-	if info.State.Msgs == 0 {
-		return nil
-	}
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{subjects.Result(tenant, "*")}}
 	if !since.IsZero() {
 		cfg.DeliverPolicy = jetstream.DeliverByStartTimePolicy
 		cfg.OptStartTime = &since
 	}
-	cons, err := st.OrderedConsumer(ctx, cfg)
+	err = bus.ReadStored(ctx, st, cfg, 0, 2*time.Second, func(m jetstream.Msg, _ *jetstream.MsgMetadata) {
+		if r, err := DecodeResult(m.Headers(), m.Data()); err == nil {
+			fn(r)
+		}
+	})
 	if err != nil {
 		return fmt.Errorf("read results: %w", err)
 	}
-	// The first fetch asks for one message: its metadata says how many
-	// are left, so no fetch waits for a batch the stream cannot fill.
-	for ask := 1; ; {
-		batch, err := cons.Fetch(ask, jetstream.FetchMaxWait(2*time.Second))
-		if err != nil {
-			return fmt.Errorf("read results: %w", err)
-		}
-		got, done := 0, false
-		for m := range batch.Messages() {
-			got++
-			md, err := m.Metadata()
-			if err == nil {
-				done = done || md.Sequence.Stream >= last || md.NumPending == 0
-				ask = int(min(md.NumPending, 256))
-			}
-			if r, err := DecodeResult(m.Headers(), m.Data()); err == nil {
-				fn(r)
-			}
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, nats.ErrTimeout) {
-			return fmt.Errorf("read results: %w", err)
-		}
-		if done || got == 0 || ask == 0 {
-			return ctx.Err()
-		}
-	}
+	return nil
 }
 
 // DecodeResult decodes a result message body by its Content-Type

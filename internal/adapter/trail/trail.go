@@ -19,7 +19,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchyard-ai/switchyard/internal/adapter/bus"
@@ -142,62 +141,24 @@ func ackState(ctx context.Context, st jetstream.Stream) (ackFloors, error) {
 }
 
 func scan(ctx context.Context, st jetstream.Stream, name string, want map[string]bool, o Options, acked ackFloors, out map[string][]Step) error {
-	info, err := st.Info(ctx)
-	if err != nil {
-		return fmt.Errorf("trail: stream %s info: %w", name, err)
-	}
-	last := info.State.LastSeq
-	if info.State.Msgs == 0 || last == 0 {
-		return nil
-	}
 	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
 	if !o.Since.IsZero() {
 		cfg.DeliverPolicy = jetstream.DeliverByStartTimePolicy
 		since := o.Since
 		cfg.OptStartTime = &since
 	}
-	cons, err := st.OrderedConsumer(ctx, cfg)
+	err := bus.ReadStored(ctx, st, cfg, o.MaxPerStream, time.Second, func(m jetstream.Msg, md *jetstream.MsgMetadata) {
+		seq := md.Sequence.Stream
+		for _, s := range match(name, m, want) {
+			s.Stream, s.Seq, s.At, s.Subject = name, seq, md.Timestamp, m.Subject()
+			if name != subjects.StreamEvents && name != subjects.StreamResults {
+				s.Acked = acked.state(m.Subject(), seq)
+			}
+			out[s.id] = append(out[s.id], s.Step)
+		}
+	})
 	if err != nil {
-		return fmt.Errorf("trail: stream %s consumer: %w", name, err)
-	}
-	for n := 0; n < o.MaxPerStream; {
-		// A fetch answers as soon as it has messages; one that waits out
-		// its whole second empty means the stream has nothing more from
-		// where the scan is (messages aged out, or all before Since).
-		// Asking for no more than the stream holds lets the last fetch
-		// answer at once instead of waiting for a full batch.
-		ask := 256
-		if left := int(info.State.Msgs) - n; left > 0 && left < ask {
-			ask = left
-		}
-		batch, err := cons.Fetch(ask, jetstream.FetchMaxWait(time.Second))
-		if err != nil {
-			return fmt.Errorf("trail: stream %s fetch: %w", name, err)
-		}
-		got := 0
-		var seq uint64
-		for m := range batch.Messages() {
-			got++
-			n++
-			md, err := m.Metadata()
-			if err != nil {
-				continue
-			}
-			seq = md.Sequence.Stream
-			for _, s := range match(name, m, want) {
-				s.Stream, s.Seq, s.At, s.Subject = name, seq, md.Timestamp, m.Subject()
-				if name != subjects.StreamEvents && name != subjects.StreamResults {
-					s.Acked = acked.state(m.Subject(), seq)
-				}
-				out[s.id] = append(out[s.id], s.Step)
-			}
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, nats.ErrTimeout) {
-			return fmt.Errorf("trail: stream %s fetch: %w", name, err)
-		}
-		if got == 0 || seq >= last {
-			return nil
-		}
+		return fmt.Errorf("trail: stream %s: %w", name, err)
 	}
 	return nil
 }
