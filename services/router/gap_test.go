@@ -23,11 +23,11 @@ import (
 // less than JournalGap ago holds the next batch's inputs and actions until
 // the gap ends, so a burst is journaled (and its events and peer bookings
 // sent) in one message instead of one per round trip; a router that has
-// been quiet for a gap journals and dispatches at once. The gap here is a
-// second, so that what it holds back is unmistakable on a loaded machine;
+// been quiet for a gap journals and dispatches at once. The gap here is two
+// seconds, so that what it holds back is unmistakable on a loaded machine;
 // the default is DefaultJournalGap.
 func TestJournalGapBatchesABusyRouter(t *testing.T) {
-	const gap = time.Second
+	const gap = 2 * time.Second
 	env := bustest.StartProvisioned(t, subjects.StreamOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
