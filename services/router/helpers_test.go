@@ -27,23 +27,13 @@ type testRouter struct {
 // registered before it runs, so a scrape sees every series it declares.
 func startRouter(t *testing.T, ctx context.Context, env bustest.Env, instance string) *testRouter {
 	t.Helper()
-	return startRouterWith(t, ctx, env, instance, router.Config{})
-}
-
-// startRouterWith is startRouter with cfg (its Cost is the built-in
-// catalog's when unset).
-func startRouterWith(t *testing.T, ctx context.Context, env bustest.Env, instance string, cfg router.Config) *testRouter {
-	t.Helper()
 	sh, err := svc.New("router", instance, env.NC, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tr := &testRouter{sh: sh, exited: make(chan struct{})}
 	tr.reg.Add(sh.Metrics)
-	if cfg.Cost == nil {
-		cfg.Cost = perf.NewPredictor(catalog.Default())
-	}
-	r := router.New(sh, cfg)
+	r := router.New(sh, router.Config{Cost: perf.NewPredictor(catalog.Default())})
 	runCtx, cancel := context.WithCancel(ctx)
 	go func() { tr.err = r.Run(runCtx); close(tr.exited) }()
 	tr.stop = func() error {

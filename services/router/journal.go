@@ -48,19 +48,11 @@ const (
 // order they were decided. An action may apply another input (a dispatch
 // that could not be published is handed back to the core), which starts
 // the next batch; flush runs until none is left or the batch must wait
-// for the previous one's ack, or for the end of the journal gap.
+// for the previous one's ack.
 func (r *Router) flush(ctx context.Context) {
 	for !r.journalBusy && (len(r.effects) > 0 || r.journalDue()) {
-		if r.waitForGap(ctx, r.lastJournal) {
-			break
-		}
 		if fut := r.publishJournal(); fut != nil {
 			r.journalBusy = true
-			if len(r.effects) > 0 {
-				// Only batches that carry actions start a gap: a lingering
-				// batch of heartbeats must not delay the next dispatch.
-				r.lastJournal = time.Now()
-			}
 			go r.awaitJournal(ctx, fut)
 		}
 		todo := r.effects
@@ -75,10 +67,9 @@ func (r *Router) flush(ctx context.Context) {
 		// journal batch.
 		r.publishBookings()
 	}
-	if len(r.peerOut) > 0 && !r.journalBusy && !r.gapArmed && !r.waitForGap(ctx, r.lastBookings) {
+	if !r.journalBusy {
 		// Releases applied while no batch was due (without a journal, or
-		// after the loop above ran dry) still go out now, or with the
-		// next batch when one is on its way within the gap.
+		// after the loop above ran dry) still go out now.
 		r.publishBookings()
 	}
 	r.sh.Metrics.GetOrCreateGauge(`switchyard_router_held`, nil).Set(float64(r.core.HeldCount()))
@@ -86,34 +77,6 @@ func (r *Router) flush(ctx context.Context) {
 	for i, c := range schemas.Priorities {
 		r.queueDepth[i].Set(float64(r.core.QueuedClass(c)))
 	}
-}
-
-// DefaultJournalGap is Config.JournalGap's default. Under load the
-// journal's round trip alone set how often a router stored a batch, so
-// each of R active-active routers, seeing 1/R of the load, stored R times
-// the journal messages, decision-event messages and peer-booking messages
-// per request of one router (bench bus: 0.07 journal messages per request
-// with one router, 0.41 with three). A few milliseconds bound that rate
-// whatever R, and cost a request at most that much placement delay, only
-// when its router stored a batch less than a gap before.
-const DefaultJournalGap = 5 * time.Millisecond
-
-// waitForGap reports whether a publish that follows one made at last must
-// wait for the journal gap; if so it arms one wake-up of the decision
-// loop at the gap's end, whose flush publishes what gathered meanwhile.
-func (r *Router) waitForGap(ctx context.Context, last time.Time) bool {
-	if r.cfg.JournalGap <= 0 || r.cfg.NoJournal {
-		return false
-	}
-	left := r.cfg.JournalGap - time.Since(last)
-	if left <= 0 {
-		return false
-	}
-	if !r.gapArmed {
-		r.gapArmed = true
-		time.AfterFunc(left, func() { r.post(ctx, func() { r.gapArmed = false }) })
-	}
-	return true
 }
 
 // journalDue reports whether the journal batch must go out although no

@@ -226,7 +226,6 @@ func (r *Router) publishBookings() {
 		r.sh.Log.Warn("publish peer bookings", "err", err)
 		return
 	}
-	r.lastBookings = time.Now()
 	r.sh.Metrics.GetOrCreateCounter(`switchyard_router_peer_booking_messages_total`).Inc()
 }
 

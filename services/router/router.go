@@ -79,13 +79,6 @@ type Config struct {
 	// shares to its own placements (fairness.go): for measuring what the
 	// shared counters fix.
 	NoFairShare bool
-	// JournalGap is the least time between two journal batches that carry
-	// actions (default DefaultJournalGap; negative: none). A router whose
-	// last batch went out longer ago than that journals and acts at once,
-	// as before; a busy one gathers a gap's worth of inputs per stored
-	// message, and with them the flush's decision events and the bookings
-	// its peers receive (journal.go).
-	JournalGap time.Duration
 }
 
 // Router is one router replica.
@@ -120,12 +113,6 @@ type Router struct {
 	// journal message for nearly every input, every peer's booking and
 	// release and every heartbeat among them.
 	jbatchSince time.Time
-	// lastJournal is when the last journal batch that carried actions was
-	// published, lastBookings when the last peer-booking message was; each
-	// starts a JournalGap. gapArmed is set while a wake-up for a gap's end
-	// is pending.
-	lastJournal, lastBookings time.Time
-	gapArmed                  bool
 	// peerOut gathers the bookings of a flush's dispatches, published to
 	// the peer routers in one core-NATS message (ActiveActive only).
 	peerOut []routing.PeerBooking
@@ -157,9 +144,6 @@ func New(sh *svc.Shell, cfg Config) *Router {
 		cfg.Window = 256
 	}
 	peerDefaults(&cfg)
-	if cfg.JournalGap == 0 {
-		cfg.JournalGap = DefaultJournalGap
-	}
 	if cfg.AckWait <= 0 {
 		// Short, so a dead router's held requests come back fast; the
 		// look-ahead extends it with in-progress acks while they wait.
