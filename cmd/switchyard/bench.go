@@ -124,20 +124,11 @@ func runBenchBus(ctx context.Context, args []string, stdout io.Writer) error {
 	if *inflight < 1 {
 		return fmt.Errorf("bench bus: --inflight %d: want 1 or more", *inflight)
 	}
-	st, err := stack.Start(ctx, stack.Config{Workers: *workers, InstantWorkers: true, Logger: newLogger(false), Routers: *routers})
+	st, cl, err := benchStack(ctx, stack.Config{Workers: *workers, InstantWorkers: true, Logger: newLogger(false), Routers: *routers}, "bench-client")
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-
-	nc, err := st.Connect("bench-client")
-	if err != nil {
-		return err
-	}
-	cl, err := client.New(nc)
-	if err != nil {
-		return err
-	}
 	var mu sync.Mutex
 	sent := map[string]time.Time{}
 	var lat []float64
@@ -488,4 +479,22 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// benchStack starts the in-process system a bench measures and a client
+// on it; the stack is closed again if the client cannot be made.
+func benchStack(ctx context.Context, cfg stack.Config, clientName string) (*stack.Stack, *client.Client, error) {
+	st, err := stack.Start(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	nc, err := st.Connect(clientName)
+	if err == nil {
+		var cl *client.Client
+		if cl, err = client.New(nc); err == nil {
+			return st, cl, nil
+		}
+	}
+	st.Close()
+	return nil, nil, err
 }

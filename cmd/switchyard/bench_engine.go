@@ -89,19 +89,11 @@ func runBenchEngine(ctx context.Context, args []string, stdout io.Writer) error 
 		return err
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := stack.Start(ctx, stack.Config{Fleet: fleet, Catalog: cat, Logger: quiet})
+	st, cl, err := benchStack(ctx, stack.Config{Fleet: fleet, Catalog: cat, Logger: quiet}, "bench-engine")
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	nc, err := st.Connect("bench-engine")
-	if err != nil {
-		return err
-	}
-	cl, err := client.New(nc)
-	if err != nil {
-		return err
-	}
 	direct := openai.New(*url, *model)
 	zero := 0.0
 	// Warm both paths: the engine loads the model, the bus its consumers.
