@@ -37,6 +37,8 @@ type remote struct {
 	// the engine out of rotation.
 	progress atomic.Int64
 	stalled  bool
+	// auditing is set while a check after an abort runs (stall.go).
+	auditing atomic.Bool
 	tokensPS float64
 	// engine is what the server's native API says (engine.go): whether it
 	// is Ollama, which models it holds and has loaded, and the load times
@@ -106,6 +108,7 @@ func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.
 	stalled := r.engineStalled()
 	w.mu.Unlock()
 	go func() {
+		aborted := false // at the engine, by a cancel or the deadline
 		defer func() {
 			cancel()
 			w.mu.Lock()
@@ -113,6 +116,9 @@ func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.
 			r.running--
 			w.mu.Unlock()
 			<-r.sem
+			if aborted {
+				w.auditAfterAbort(ctx)
+			}
 		}()
 		if stalled {
 			w.handBack(d, m, "the engine is stalled: not sent to it", nil)
@@ -178,6 +184,7 @@ func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.
 		if ts != nil {
 			w.flush(ts, true)
 		}
+		aborted = err != nil && rctx.Err() != nil
 		if err != nil {
 			code, msg := schemas.CodeBackendError, "backend "+r.client.BaseURL+": "+err.Error()
 			switch {

@@ -42,6 +42,9 @@ import (
 const (
 	EventEngineStalled   = "engine_stalled"
 	EventEngineRecovered = "engine_recovered"
+	// EventEngineSlotFreed: after an abort, the idle engine had no slot
+	// for a one-token request, and unloading its models freed one.
+	EventEngineSlotFreed = "engine_slot_freed"
 )
 
 // errEngineStalled is the cause the watchdog cancels a generation with,
@@ -154,8 +157,50 @@ func (w *Worker) unloadStalled(ctx context.Context, timeout time.Duration) {
 		uctx, cancel := context.WithTimeout(ctx, timeout)
 		err := r.client.Unload(uctx, m)
 		cancel()
-		w.sh.Log.Info("stalled engine: unloading a model so that Ollama drops any slot an aborted stream kept", "server", r.client.BaseURL, "model", m, "err", err)
+		w.sh.Log.Info("unloading a model so that Ollama drops any slot an aborted stream kept", "server", r.client.BaseURL, "model", m, "err", err)
 	}
+}
+
+// slotCheckTimeout bounds the one-token request that checks an idle
+// engine after an abort: a loaded model answers one token in well under a
+// second even on a CPU.
+const slotCheckTimeout = 5 * time.Second
+
+// auditAfterAbort checks, once nothing of the worker's is at the engine,
+// that an Ollama engine still has a slot after a generation was aborted
+// there, and frees one it kept by unloading its models — at once, rather
+// than when the next request has waited out the stall bound. One check
+// runs at a time; a check that finds work of ours at the engine again
+// proves nothing and stops.
+func (w *Worker) auditAfterAbort(ctx context.Context) {
+	r := w.remote
+	if !r.auditing.CompareAndSwap(false, true) {
+		return
+	}
+	defer r.auditing.Store(false)
+	idle := func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return r.engine.ollama && r.running == 0 && !r.stalled
+	}
+	probe := func() error {
+		pctx, cancel := context.WithTimeout(ctx, slotCheckTimeout)
+		defer cancel()
+		_, err := r.client.Generate(pctx, openai.Request{Model: w.engineModel(w.cfg.Model), Prompt: "ping", MaxTokens: 1}, nil)
+		return err
+	}
+	if !idle() || probe() == nil || !idle() || ctx.Err() != nil {
+		return
+	}
+	w.sh.Log.Warn("after an aborted generation the idle engine has no slot: unloading its models to free the one Ollama kept (ollama/ollama#17131)",
+		"server", r.client.BaseURL)
+	w.unloadStalled(ctx, slotCheckTimeout)
+	if err := probe(); err != nil {
+		w.sh.Log.Warn("the engine still has no slot after the unload; the stall watchdog takes over if work waits", "server", r.client.BaseURL, "err", err)
+		return
+	}
+	w.sh.Emit(schemas.Event{Kind: EventEngineSlotFreed, WorkerID: w.cfg.ID,
+		Reason: "engine " + r.client.BaseURL + " had no slot for one token after an aborted generation; unloading its models freed it"})
 }
 
 // handBack leaves a dispatch unanswered and unacked, as for an engine lost

@@ -170,33 +170,7 @@ func TestWorkerFreesASlotOllamaKept(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	engine := o.Client("tiny")
-	// The race is Ollama's and depends on scheduling: a few aborts per
-	// hundred kept a slot on this 2-core machine, idle or loaded. Two
-	// minutes of aborts without one is a machine where it does not show,
-	// and there is then nothing for the worker to heal.
-	kept, tries, until := false, 0, time.Now().Add(2*time.Minute)
-	for ; time.Now().Before(until) && !kept; tries++ {
-		actx, abort := context.WithCancel(ctx)
-		n := 0
-		_, _ = engine.Generate(actx, openai.Request{Prompt: "a long answer", MaxTokens: 4000}, func(string) {
-			if n++; n == 20 {
-				abort()
-			}
-		})
-		abort()
-		pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := engine.Generate(pctx, openai.Request{Prompt: "next", MaxTokens: 1}, nil)
-		pcancel()
-		if ctx.Err() != nil {
-			t.Fatal(ctx.Err())
-		}
-		if kept = err != nil; kept {
-			t.Logf("the engine kept a slot after %d aborted streams", tries+1)
-		}
-	}
-	if !kept {
-		t.Skipf("%d aborted streams in two minutes and the engine kept no slot: ollama/ollama#17131 did not show here", tries)
-	}
+	keepASlot(ctx, t, engine)
 
 	st := systemOf(t, "tiny", func(s *stack.WorkerSpec) { s.EngineStallAfter = 3 * time.Second }, o.URL)
 	cl := newClient(t, st, "kept")
@@ -232,5 +206,83 @@ func TestWorkerFreesASlotOllamaKept(t *testing.T) {
 	t.Logf("served by %s on attempt %d", res.WorkerID, res.Attempt)
 	if n := storedResults(t, st, "kept-1"); n != 1 {
 		t.Fatalf("%d final results stored", n)
+	}
+}
+
+// keepASlot aborts streams at the engine until Ollama keeps the slot of
+// one (ollama/ollama#17131), which a one-token request then cannot get.
+func keepASlot(ctx context.Context, t *testing.T, engine *openai.Client) {
+	t.Helper()
+	// The race is Ollama's and depends on scheduling: a few aborts per
+	// hundred kept a slot on this 2-core machine, idle or loaded. Two
+	// minutes of aborts without one is a machine where it does not show,
+	// and there is then nothing for the worker to heal.
+	kept, tries, until := false, 0, time.Now().Add(2*time.Minute)
+	for ; time.Now().Before(until) && !kept; tries++ {
+		actx, abort := context.WithCancel(ctx)
+		n := 0
+		_, _ = engine.Generate(actx, openai.Request{Prompt: "a long answer", MaxTokens: 4000}, func(string) {
+			if n++; n == 20 {
+				abort()
+			}
+		})
+		abort()
+		pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := engine.Generate(pctx, openai.Request{Prompt: "next", MaxTokens: 1}, nil)
+		pcancel()
+		if ctx.Err() != nil {
+			t.Fatal(ctx.Err())
+		}
+		if kept = err != nil; kept {
+			t.Logf("the engine kept a slot after %d aborted streams", tries+1)
+		}
+	}
+	if !kept {
+		t.Skipf("%d aborted streams in two minutes and the engine kept no slot: ollama/ollama#17131 did not show here", tries)
+	}
+
+}
+
+// TestWorkerFreesAKeptSlotAfterACancel: with a slot Ollama kept, the next
+// request waits at the engine; when it is cancelled, the worker checks the
+// idle engine with one token, finds no slot, and frees it by unloading the
+// models — long before the stall watchdog (its default bound here) would
+// — so the request after it is served at once.
+func TestWorkerFreesAKeptSlotAfterACancel(t *testing.T) {
+	o := startEngine(t, 1, "tiny")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	st := system(t, "tiny", o.URL)
+	cl := newClient(t, st, "audit")
+	nc := newNC(t, st)
+	events := watchEvents(t, nc)
+	hbs := watchHeartbeats(t, nc)
+	keepASlot(ctx, t, o.Client("tiny"))
+
+	if _, err := cl.Submit(ctx, tenant, &schemas.Request{ID: "waits-1", Model: "tiny", Prompt: "hello?", MaxTokens: 4, DeadlineMs: 180_000}); err != nil {
+		t.Fatal(err)
+	}
+	runningOn(t, hbs)
+	m, err := svc.Encode(subjects.Cancel(tenant), schemas.JSON, schemas.Cancel{RequestID: "waits-1", Tenant: tenant, Reason: "gave up"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.PublishMsg(m); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := cl.Result(ctx, tenant, "waits-1"); err != nil || res.Error == nil || res.Error.Code != schemas.CodeCancelled {
+		t.Fatalf("result %+v, %v: want cancelled", res, err)
+	}
+	freed := events.waitFor(t, "the worker frees the kept slot after the cancel", 30*time.Second, func(e schemas.Event) bool {
+		return e.Kind == worker.EventEngineSlotFreed
+	})
+	t.Logf("freed: %s", freed.Reason)
+	start := time.Now()
+	res, err := cl.Do(ctx, tenant, &schemas.Request{ID: "next-1", Model: "tiny", Prompt: "now?", MaxTokens: 4, DeadlineMs: 60_000})
+	if err != nil || res.Status != schemas.StatusOK {
+		t.Fatalf("next request: %+v, %v", res, err)
+	}
+	if waited := time.Since(start); waited > 20*time.Second {
+		t.Fatalf("the next request took %s: the slot was not free", waited)
 	}
 }
