@@ -10,15 +10,6 @@ if /usr/bin/python3 -c "import zmq, msgpack" >/dev/null 2>&1; then
 	echo "python3 zmq and msgpack already installed"
 	exit 0
 fi
-sudo=""
-if [ "$(id -u)" != 0 ]; then
-	if ! command -v sudo >/dev/null 2>&1; then
-		echo "python3-zmq is not installed and apt-get needs root (no sudo)" >&2
-		exit 1
-	fi
-	sudo="sudo -n"
-fi
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends python3 python3-zmq python3-msgpack >/dev/null
+. "$(dirname "$0")/apt.sh"
+apt_install python3 python3-zmq python3-msgpack
 /usr/bin/python3 -c "import zmq, msgpack; print('installed python3-zmq', zmq.__version__)"
