@@ -70,11 +70,10 @@ var DefaultMargins = map[string]float64{
 // When the load knows the fleet's batch slots, work that fits the idle
 // slots costs no wait, and only the excess waits for slots to free at the
 // fleet's capacity rate; requests already waiting on workers are ahead of
-// everything. Without slot figures, pending tokens and a token rate, when
-// the load has both, are used instead of request counts (no live caller
-// fills them yet: docs/admission.md, "Counts, not tokens"). known is false
-// when the load has no throughput figure to divide by — the caller then
-// cannot shed on queue depth.
+// everything. Pending tokens, when the load has them and a token rate,
+// are preferred over request counts. known is false when the load has no
+// throughput figure to divide by — the caller then cannot shed on queue
+// depth.
 func (s Shedder) Wait(class string, l Load) (wait time.Duration, known bool) {
 	if schemas.PriorityRank(class) < 0 {
 		class = schemas.Priorities[len(schemas.Priorities)-1]
