@@ -113,16 +113,12 @@ func runAdmitter(ctx context.Context, args []string, _ io.Writer) error {
 	var f serviceFlags
 	f.register(fs, hostID("admitter"))
 	tenantsFile := fs.String("tenants", "", "tenant profiles JSON (see config/tenants.example.json); default: every tenant may use every class and model, no quotas, no cache")
-	weights := fs.String("queue-weights", "", "the routers' --queue-weights, so that the queue wait shedding predicts is the queue they run (default critical=8,interactive=4,standard=2,batch=1)")
 	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	qw, err := parseQueueWeights(*weights)
-	if err != nil {
 		return err
 	}
 	var tenants *admission.Tenants
 	if *tenantsFile != "" {
+		var err error
 		if tenants, err = config.LoadTenants(*tenantsFile); err != nil {
 			return err
 		}
@@ -140,7 +136,7 @@ func runAdmitter(ctx context.Context, args []string, _ io.Writer) error {
 		return err
 	}
 	defer served.Stop()
-	return admitter.New(sh, admitter.Config{ModelKnown: served.KnownOrServed(known), Shedder: admission.Shedder{Weights: qw},
+	return admitter.New(sh, admitter.Config{ModelKnown: served.KnownOrServed(known),
 		Tenants: tenants, Catalog: cat, Cache: cachestore.Config{Replicas: f.replicas}, Workflow: workflowstore.Config{Replicas: f.replicas}}).Run(ctx)
 }
 
@@ -223,11 +219,11 @@ func parseQueueWeights(s string) (map[string]int, error) {
 	for _, kv := range strings.Split(s, ",") {
 		class, n, ok := strings.Cut(strings.TrimSpace(kv), "=")
 		if !ok || !slices.Contains(schemas.Priorities, class) {
-			return nil, fmt.Errorf("--queue-weights %q: %q is not class=weight with class one of %v", s, kv, schemas.Priorities)
+			return nil, fmt.Errorf("router: --queue-weights %q: %q is not class=weight with class one of %v", s, kv, schemas.Priorities)
 		}
 		w, err := strconv.Atoi(n)
 		if err != nil || w <= 0 {
-			return nil, fmt.Errorf("--queue-weights %q: weight %q of %s is not a positive integer", s, n, class)
+			return nil, fmt.Errorf("router: --queue-weights %q: weight %q of %s is not a positive integer", s, n, class)
 		}
 		out[class] = w
 	}

@@ -2,10 +2,8 @@ package admission
 
 import (
 	"fmt"
-	"math"
 	"time"
 
-	"github.com/switchyard-ai/switchyard/internal/core/queue"
 	"github.com/switchyard-ai/switchyard/schemas"
 )
 
@@ -39,11 +37,10 @@ type Load struct {
 // Shedder predicts queueing delay per priority class and sheds requests
 // predicted to miss their deadline.
 type Shedder struct {
-	// Weights are the router's class weights (its --queue-weights), so the
-	// wait predicted here is the queue the router runs: weighted fair
-	// queueing between the classes that have work. Nil means
-	// queue.DefaultWeights, the router's default.
-	Weights map[string]int
+	// Reserve is the capacity share the router's weighted priority queue
+	// keeps for each lower class that has work, so that lower classes are
+	// never starved; a higher class loses that share. 0 means 0.05.
+	Reserve float64
 	// Margin multiplies a class's predicted wait+service before comparing
 	// with the deadline. Lower classes get larger margins so that under
 	// overload they are shed first and the higher classes keep their
@@ -59,101 +56,61 @@ var DefaultMargins = map[string]float64{
 }
 
 // Wait predicts how long a new request of class waits before it starts.
-//
-// The router serves the classes by weighted fair queueing: every class
-// with work gets capacity in proportion to its weight, and a class that
-// runs dry gives its share to the rest. The wait is therefore the time the
-// class's own pending work takes to drain in that fluid model (generalised
-// processor sharing over the pending work of every class), not the time
-// for all higher classes to drain first: a lower class is never starved,
-// and a higher class never has the whole fleet while lower ones have work.
-// When the load knows the fleet's batch slots, work that fits the idle
-// slots costs no wait, and only the excess waits for slots to free at the
-// fleet's capacity rate; requests already waiting on workers are ahead of
-// everything. Pending tokens, when the load has them and a token rate,
-// are preferred over request counts. known is false when the load has no
+// The router serves higher classes first, so only pending work of the same
+// or higher classes is ahead of it; lower classes still take their reserved
+// share. When the load knows the fleet's batch slots, work ahead that fits
+// the idle slots costs no wait, and only the excess waits for slots to
+// free at the fleet's capacity rate. known is false when the load has no
 // throughput figure to divide by — the caller then cannot shed on queue
 // depth.
 func (s Shedder) Wait(class string, l Load) (wait time.Duration, known bool) {
-	if schemas.PriorityRank(class) < 0 {
-		class = schemas.Priorities[len(schemas.Priorities)-1]
+	rank := schemas.PriorityRank(class)
+	if rank < 0 {
+		rank = len(schemas.Priorities) - 1
 	}
-	seconds := func(x float64) time.Duration { return time.Duration(math.Round(x * float64(time.Second))) }
-	if l.TokensPerSec > 0 && len(l.PendingTokens) > 0 && l.Slots == 0 {
-		return seconds(s.drain(class, l.PendingTokens, l.TokensPerSec)), true
+	reserve := s.Reserve
+	if reserve <= 0 {
+		reserve = 0.05
 	}
-	if l.RequestsPerSec <= 0 {
-		return 0, false
+	share := 1.0
+	for _, c := range schemas.Priorities[rank+1:] {
+		if l.Pending[c] > 0 || l.PendingTokens[c] > 0 {
+			share -= reserve
+		}
 	}
-	pending := make(map[string]float64, len(l.Pending))
-	all := l.WorkerWaiting
-	for c, n := range l.Pending {
-		pending[c] = float64(n)
-		all += n
-	}
-	if l.Slots == 0 {
-		return seconds(s.drain(class, pending, l.RequestsPerSec)), true
-	}
-	if all < l.FreeSlots {
+	share = max(share, 0.5)
+	if l.Slots > 0 {
 		// Work ahead that fits the idle slots starts at once, and so does
 		// this request if a slot is left for it: no queue, whatever the
 		// recent completion rate says.
-		return 0, true
+		ahead := l.WorkerWaiting
+		for _, c := range schemas.Priorities[:rank+1] {
+			ahead += l.Pending[c]
+		}
+		if ahead < l.FreeSlots {
+			return 0, true
+		}
+		if l.RequestsPerSec > 0 && (l.TokensPerSec <= 0 || len(l.PendingTokens) == 0) {
+			// Only the excess over the idle slots waits for a slot to free.
+			excess := ahead - l.FreeSlots + 1
+			return time.Duration(float64(excess) / (l.RequestsPerSec * share) * float64(time.Second)), true
+		}
 	}
-	// The idle slots take the first FreeSlots requests at once; what waits
-	// on workers goes before the queue; then the class's share drains its
-	// own pending work, and this request takes the next slot to free.
-	ahead := float64(l.WorkerWaiting-l.FreeSlots+1)/l.RequestsPerSec + s.drain(class, pending, l.RequestsPerSec)
-	return seconds(max(ahead, 0)), true
-}
-
-// drain is how long, in seconds, class's pending work takes to be served
-// at rate (per second) when the classes with work share it by weight and a
-// class that empties passes its share on: generalised processor sharing,
-// the fluid form of the router's weighted fair queue.
-func (s Shedder) drain(class string, pending map[string]float64, rate float64) float64 {
-	if pending[class] <= 0 || rate <= 0 {
-		return 0
+	if l.TokensPerSec > 0 && len(l.PendingTokens) > 0 {
+		ahead := 0.0
+		for _, c := range schemas.Priorities[:rank+1] {
+			ahead += l.PendingTokens[c]
+		}
+		return time.Duration(ahead / (l.TokensPerSec * share) * float64(time.Second)), true
 	}
-	type band struct{ left, weight float64 }
-	var bands []band
-	mine := -1
-	for _, c := range schemas.Priorities {
-		if pending[c] <= 0 {
-			continue
+	if l.RequestsPerSec > 0 {
+		ahead := 0
+		for _, c := range schemas.Priorities[:rank+1] {
+			ahead += l.Pending[c]
 		}
-		if c == class {
-			mine = len(bands)
-		}
-		bands = append(bands, band{pending[c], float64(queue.ClassWeight(s.Weights, c))})
+		return time.Duration(float64(ahead) / (l.RequestsPerSec * share) * float64(time.Second)), true
 	}
-	elapsed := 0.0
-	for {
-		// The band that empties next is the one with the least work per
-		// unit of weight; every band is served at rate × its weight share
-		// until then.
-		total, next := 0.0, -1
-		for i, b := range bands {
-			if b.left <= 0 {
-				continue
-			}
-			total += b.weight
-			if next < 0 || b.left/b.weight < bands[next].left/bands[next].weight {
-				next = i
-			}
-		}
-		dt := bands[next].left * total / (rate * bands[next].weight)
-		elapsed += dt
-		if next == mine || bands[mine].left/bands[mine].weight <= bands[next].left/bands[next].weight {
-			return elapsed
-		}
-		for i := range bands {
-			if bands[i].left > 0 {
-				bands[i].left -= rate * bands[i].weight / total * dt
-			}
-		}
-		bands[next].left = 0
-	}
+	return 0, false
 }
 
 // ShedVerdict is the outcome of Shedder.Check.

@@ -76,16 +76,6 @@ var DefaultWeights = map[string]int{
 	schemas.PriorityStandard: 2, schemas.PriorityBatch: 1,
 }
 
-// ClassWeight is class's weight under weights (DefaultWeights when nil): a
-// class missing from it, or with weight < 1, gets 1 so it can never
-// starve. Admission's wait prediction reads the weights through it too.
-func ClassWeight(weights map[string]int, class string) int {
-	if weights == nil {
-		weights = DefaultWeights
-	}
-	return max(weights[class], 1)
-}
-
 // Item is one queued request. Payload carries whatever the caller needs
 // back (typically the admitted envelope).
 type Item[T any] struct {
@@ -351,7 +341,7 @@ func NewWith[T any](d Discipline) *Queue[T] {
 		reserved: make([]reservation[T], n),
 	}
 	for i, p := range schemas.Priorities {
-		w := int64(min(ClassWeight(weights, p), vtScale))
+		w := int64(min(max(weights[p], 1), vtScale))
 		q.bands[i] = band[T]{step: vtScale / w, tenants: map[string]*tenantQ[T]{}, reportedT: map[string]*tenantQ[T]{}}
 	}
 	switch {
