@@ -179,8 +179,9 @@ cluster {
 		s.nodes = append(s.nodes, &natsNode{Proc: s.start(name, args...), name: name, clientURL: urls[i], httpPort: p.http,
 			clusterURL: fmt.Sprintf("nats://127.0.0.1:%d", p.cluster)})
 	}
-	// A cluster serves JetStream only once it has a meta leader.
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	// A cluster serves JetStream only once it has a meta leader. A node
+	// may itself take up to bus's 30 s to be ready on a loaded machine.
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	for wctx.Err() == nil {
 		ok := 0
