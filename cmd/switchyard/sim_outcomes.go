@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/switchyard-ai/switchyard/internal/driver/sim"
+)
+
+// outcomeLine is one request's outcome as `sim --outcomes` writes it: the
+// per-request record behind the summary table, so a miss can be placed
+// in time (which burst, which scale-down) rather than only counted.
+type outcomeLine struct {
+	Policy      string  `json:"policy"`
+	RateScale   float64 `json:"rate_scale"`
+	ID          string  `json:"id"`
+	Tenant      string  `json:"tenant"`
+	Class       string  `json:"class"`
+	SubmittedS  float64 `json:"submitted_s"`
+	PlacedS     float64 `json:"placed_s,omitempty"`
+	DoneS       float64 `json:"done_s"`
+	Status      string  `json:"status"`
+	Code        string  `json:"code,omitempty"`
+	SLOMet      bool    `json:"slo_met"`
+	TTFTMs      float64 `json:"ttft_ms,omitempty"`
+	Worker      string  `json:"worker,omitempty"`
+	Attempts    int     `json:"attempts"`
+	Preemptions int     `json:"preemptions,omitempty"`
+}
+
+// outcomeWriter serialises the parallel runs' outcomes onto one writer.
+type outcomeWriter struct {
+	mu  sync.Mutex
+	w   *bufio.Writer
+	enc *json.Encoder
+}
+
+func newOutcomeWriter(w io.Writer) *outcomeWriter {
+	bw := bufio.NewWriterSize(w, 1<<16)
+	return &outcomeWriter{w: bw, enc: json.NewEncoder(bw)}
+}
+
+// record returns the OnResolve hook for one run.
+func (o *outcomeWriter) record(policy string, scale float64) func(sim.Outcome) {
+	secs := func(t time.Time) float64 { return t.Sub(sim.Epoch).Seconds() }
+	return func(out sim.Outcome) {
+		l := outcomeLine{Policy: policy, RateScale: scale, ID: out.Request.ID, Tenant: out.Request.Tenant,
+			Class: out.Request.Priority, SubmittedS: secs(out.Submitted), DoneS: secs(out.Done), Status: out.Status,
+			Code: out.Code, SLOMet: out.SLOMet, TTFTMs: out.TTFT * 1000, Worker: out.Worker, Attempts: out.Attempts,
+			Preemptions: out.Preemptions}
+		if !out.Placed.IsZero() {
+			l.PlacedS = secs(out.Placed)
+		}
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		_ = o.enc.Encode(&l)
+	}
+}
+
+func (o *outcomeWriter) flush() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_ = o.w.Flush()
+}
