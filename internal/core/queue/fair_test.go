@@ -352,3 +352,91 @@ func TestBaselinesShareNothing(t *testing.T) {
 		t.Fatal("a baseline's queue held back for a peer")
 	}
 }
+
+// TestPeerServiceCountsOnce: a tenant's service counts once at every
+// router however its peers heard of it. C places 10 requests of y and
+// tells B; B places one more and tells A; then C's report reaches A. A
+// counts 11 requests — not 21, as it did when a peer's counter (which
+// held C's service) was merged by the larger and C's increase then added.
+func TestPeerServiceCountsOnce(t *testing.T) {
+	var a, b, c *Queue[int]
+	for _, q := range []**Queue[int]{&a, &b, &c} {
+		*q = NewWith[int](Discipline{ServiceShares: true})
+	}
+	place := func(q *Queue[int], id string) {
+		if err := q.Push(costed(id, schemas.PriorityStandard, "y", 100)); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok, _ := q.PopReady(t0, nil); !ok {
+			t.Fatal("queue ran dry")
+		}
+	}
+	for i := range 10 {
+		place(c, fmt.Sprint("c", i))
+	}
+	b.ApplyPeer("c", c.Report(), t0)
+	place(b, "b0")
+	a.ApplyPeer("b", b.Report(), t0)
+	a.ApplyPeer("c", c.Report(), t0)
+	for name, q := range map[string]*Queue[int]{"a": a, "b": b} {
+		if got := q.bands[schemas.PriorityRank(schemas.PriorityStandard)].tenants["y"].vt; got != 1100 {
+			t.Errorf("%s counts y at %d, want 1100 (11 requests of 100)", name, got)
+		}
+	}
+}
+
+// TestBacklogStartsWithinOneRequest: a router places two tenants' requests
+// on arrival while a peer reports the small one queued, so it is never
+// lifted and the large one's bigger requests run its counter 4,000 tokens
+// ahead — the state the three-router test's tenants entered their backlog
+// in. Then both are backlogged here. Active-active (ServiceShares), the
+// counters are kept within one request of each other (keepWithinBound),
+// so the backlog's tokens are even from its first request; a single
+// router's queue (the simulator's) repays the debt, serving the small
+// tenant alone until it is level.
+func TestBacklogStartsWithinOneRequest(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		shares, even bool
+	}{
+		{"active-active", true, true},
+		{"single router", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := NewWith[int](Discipline{Weights: map[string]int{schemas.PriorityStandard: 1}, ServiceShares: tc.shares})
+			peer := &Report{Classes: []ClassShare{{Class: schemas.PriorityStandard, Queued: 1,
+				Tenants: []TenantShare{{Tenant: "small", Queued: 1}}}}}
+			for i := range 10 {
+				q.ApplyPeer("p", peer, t0)
+				for _, f := range []flow{regBig, regSmall} {
+					if err := q.Push(costed(fmt.Sprint("a", f.tenant, i), f.prio, f.tenant, f.cost/5*2)); err != nil {
+						t.Fatal(err)
+					}
+					if _, ok, _ := q.PopReady(t0, nil); !ok {
+						t.Fatal("queue ran dry")
+					}
+				}
+			}
+			for i := range 20 {
+				for _, f := range []flow{regBig, regSmall} {
+					_ = q.Push(costed(fmt.Sprint("b", f.tenant, i), f.prio, f.tenant, f.cost/5*2))
+				}
+			}
+			tok := map[string]int64{}
+			widest := int64(0)
+			for range 20 {
+				it, ok, _ := q.PopReady(t0, nil)
+				if !ok {
+					t.Fatal("queue ran dry")
+				}
+				tok[it.Tenant] += it.Cost
+				widest = max(widest, tok["big"]-tok["small"], tok["small"]-tok["big"])
+			}
+			// Two requests: one for where the counters start, one for
+			// the request in hand.
+			if even := widest <= 2*800; even != tc.even {
+				t.Fatalf("widest token gap in the backlog %d (tokens %v); within two requests: %t, want %t", widest, tok, even, tc.even)
+			}
+		})
+	}
+}

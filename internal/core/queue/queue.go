@@ -182,8 +182,12 @@ type tenantQ[T any] struct {
 	ai    int
 	since uint64
 	// placed is the weighted tokens this router placed for it (cumulative;
-	// what its reports tell the peers).
+	// what its reports tell the peers, who add its increase to vt).
 	placed int64
+	// lift is what the lifts on its returns from idle added to vt: vt is
+	// the fleet's service to it plus lift. Reported and merged by the
+	// larger (fair.go), so a lift counts everywhere once, wherever made.
+	lift int64
 	// reported counts the live peers whose latest report has it queued;
 	// advanced is when vt last rose or it became backlogged (unix ns);
 	// gain is what the latest peer report that raised vt added.
@@ -234,8 +238,10 @@ type band[T any] struct {
 	tenants  map[string]*tenantQ[T]
 	active   tenantHeap[T]
 	// hiVT is the highest tenant counter: where a tenant starts when no
-	// tenant of the class is backlogged anywhere.
-	hiVT int64
+	// tenant of the class is backlogged anywhere. maxCost is the largest
+	// request cost pushed into the band: VTC's bound on how far apart two
+	// backlogged tenants' counters can be (fair.go, keepWithinBound).
+	hiVT, maxCost int64
 	// placed is the requests this router placed from the class
 	// (cumulative, for the reports).
 	placed int64
@@ -384,6 +390,7 @@ func (q *Queue[T]) Push(it Item[T]) error {
 	if tq.ai < 0 && tq.reported == 0 {
 		liftTenant(b, tq)
 	}
+	b.maxCost = max(b.maxCost, it.Cost, 1)
 	q.seq++
 	e := &entry[T]{item: it, class: c, rank: rank, tenant: tq, seq: q.seq, dl: math.MaxInt64, lastStart: math.MaxInt64}
 	if !it.Deadline.IsZero() {
@@ -505,6 +512,7 @@ func (q *Queue[T]) pick() int {
 		if b.n == 0 {
 			continue
 		}
+		q.keepWithinBound(b)
 		if q.hold.on && (b.vt > q.hold.band+classSlack || b.active[0].vt > q.hold.tenant[i]+TenantSlack) &&
 			q.hold.now-q.head(b.active[0], q.hold.now).enq < int64(MaxHold) {
 			continue
@@ -594,7 +602,10 @@ func liftTenant[T any](b *band[T], tq *tenantQ[T]) {
 	if !any {
 		floor = b.hiVT
 	}
-	tq.vt = max(tq.vt, floor)
+	if floor > tq.vt {
+		tq.lift += floor - tq.vt
+		tq.vt = floor
+	}
 	b.hiVT = max(b.hiVT, tq.vt)
 }
 

@@ -86,7 +86,11 @@ func TestFleetWideFairness(t *testing.T) {
 	// Submit every flow interleaved, at once: a backlog of each. A prompt
 	// starts with its id, so no two share a cached prefix and each costs
 	// its full prefill.
-	_, js := s.observer()
+	nc, js := s.observer()
+	var trace *fairTrace
+	if envOr("SY_FAIRNESS_TRACE", "") != "" {
+		trace = traceFairness(t, nc)
+	}
 	tenantOf := map[string]string{}
 	total := 0
 	for _, f := range flows {
@@ -206,6 +210,12 @@ func TestFleetWideFairness(t *testing.T) {
 	}
 	t.Logf("fleet saturated at +%s; window from +%s to the kill at +%s", saturated.Sub(start).Round(time.Millisecond),
 		from.Sub(start).Round(time.Millisecond), killed.Sub(start).Round(time.Millisecond))
+
+	if trace != nil {
+		trace.log(t, rec.dispatches, schemas.PriorityStandard, "big", "small", start, killed, 250*time.Millisecond,
+			namedTime{"saturated", saturated}, namedTime{"from", from}, namedTime{"kill", killed})
+		trace.logReports(t, schemas.PriorityStandard, start, from)
+	}
 
 	// Ingress: what each router pulled (its journaled admissions), in the
 	// window and before the kill.
