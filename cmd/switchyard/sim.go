@@ -68,6 +68,7 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	capTol := fs.Float64("capacity-tolerance", 0.05, "capacity: end the bisection when the failing scale is within 1+this of the passing one")
 	capMax := fs.Float64("capacity-max-scale", 64, "capacity: highest rate scale searched")
 	capFleet := fs.Int("capacity-max-fleet", 4, "capacity: search the smallest fleet up to this multiple of the given fleet; 0 skips the fleet search")
+	decisionsOut := fs.String("decisions", "", "autoscale: write every control decision here, one JSON object a line (policy, virtual seconds since the first arrival, each pool's rate, forecast, capacity, backlog, raw and desired replicas and the reason)")
 	outcomesOut := fs.String("outcomes", "", "write every request's outcome here, one JSON object a line (policy, id, tenant, class, submitted and done in seconds of virtual time, status, code, SLO met, TTFT, worker, attempts)")
 	diagnose := fs.Float64("diagnose", 0, "capacity: also break each policy's outcomes down by class and GPU type at this rate scale (queue wait, TTFT and TPOT misses)")
 	fs.SetOutput(stdout)
@@ -211,6 +212,16 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 		outcomes = newOutcomeWriter(f)
 		defer outcomes.flush()
 	}
+	var decisions *outcomeWriter
+	if *decisionsOut != "" {
+		f, err := os.Create(*decisionsOut)
+		if err != nil {
+			return fmt.Errorf("decisions: %w", err)
+		}
+		defer f.Close()
+		decisions = newOutcomeWriter(f)
+		defer decisions.flush()
+	}
 	errs := make([]error, len(jobs))
 	ch := make(chan int)
 	var wg sync.WaitGroup
@@ -237,6 +248,9 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 					c.Autoscale.Control.HeadroomForAll = *asHeadroomAll
 					c.Autoscale.Control.PlanHighOnly = highOnly
 					c.Autoscale.Control.TrendDamping = *asDamping
+					if decisions != nil {
+						c.Autoscale.OnDecision = decisions.decision(pol.Name, points[jb.si].Scale)
+					}
 				}
 				if outcomes != nil && err == nil {
 					c.OnResolve = outcomes.record(pol.Name, points[jb.si].Scale)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/switchyard-ai/switchyard/internal/core/control"
 	"github.com/switchyard-ai/switchyard/internal/driver/sim"
 )
 
@@ -31,7 +32,18 @@ type outcomeLine struct {
 	Preemptions int     `json:"preemptions,omitempty"`
 }
 
-// outcomeWriter serialises the parallel runs' outcomes onto one writer.
+// decisionLine is one control decision as `sim --decisions` writes it:
+// the log behind an autoscaled run's GPU-hours (why the fleet grew, held
+// or shrank, and on what rate and forecast).
+type decisionLine struct {
+	Policy    string                    `json:"policy"`
+	RateScale float64                   `json:"rate_scale"`
+	AtS       float64                   `json:"at_s"`
+	Pools     []control.ReplicaDecision `json:"pools"`
+	Changes   []control.Change          `json:"changes,omitempty"`
+}
+
+// outcomeWriter serialises the parallel runs' records onto one writer.
 type outcomeWriter struct {
 	mu  sync.Mutex
 	w   *bufio.Writer
@@ -54,6 +66,16 @@ func (o *outcomeWriter) record(policy string, scale float64) func(sim.Outcome) {
 		if !out.Placed.IsZero() {
 			l.PlacedS = secs(out.Placed)
 		}
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		_ = o.enc.Encode(&l)
+	}
+}
+
+// decision returns the OnDecision hook for one autoscaled run.
+func (o *outcomeWriter) decision(policy string, scale float64) func(time.Duration, control.Decision) {
+	return func(since time.Duration, d control.Decision) {
+		l := decisionLine{Policy: policy, RateScale: scale, AtS: since.Seconds(), Pools: d.Replicas, Changes: d.Changes}
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		_ = o.enc.Encode(&l)

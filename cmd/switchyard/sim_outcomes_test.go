@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 )
 
@@ -73,5 +74,61 @@ func TestSimOutcomesFile(t *testing.T) {
 		if g == nil || g.requests != p.Requests || g.ok != p.Succeeded {
 			t.Errorf("%s: outcomes file has %+v, summary %d requests, %d succeeded", p.Name, g, p.Requests, p.Succeeded)
 		}
+	}
+}
+
+// TestSimDecisionsFile: `sim --autoscale --decisions FILE` writes each
+// control decision of the autoscaled run as a JSON line, in virtual time
+// order, with every pool's rate and replica counts; the scale-ups it logs
+// are the run's.
+func TestSimDecisionsFile(t *testing.T) {
+	trace, err := filepath.Abs(filepath.Join("..", "..", "testdata", "traces", "azure_llm_2023_code_first1000.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "decisions.jsonl")
+	var out bytes.Buffer
+	err = runSim(context.Background(), []string{"--format", "azure", "--trace", trace, "--limit", "400", "--rate-scale", "8",
+		"--gpus", "h100:1", "--policies", "switchyard", "--autoscale", "--autoscale-only", "--json", "--decisions", path}, &out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.Split(bytes.TrimSpace(data), []byte("\n"))
+	last, ups := -1.0, 0
+	for _, raw := range lines {
+		var d decisionLine
+		if err := json.Unmarshal(raw, &d); err != nil {
+			t.Fatalf("line %q: %v", raw, err)
+		}
+		if d.Policy != "switchyard+autoscale" || len(d.Pools) != 1 || d.AtS < last {
+			t.Fatalf("decision %+v after %.1f s", d, last)
+		}
+		last = d.AtS
+		for _, c := range d.Changes {
+			from, err1 := strconv.Atoi(c.From)
+			to, err2 := strconv.Atoi(c.To)
+			if c.Kind == "replicas" && err1 == nil && err2 == nil && to > from {
+				ups++
+			}
+		}
+	}
+	summary := bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n"))
+	var sum struct {
+		Policies []struct {
+			Autoscale struct {
+				Decisions int `json:"decisions"`
+				ScaleUps  int `json:"scale_ups"`
+			} `json:"autoscale"`
+		} `json:"policies"`
+	}
+	if err := json.Unmarshal(summary[len(summary)-1], &sum); err != nil || len(sum.Policies) != 1 {
+		t.Fatalf("summary line: %v", err)
+	}
+	if as := sum.Policies[0].Autoscale; as.Decisions != len(lines) || as.ScaleUps == 0 || as.ScaleUps != ups {
+		t.Fatalf("file: %d decisions, %d scale-ups; summary %+v", len(lines), ups, as)
 	}
 }
