@@ -108,9 +108,7 @@ func (w *Worker) probeStalledEngine(ctx context.Context) {
 	for tries := 1; ; tries++ {
 		started := w.sh.Now()
 		w.unloadStalled(ctx, every)
-		pctx, cancel := context.WithTimeout(ctx, every)
-		_, err := r.client.Generate(pctx, openai.Request{Model: w.engineModel(w.cfg.Model), Prompt: "ping", MaxTokens: 1}, nil)
-		cancel()
+		err := w.probeEngine(ctx, every)
 		if ctx.Err() != nil {
 			return
 		}
@@ -135,6 +133,15 @@ func (w *Worker) probeStalledEngine(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// probeEngine asks the engine for one token of the worker's model within
+// timeout: the cheapest request that proves a slot serves.
+func (w *Worker) probeEngine(ctx context.Context, timeout time.Duration) error {
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	_, err := w.remote.client.Generate(pctx, openai.Request{Model: w.engineModel(w.cfg.Model), Prompt: "ping", MaxTokens: 1}, nil)
+	return err
 }
 
 // unloadStalled asks an Ollama engine to unload the models it holds. A
@@ -183,12 +190,7 @@ func (w *Worker) auditAfterAbort(ctx context.Context) {
 		defer w.mu.Unlock()
 		return r.engine.ollama && r.running == 0 && !r.stalled
 	}
-	probe := func() error {
-		pctx, cancel := context.WithTimeout(ctx, slotCheckTimeout)
-		defer cancel()
-		_, err := r.client.Generate(pctx, openai.Request{Model: w.engineModel(w.cfg.Model), Prompt: "ping", MaxTokens: 1}, nil)
-		return err
-	}
+	probe := func() error { return w.probeEngine(ctx, slotCheckTimeout) }
 	if !idle() || probe() == nil || !idle() || ctx.Err() != nil {
 		return
 	}
