@@ -43,12 +43,14 @@ type fairFlow struct {
 // some of the work; over the dispatches while every tenant was backlogged
 // and r2 alive, premium's share of requests is 0.800 ± 0.040 (4:1 within
 // 5 %) and the large tenant's share of the regular class's tokens (VTC's
-// weighted tokens: prompt + 2 × output) 0.500 ± 0.050. Issue 16's bar is
-// 5 % (± 0.025), and it is logged and reported, not asserted: with the
-// queue reserving a blocked tenant's head (internal/core/queue/reserve.go)
-// ten runs on the loaded 2-core machine gave 0.460–0.509 (mean 0.489),
-// two of them outside the bar: asserted there it would fail about one
-// suite in five.
+// weighted tokens: prompt + 2 × output) 0.500 ± 0.025 (5 %). The tenant
+// bar holds because the routers' tenant counters keep VTC's own bound —
+// backlogged tenants within one request of each other — however their
+// reports lag (internal/core/queue, keepWithinBound): before that the
+// tenants entered their backlog up to ~6,700 tokens apart, VTC repaid it
+// inside the window, and the large tenant's share ran 0.460–0.509, so the
+// test asserted only ± 0.050. SY_FAIRNESS_TRACE=1 logs the counters each
+// router reported beside the tokens dispatched (fairtrace_test.go).
 //
 // SY_FAIRNESS=per-router runs the same with --fair-share=false and checks
 // the opposite — that without the shared counters premium's share drifts
@@ -251,8 +253,7 @@ func TestFleetWideFairness(t *testing.T) {
 	}
 	t.Logf("%s: over %d dispatches (%v by router): premium share of requests %.3f (4:1 is 0.800); large tenant's share of regular tokens %.3f (equal is 0.500); requests %v",
 		mode, window, byRouter, premium, bigTokens, req)
-	fair := math.Abs(premium-0.8) <= 0.04 && math.Abs(bigTokens-0.5) <= 0.05
-	t.Logf("issue 16's bar, tenant tokens within 5 %% (0.475–0.525): %t", math.Abs(bigTokens-0.5) <= 0.025)
+	fair := math.Abs(premium-0.8) <= 0.04 && math.Abs(bigTokens-0.5) <= 0.025
 	if byRouter["r2"] == 0 || byRouter["r3"] == 0 {
 		t.Errorf("placed in the window %v: every router should place some of the work", byRouter)
 	}
@@ -269,6 +270,6 @@ func TestFleetWideFairness(t *testing.T) {
 	case perRouter && !drifted:
 		t.Errorf("without shared counters premium's share %.3f did not drift below %.3f: the shape does not exercise fleet-wide fairness", premium, 0.8-0.4*r2share)
 	case !perRouter && !fair:
-		t.Errorf("shares premium %.3f (want 0.800 ± 0.040), large tenant's tokens %.3f (want 0.500 ± 0.050)", premium, bigTokens)
+		t.Errorf("shares premium %.3f (want 0.800 ± 0.040), large tenant's tokens %.3f (want 0.500 ± 0.025)", premium, bigTokens)
 	}
 }
