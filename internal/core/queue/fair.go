@@ -35,10 +35,10 @@ import (
 //     two routers lifting the same tenant at once would lift it twice;
 //     merged as a whole counter by the larger (the first version), a lift
 //     counted only where the peer's counter was the higher, and a router
-//     that placed more kept the surplus the lift forgave — the tenants of
-//     the three-router test entered their backlog up to ~3,000 tokens
-//     apart, and VTC repaid it inside the measured window. A class's
-//     virtual time is still merged as a whole, by the larger.
+//     that placed more kept the surplus the lift forgave, and a third
+//     router's service inside the peer's counter was counted again when
+//     that router's own report came. A class's virtual time is still
+//     merged as a whole, by the larger.
 //   - Holding back. A router whose least-served local work is ahead of
 //     work a live peer reports queued — its class by more than classSlack,
 //     its tenant by more than TenantSlack — leaves the capacity to that
@@ -374,8 +374,8 @@ func (q *Queue[T]) HeldBack() int64 { return q.heldBack }
 // routers place everything on arrival (the fleet not yet saturated) a
 // tenant that a peer briefly reported queued goes unlifted at a router
 // that meanwhile places the other tenant's larger requests. In the
-// three-router test the regular tenants entered their backlog 2,000–5,200
-// tokens apart — six to eleven of the small tenant's requests — and VTC
+// three-router test the regular tenants entered their backlog 2,700–6,700
+// tokens apart — six to fourteen of the small tenant's requests — and VTC
 // repaid that debt inside the measured window, which put the large
 // tenant's share of it at 0.460–0.509 where 0.500 is fair (a debt no one
 // waited for: it was banked while everything was placed on arrival). The
