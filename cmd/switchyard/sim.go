@@ -202,26 +202,16 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 			jobs = append(jobs, job{si, pi})
 		}
 	}
-	var outcomes *outcomeWriter
-	if *outcomesOut != "" {
-		f, err := os.Create(*outcomesOut)
-		if err != nil {
-			return fmt.Errorf("outcomes: %w", err)
-		}
-		defer f.Close()
-		outcomes = newOutcomeWriter(f)
-		defer outcomes.flush()
+	outcomes, closeOutcomes, err := createJSONLines(*outcomesOut)
+	if err != nil {
+		return fmt.Errorf("outcomes: %w", err)
 	}
-	var decisions *outcomeWriter
-	if *decisionsOut != "" {
-		f, err := os.Create(*decisionsOut)
-		if err != nil {
-			return fmt.Errorf("decisions: %w", err)
-		}
-		defer f.Close()
-		decisions = newOutcomeWriter(f)
-		defer decisions.flush()
+	defer closeOutcomes()
+	decisions, closeDecisions, err := createJSONLines(*decisionsOut)
+	if err != nil {
+		return fmt.Errorf("decisions: %w", err)
 	}
+	defer closeDecisions()
 	errs := make([]error, len(jobs))
 	ch := make(chan int)
 	var wg sync.WaitGroup

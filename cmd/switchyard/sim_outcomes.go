@@ -3,7 +3,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"io"
+	"os"
 	"sync"
 	"time"
 
@@ -43,20 +43,30 @@ type decisionLine struct {
 	Changes   []control.Change          `json:"changes,omitempty"`
 }
 
-// outcomeWriter serialises the parallel runs' records onto one writer.
-type outcomeWriter struct {
+// jsonLines serialises the parallel runs' records onto one writer.
+type jsonLines struct {
 	mu  sync.Mutex
 	w   *bufio.Writer
 	enc *json.Encoder
 }
 
-func newOutcomeWriter(w io.Writer) *outcomeWriter {
-	bw := bufio.NewWriterSize(w, 1<<16)
-	return &outcomeWriter{w: bw, enc: json.NewEncoder(bw)}
+// createJSONLines creates path for records (nil and a no-op close for
+// an empty path); close flushes and closes it.
+func createJSONLines(path string) (*jsonLines, func(), error) {
+	if path == "" {
+		return nil, func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	bw := bufio.NewWriterSize(f, 1<<16)
+	o := &jsonLines{w: bw, enc: json.NewEncoder(bw)}
+	return o, func() { o.flush(); f.Close() }, nil
 }
 
 // record returns the OnResolve hook for one run.
-func (o *outcomeWriter) record(policy string, scale float64) func(sim.Outcome) {
+func (o *jsonLines) record(policy string, scale float64) func(sim.Outcome) {
 	secs := func(t time.Time) float64 { return t.Sub(sim.Epoch).Seconds() }
 	return func(out sim.Outcome) {
 		l := outcomeLine{Policy: policy, RateScale: scale, ID: out.Request.ID, Tenant: out.Request.Tenant,
@@ -73,7 +83,7 @@ func (o *outcomeWriter) record(policy string, scale float64) func(sim.Outcome) {
 }
 
 // decision returns the OnDecision hook for one autoscaled run.
-func (o *outcomeWriter) decision(policy string, scale float64) func(time.Duration, control.Decision) {
+func (o *jsonLines) decision(policy string, scale float64) func(time.Duration, control.Decision) {
 	return func(since time.Duration, d control.Decision) {
 		l := decisionLine{Policy: policy, RateScale: scale, AtS: since.Seconds(), Pools: d.Replicas, Changes: d.Changes}
 		o.mu.Lock()
@@ -82,7 +92,7 @@ func (o *outcomeWriter) decision(policy string, scale float64) func(time.Duratio
 	}
 }
 
-func (o *outcomeWriter) flush() {
+func (o *jsonLines) flush() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	_ = o.w.Flush()
