@@ -159,10 +159,6 @@ func (a *Admitter) onResult(ctx context.Context, m jetstream.Msg) {
 // absolute error as a histogram and the predicted and measured seconds as
 // counters, whose ratio is the estimator's bias.
 func (a *Admitter) recordWaitCheck(res schemas.Result, c admission.WaitCheck, now time.Time) {
-	a.sh.Emit(schemas.Event{Kind: "wait_checked", At: now, RequestID: res.ID, Tenant: res.Tenant, WorkerID: res.WorkerID,
-		Reason: fmt.Sprintf("predicted wait %s, measured %s", c.Predicted.Round(time.Millisecond), c.Measured.Round(time.Millisecond)),
-		Fields: map[string]any{"class": c.Class, "predicted_wait_s": c.Predicted.Seconds(), "measured_wait_s": c.Measured.Seconds(),
-			"error_s": c.Error().Seconds()}})
 	abs := c.Error()
 	if abs < 0 {
 		abs = -abs
@@ -177,6 +173,12 @@ func (a *Admitter) recordWaitCheck(res schemas.Result, c admission.WaitCheck, no
 	a.handles.waitMeasured.Get(class, func() *metrics.FloatCounter {
 		return a.sh.Metrics.GetOrCreateFloatCounter(fmt.Sprintf(`switchyard_admission_wait_measured_seconds_total{class=%q}`, c.Class))
 	}).Add(c.Measured.Seconds())
+	// The event goes last: whoever reads it (a test, an operator's
+	// dashboard) finds the metrics already counting it.
+	a.sh.Emit(schemas.Event{Kind: "wait_checked", At: now, RequestID: res.ID, Tenant: res.Tenant, WorkerID: res.WorkerID,
+		Reason: fmt.Sprintf("predicted wait %s, measured %s", c.Predicted.Round(time.Millisecond), c.Measured.Round(time.Millisecond)),
+		Fields: map[string]any{"class": c.Class, "predicted_wait_s": c.Predicted.Seconds(), "measured_wait_s": c.Measured.Seconds(),
+			"error_s": c.Error().Seconds()}})
 }
 
 // waitErrorBuckets (Prometheus le bounds, seconds): a good prediction is
