@@ -123,12 +123,14 @@ func watchEvents(t *testing.T, nc *nats.Conn) *eventLog {
 	t.Helper()
 	l := &eventLog{}
 	sub, err := nc.Subscribe(subjects.EventAll, func(m *nats.Msg) {
-		var e schemas.Event
-		if svc.Decode(m.Header, m.Data, &e) == nil {
-			l.mu.Lock()
-			l.all = append(l.all, e)
-			l.mu.Unlock()
+		// Consecutive events of one kind share a message (Sy-Events: n).
+		evs, err := svc.DecodeEvents(m.Header, m.Data)
+		if err != nil {
+			return
 		}
+		l.mu.Lock()
+		l.all = append(l.all, evs...)
+		l.mu.Unlock()
 	})
 	if err != nil {
 		t.Fatal(err)
