@@ -105,7 +105,7 @@ func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.
 		r.noteProgress(w.sh.Now())
 	}
 	r.running++
-	stalled := r.engineStalled()
+	stalled := r.stalled
 	w.mu.Unlock()
 	go func() {
 		aborted := false // at the engine, by a cancel or the deadline

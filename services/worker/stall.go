@@ -56,15 +56,12 @@ var errEngineStalled = errors.New("engine stalled: no progress on any request in
 // counted against it.
 const DefaultEngineStallAfter = 2 * time.Minute
 
-// stallAfter is the configured bound; zero or less turns the watchdog off.
-func (w *Worker) stallAfter() time.Duration { return w.cfg.EngineStallAfter }
-
 // noteProgress records that the engine sent something for a request.
 func (r *remote) noteProgress(now time.Time) { r.progress.Store(now.UnixNano()) }
 
 // checkStall runs before each heartbeat of a remote worker.
 func (w *Worker) checkStall(ctx context.Context) {
-	after := w.stallAfter()
+	after := w.cfg.EngineStallAfter // New made zero the default; negative is off
 	if after <= 0 {
 		return
 	}
@@ -97,7 +94,7 @@ func (w *Worker) checkStall(ctx context.Context) {
 // stalledEngineProbe is how often, and how long, a stalled engine is asked
 // for one token.
 func (w *Worker) stalledEngineProbe() time.Duration {
-	return min(w.stallAfter(), 10*time.Second)
+	return min(w.cfg.EngineStallAfter, 10*time.Second)
 }
 
 // probeStalledEngine asks the engine for one token until it answers, then
@@ -215,10 +212,6 @@ func (w *Worker) handBack(d schemas.Dispatch, m jetstream.Msg, why string, ts *t
 		Reason: why, Fields: map[string]any{"chunks_streamed": chunksOf(ts), "attempt": a.Attempt}})
 	m.NakWithDelay(engineLostRedelivery)
 }
-
-// engineStalled reports whether the watchdog has taken the engine out of
-// rotation. Callers hold w.mu.
-func (r *remote) engineStalled() bool { return r.stalled }
 
 // stalledCause reports whether ctx was cancelled by the watchdog.
 func stalledCause(ctx context.Context) bool { return errors.Is(context.Cause(ctx), errEngineStalled) }
