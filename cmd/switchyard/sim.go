@@ -68,7 +68,7 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	capTol := fs.Float64("capacity-tolerance", 0.05, "capacity: end the bisection when the failing scale is within 1+this of the passing one")
 	capMax := fs.Float64("capacity-max-scale", 64, "capacity: highest rate scale searched")
 	capFleet := fs.Int("capacity-max-fleet", 4, "capacity: search the smallest fleet up to this multiple of the given fleet; 0 skips the fleet search")
-	decisionsOut := fs.String("decisions", "", "autoscale: write every control decision here, one JSON object a line (policy, virtual seconds since the first arrival, each pool's rate, forecast, capacity, backlog, raw and desired replicas and the reason)")
+	decisionsOut := fs.String("decisions", "", "autoscale: write every control decision here, one JSON object a line: policy, at_s (virtual seconds since the first arrival), pools (arrival_rate, forecast, capacity_per_replica, backlog, current, raw and desired replicas, reason) and changes")
 	outcomesOut := fs.String("outcomes", "", "write every request's outcome here, one JSON object a line (policy, id, tenant, class, submitted and done in seconds of virtual time, status, code, SLO met, TTFT, worker, attempts)")
 	diagnose := fs.Float64("diagnose", 0, "capacity: also break each policy's outcomes down by class and GPU type at this rate scale (queue wait, TTFT and TPOT misses)")
 	fs.SetOutput(stdout)

@@ -36,11 +36,35 @@ type outcomeLine struct {
 // the log behind an autoscaled run's GPU-hours (why the fleet grew, held
 // or shrank, and on what rate and forecast).
 type decisionLine struct {
-	Policy    string                    `json:"policy"`
-	RateScale float64                   `json:"rate_scale"`
-	AtS       float64                   `json:"at_s"`
-	Pools     []control.ReplicaDecision `json:"pools"`
-	Changes   []control.Change          `json:"changes,omitempty"`
+	Policy    string           `json:"policy"`
+	RateScale float64          `json:"rate_scale"`
+	AtS       float64          `json:"at_s"`
+	Pools     []decisionPool   `json:"pools"`
+	Changes   []decisionChange `json:"changes,omitempty"`
+}
+
+// decisionPool is one pool's state after a decision (control.ReplicaDecision
+// in the file's snake_case).
+type decisionPool struct {
+	Pool        string  `json:"pool"`
+	ArrivalRate float64 `json:"arrival_rate"`
+	Forecast    float64 `json:"forecast"`
+	Capacity    float64 `json:"capacity_per_replica"`
+	Backlog     int     `json:"backlog"`
+	Held        int     `json:"held,omitempty"`
+	Current     int     `json:"current"`
+	Raw         int     `json:"raw"`
+	Desired     int     `json:"desired"`
+	Reason      string  `json:"reason,omitempty"`
+}
+
+// decisionChange is one change a decision made (control.Change).
+type decisionChange struct {
+	Kind   string `json:"kind"`
+	Target string `json:"target"`
+	From   string `json:"from"`
+	To     string `json:"to"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // jsonLines serialises the parallel runs' records onto one writer.
@@ -85,7 +109,14 @@ func (o *jsonLines) record(policy string, scale float64) func(sim.Outcome) {
 // decision returns the OnDecision hook for one autoscaled run.
 func (o *jsonLines) decision(policy string, scale float64) func(time.Duration, control.Decision) {
 	return func(since time.Duration, d control.Decision) {
-		l := decisionLine{Policy: policy, RateScale: scale, AtS: since.Seconds(), Pools: d.Replicas, Changes: d.Changes}
+		l := decisionLine{Policy: policy, RateScale: scale, AtS: since.Seconds()}
+		for _, r := range d.Replicas {
+			l.Pools = append(l.Pools, decisionPool{Pool: r.Pool, ArrivalRate: r.ArrivalRate, Forecast: r.Forecast, Capacity: r.Capacity,
+				Backlog: r.Backlog, Held: r.Held, Current: r.Current, Raw: r.Raw, Desired: r.Desired, Reason: r.Reason})
+		}
+		for _, c := range d.Changes {
+			l.Changes = append(l.Changes, decisionChange{Kind: c.Kind, Target: c.Target, From: c.From, To: c.To, Reason: c.Reason})
+		}
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		_ = o.enc.Encode(&l)
