@@ -384,10 +384,13 @@ func (q *Queue[T]) HeldBack() int64 { return q.heldBack }
 // is still served first while it is the least: starvation-free as before.
 // The lift counts as every lift does (tenantQ.lift, merged by peers).
 //
-// The reference is the highest counter of the band, backlogged or not: a
-// tenant gone idle above the backlogged ones lifts them all alike, which
-// changes no share among them, and it is lifted to the least of them if
-// it returns. A single router and the simulator (no ServiceShares) keep
+// The reference is the highest counter of the band, backlogged or not
+// (hiVT, kept as counters rise; the highest backlogged one would need a
+// scan of the heap each pick). So a tenant gone idle far above the
+// backlogged ones lifts them to one floor, and the order among those it
+// lifts is lost: at most one request's credit each, which the bound
+// allows between backlogged tenants anyway. A returning idle tenant is
+// lifted to the least of them, as before. A single router and the simulator (no ServiceShares) keep
 // the debt a blocked offer's rotation builds up, and repay it, as before.
 func (q *Queue[T]) keepWithinBound(b *band[T]) {
 	if !q.disc.ServiceShares || !q.fair || len(b.active) < 2 {
