@@ -10,9 +10,14 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/switchyard-ai/switchyard/internal/core/baselines"
+	"github.com/switchyard-ai/switchyard/internal/core/catalog"
+	"github.com/switchyard-ai/switchyard/internal/core/perf"
+	"github.com/switchyard-ai/switchyard/internal/core/routing"
 	"github.com/switchyard-ai/switchyard/loadgen"
 	"github.com/switchyard-ai/switchyard/loadgen/tally"
 	"github.com/switchyard-ai/switchyard/schemas"
@@ -32,8 +37,14 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	verbose := fs.Bool("v", false, "debug logging")
 	scale := addAutoscaleFlags(fs, "run the controller and a local scaler over the demo fleet (workers join and drain as it decides)")
 	tenants := fs.String("tenants", "", "tenant profiles JSON (default: the demo's acme critical, globex interactive, initech standard, umbrella batch)")
+	policy := fs.String("policy", "switchyard", "the router's placement policy: switchyard, or a baseline ("+strings.Join(baselines.Names(), ", ")+") with its own queue and flow control; everything else, the load included, stays the same")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	// Refuse an unknown name before the stack starts: the router would
+	// fail it only after the services are up.
+	if _, err := routing.PolicyNamed(*policy, catalog.Default(), perf.NewPredictor(nil)); err != nil {
+		return fmt.Errorf("--policy: %w", err)
 	}
 	if *duration <= 0 {
 		*duration = loadgen.DefaultScenarioDuration(*scenario)
@@ -75,7 +86,7 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 	}
-	cfg := stack.Config{StoreDir: *store, Fleet: fleet, Logger: logger, Tenants: *tenants}
+	cfg := stack.Config{StoreDir: *store, Fleet: fleet, Logger: logger, Tenants: *tenants, Policy: *policy}
 	st, err := scale.start(ctx, cfg)
 	if err != nil {
 		return err
@@ -87,8 +98,8 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	arrivals := wl.Generate()
 	if !*jsonOut {
-		fmt.Fprintf(stdout, "switchyard demo: scenario %s, %d simulated workers %v, %d requests over %s (simulated GPUs: timings from the roofline model)\n",
-			*scenario, len(fleet), fleetNames(fleet), len(arrivals), *duration)
+		fmt.Fprintf(stdout, "switchyard demo: scenario %s, policy %s, %d simulated workers %v, %d requests over %s (simulated GPUs: timings from the roofline model)\n",
+			*scenario, *policy, len(fleet), fleetNames(fleet), len(arrivals), *duration)
 	}
 	watch := watchFleet(ctx, st.WorkerIDs, time.Second)
 	// Every request is owed its answer by its deadline + 5 s; whatever has
@@ -99,7 +110,7 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	// Read together, so GPU-hours and the replica count cover one span.
 	sum.GPUHours = st.GPUHours()
-	rep := demoReport{Summary: sum, Scenario: *scenario, Fleet: watch()}
+	rep := demoReport{Summary: sum, Scenario: *scenario, Policy: *policy, Fleet: watch()}
 	if !*jsonOut {
 		printSummary(stdout, sum, took)
 		printFleet(stdout, rep.Fleet)
@@ -121,8 +132,10 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 // one table.
 type demoReport struct {
 	tally.Summary
-	Scenario string     `json:"scenario"`
-	Fleet    fleetStats `json:"fleet"`
+	Scenario string `json:"scenario"`
+	// Policy is the router's placement policy (demo --policy).
+	Policy string     `json:"policy"`
+	Fleet  fleetStats `json:"fleet"`
 }
 
 // demoTenants are the demo's tenant profiles, one per priority class:

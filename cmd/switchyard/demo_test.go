@@ -145,3 +145,21 @@ func TestWithoutCache(t *testing.T) {
 		}
 	}
 }
+
+// TestDemoPolicyFlag: --policy names the router's policy; a name no
+// policy has is refused before any service starts, naming the flag.
+func TestDemoPolicyFlag(t *testing.T) {
+	for _, tc := range []struct {
+		policy  string
+		wantErr bool
+	}{
+		{"no-such-policy", true},
+		{"switchyard-no-nonsense", true},
+	} {
+		var out bytes.Buffer
+		err := runDemo(context.Background(), []string{"--policy", tc.policy, "--duration", "1s"}, &out)
+		if (err != nil) != tc.wantErr || (err != nil && !strings.Contains(err.Error(), "--policy")) {
+			t.Errorf("--policy %s: got %v, want error %v naming --policy", tc.policy, err, tc.wantErr)
+		}
+	}
+}
