@@ -29,9 +29,15 @@ type engineState struct {
 	available []string
 	// loadSeconds is the last real load time per engine model name.
 	loadSeconds map[string]float64
+	// sizes are the bytes of each model on the engine's disk (/api/tags),
+	// by modelKey: what a cold load reads (loadguess.go).
+	sizes map[string]int64
+	// guessLogged marks the models whose cold-load guess was logged.
+	guessLogged map[string]bool
 	// specs describe the engine's other models (not the worker's own), and
-	// estimatedLoad is the roofline's load time for each until a real load
-	// is measured: a cold model with no load time is offered nowhere.
+	// estimatedLoad is the guessed load time for each until a real load
+	// is measured (loadguess.go): a cold model with no load time is
+	// offered nowhere.
 	specs         map[string]*schemas.ModelSpec
 	estimatedLoad map[string]float64
 	// loading marks models a dispatch is loading now.
@@ -68,7 +74,7 @@ func (w *Worker) noteReachability(err error) {
 
 func newEngineState() engineState {
 	return engineState{loadSeconds: map[string]float64{}, specs: map[string]*schemas.ModelSpec{}, estimatedLoad: map[string]float64{},
-		loading: map[string]bool{}}
+		loading: map[string]bool{}, sizes: map[string]int64{}, guessLogged: map[string]bool{}}
 }
 
 // keepAlive is how long Ollama keeps a model loaded after its last use
@@ -132,10 +138,14 @@ func (w *Worker) scrapeEngine(ctx context.Context) bool {
 		w.sh.Log.Debug("ollama /api/ps", "err", err)
 		return true
 	}
-	avail, err := r.client.Available(ctx)
+	tags, err := r.client.Tags(ctx)
 	if err != nil {
 		w.sh.Log.Debug("ollama /api/tags", "err", err)
 		return true
+	}
+	avail := make([]string, 0, len(tags))
+	for _, t := range tags {
+		avail = append(avail, t.Name)
 	}
 	names := make([]string, 0, len(loaded))
 	for _, l := range loaded {
@@ -165,6 +175,11 @@ func (w *Worker) scrapeEngine(ctx context.Context) bool {
 	}
 	w.mu.Lock()
 	r.engine.loaded, r.engine.available = names, avail
+	for _, t := range tags {
+		if t.Size > 0 {
+			r.engine.sizes[modelKey(t.Name)] = t.Size
+		}
+	}
 	for a, s := range described {
 		r.engine.specs[a] = s
 		r.engine.estimatedLoad[a] = estimated[a]
@@ -188,7 +203,7 @@ func (w *Worker) remoteModels() []schemas.ModelState {
 		return []schemas.ModelState{own}
 	}
 	own.State = w.engineWeightState(r.client.Model)
-	own.LoadSeconds = w.loadSeconds(r.client.Model, w.replica.LoadSeconds(schemas.WeightCold))
+	own.LoadSeconds = w.loadSeconds(r.client.Model, w.coldGuess(r.client.Model, w.replica.LoadSeconds(schemas.WeightCold)))
 	out := []schemas.ModelState{own}
 	for _, a := range r.engine.available {
 		spec := r.engine.specs[a]
@@ -196,7 +211,7 @@ func (w *Worker) remoteModels() []schemas.ModelState {
 			continue
 		}
 		out = append(out, schemas.ModelState{Name: strings.TrimSuffix(a, ":latest"), Dtype: w.cfg.Dtype,
-			State: w.engineWeightState(a), LoadSeconds: w.loadSeconds(a, r.engine.estimatedLoad[a]), Spec: spec, ContextLength: spec.MaxContext})
+			State: w.engineWeightState(a), LoadSeconds: w.loadSeconds(a, w.coldGuess(a, r.engine.estimatedLoad[a])), Spec: spec, ContextLength: spec.MaxContext})
 	}
 	return out
 }
@@ -212,6 +227,28 @@ func (w *Worker) engineWeightState(model string) string {
 		return schemas.WeightHot
 	}
 	return schemas.WeightCold // on the engine's disk; it loads on demand
+}
+
+// coldGuess is the guessed cold load of an engine model from its size on
+// the engine's disk and this host's read speed (loadguess.go), logged the
+// first time it is used; roofline when the engine gave no size. Callers
+// hold w.mu.
+func (w *Worker) coldGuess(model string, roofline float64) float64 {
+	e := &w.remote.engine
+	key := modelKey(model)
+	size, ok := e.sizes[key]
+	if !ok {
+		return roofline
+	}
+	rs := hostReadSpeed()
+	guess := coldLoadGuess(size, rs)
+	if !e.guessLogged[key] {
+		e.guessLogged[key] = true
+		w.sh.Log.Info("cold load guessed until the engine loads the model once", "model", model, "load_s", guess,
+			"size_bytes", size, "read_mb_per_s", rs.BytesPerSec/1e6, "read_direct", rs.Direct, "read_source", rs.Source,
+			"runner_start_s", runnerStartSeconds, "roofline_load_s", roofline)
+	}
+	return guess
 }
 
 // loadSeconds is the measured load time for model, else fallback. Callers
@@ -319,6 +356,7 @@ func (w *Worker) remoteWarmth(model, state, reason string) bool {
 
 // estimateLoad is the roofline's cold-load time for an engine model on this
 // worker's GPU, from its description; 0 when the description does not fit.
+// It stands only when the engine gave no size for the model (coldGuess).
 func (w *Worker) estimateLoad(name string, spec schemas.ModelSpec) float64 {
 	cat := catalog.Default().Learning()
 	if _, err := cat.Learn(name, spec); err != nil {

@@ -128,18 +128,32 @@ func (c *Client) Running(ctx context.Context) ([]Loaded, error) {
 	return ps.Models, nil
 }
 
-// Available lists the models the server has on disk (/api/tags).
-func (c *Client) Available(ctx context.Context) ([]string, error) {
+// Tag is one model an Ollama server has on disk (/api/tags): its name and
+// the bytes of its files there, which is what a cold load reads.
+type Tag struct {
+	Name string `json:"name"`
+	Size int64  `json:"size"`
+}
+
+// Tags lists the models the server has on disk with their sizes (/api/tags).
+func (c *Client) Tags(ctx context.Context) ([]Tag, error) {
 	var tags struct {
-		Models []struct {
-			Name string `json:"name"`
-		} `json:"models"`
+		Models []Tag `json:"models"`
 	}
 	if err := c.getJSON(ctx, "/api/tags", &tags); err != nil {
 		return nil, err
 	}
-	out := make([]string, 0, len(tags.Models))
-	for _, m := range tags.Models {
+	return tags.Models, nil
+}
+
+// Available lists the models the server has on disk (/api/tags).
+func (c *Client) Available(ctx context.Context) ([]string, error) {
+	tags, err := c.Tags(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(tags))
+	for _, m := range tags {
 		out = append(out, m.Name)
 	}
 	return out, nil

@@ -28,7 +28,7 @@ func fakeOllama(t *testing.T) *httptest.Server {
 		case "/api/ps":
 			fmt.Fprint(w, `{"models":[{"name":"tiny:latest","model":"tiny:latest","size":88092928,"expires_at":"2026-12-01T09:47:35.211252709Z","size_vram":0}]}`)
 		case "/api/tags":
-			fmt.Fprint(w, `{"models":[{"name":"tiny:latest"},{"name":"other:latest"}]}`)
+			fmt.Fprint(w, `{"models":[{"name":"tiny:latest","size":487104},{"name":"other:latest"}]}`)
 		case "/api/generate":
 			time.Sleep(5 * time.Millisecond)
 			fmt.Fprint(w, `{"model":"tiny","response":"","done":true,"done_reason":"load"}`)
@@ -61,6 +61,11 @@ func TestOllamaAPI(t *testing.T) {
 	tags, err := c.Available(ctx)
 	if err != nil || len(tags) != 2 {
 		t.Fatalf("tags %v %v", tags, err)
+	}
+	// The size on disk is what a cold load of the model reads.
+	sized, err := c.Tags(ctx)
+	if err != nil || len(sized) != 2 || sized[0].Size != 487104 || sized[1].Size != 0 {
+		t.Fatalf("sized tags %+v %v", sized, err)
 	}
 	// No load_duration in the answer: the call's own time stands in.
 	if d, err := c.Load(ctx, "tiny", time.Minute); err != nil || d < 5*time.Millisecond {
