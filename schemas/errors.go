@@ -19,6 +19,7 @@ const (
 	CodeInvalidDeadline        = "invalid_deadline"
 	CodeInvalidWorkflow        = "invalid_workflow"
 	CodeInvalidTemperature     = "invalid_temperature"
+	CodeInvalidTopP            = "invalid_top_p"
 	CodeOversized              = "oversized"
 	CodeUnknownTenant          = "unknown_tenant"
 	CodeInvalidTenant          = "invalid_tenant"

@@ -87,6 +87,9 @@ func TestValidate(t *testing.T) {
 		{"huge max_tokens", func(r *Request) { r.MaxTokens = 1 << 20 }, CodeInvalidMaxTokens},
 		{"prompt too large", func(r *Request) { r.Prompt = strings.Repeat("x", DefaultLimits.MaxPromptBytes+1) }, CodePromptTooLarge},
 		{"bad temperature", func(r *Request) { v := 3.0; r.Temperature = &v }, CodeInvalidTemperature},
+		{"zero top_p", func(r *Request) { v := 0.0; r.TopP = &v }, CodeInvalidTopP},
+		{"top_p above 1", func(r *Request) { v := 1.5; r.TopP = &v }, CodeInvalidTopP},
+		{"five stop sequences", func(r *Request) { r.Stop = []string{"a", "b", "c", "d", "e"} }, CodeOversized},
 		{"bad priority", func(r *Request) { r.Priority = "urgent" }, CodeInvalidPriority},
 		{"negative deadline", func(r *Request) { r.DeadlineMs = -1 }, CodeInvalidDeadline},
 		{"negative ttft target", func(r *Request) { r.TTFTTargetMs = -5 }, CodeInvalidDeadline},
@@ -131,6 +134,47 @@ func TestStatusForCode(t *testing.T) {
 	} {
 		if got := StatusForCode(code); got != want {
 			t.Errorf("StatusForCode(%s) = %s, want %s", code, got, want)
+		}
+	}
+}
+
+// prompt_too_large names the field the client sent: a chat client is
+// pointed at its messages, not at a prompt it never set.
+func TestPromptTooLargeNamesTheField(t *testing.T) {
+	big := strings.Repeat("x", DefaultLimits.MaxPromptBytes+1)
+	for _, c := range []struct {
+		r     Request
+		field string
+	}{
+		{Request{Model: "m", Prompt: big, MaxTokens: 4}, "prompt"},
+		{Request{Model: "m", Messages: []Message{{Role: "user", Content: big}}, MaxTokens: 4}, "messages"},
+	} {
+		if e := c.r.Validate(time.Now(), nil, Limits{}); e == nil || e.Code != CodePromptTooLarge || e.Field != c.field {
+			t.Errorf("error %v, want %s on %s", e, CodePromptTooLarge, c.field)
+		}
+	}
+}
+
+// The parameters that change an answer survive both encodings, so a
+// msgpack client's stop, tools and response_format reach the cache key as
+// a JSON client's do.
+func TestAnswerParametersRoundTrip(t *testing.T) {
+	top := 0.5
+	in := Request{Model: "m", Prompt: "p", MaxTokens: 4, TopP: &top, Stop: []string{"\n"},
+		ResponseFormat: map[string]any{"type": "json_object"},
+		Tools:          []map[string]any{{"type": "function", "function": map[string]any{"name": "f"}}}}
+	for _, f := range []Format{JSON, Msgpack} {
+		b, err := Marshal(f, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out Request
+		if err := Unmarshal(f, b, &out); err != nil {
+			t.Fatal(err)
+		}
+		fn, _ := out.Tools[0]["function"].(map[string]any)
+		if out.TopP == nil || *out.TopP != 0.5 || len(out.Stop) != 1 || out.ResponseFormat["type"] != "json_object" || fn["name"] != "f" {
+			t.Errorf("%v: %+v", f, out)
 		}
 	}
 }

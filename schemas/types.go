@@ -56,6 +56,15 @@ type Request struct {
 	MaxTokens   int       `json:"max_tokens"`
 	Temperature *float64  `json:"temperature,omitempty"`
 	Seed        *int64    `json:"seed,omitempty"`
+	// TopP, Stop, ResponseFormat and Tools are OpenAI's fields of the same
+	// names. Each can change the answer, so each is part of a response
+	// cache key (internal/core/cache): two requests that differ in one
+	// never share a cached answer. ResponseFormat and Tools are kept as
+	// decoded JSON (or msgpack) values, so either encoding carries them.
+	TopP           *float64         `json:"top_p,omitempty"`
+	Stop           []string         `json:"stop,omitempty"`
+	ResponseFormat map[string]any   `json:"response_format,omitempty"`
+	Tools          []map[string]any `json:"tools,omitempty"`
 	// Priority is one of Priorities; empty means the tenant's default.
 	Priority string `json:"priority,omitempty"`
 	// DeadlineMs is the latency budget from submission to final result.

@@ -56,6 +56,9 @@ func (l Limits) orDefault() Limits {
 	return d
 }
 
+// MaxStop is the most stop sequences a request may set, OpenAI's limit.
+const MaxStop = 4
+
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9_\-]{1,128}$`)
 
 // ValidID reports whether id can be used as a subject token and a
@@ -101,7 +104,13 @@ func (r *Request) Validate(now time.Time, known ModelLookup, lim Limits) *Error 
 		size += len(m.Content)
 	}
 	if size > lim.MaxPromptBytes {
-		return Errf(CodePromptTooLarge, "prompt", "prompt is %d bytes, limit %d", size, lim.MaxPromptBytes)
+		// The field the client sent, so a chat client is pointed at its
+		// messages, not at a prompt it never set.
+		field := "prompt"
+		if len(r.Messages) > 0 {
+			field = "messages"
+		}
+		return Errf(CodePromptTooLarge, field, "prompt is %d bytes, limit %d", size, lim.MaxPromptBytes)
 	}
 	if r.MaxTokens <= 0 {
 		return Errf(CodeInvalidMaxTokens, "max_tokens", "max_tokens must be > 0, got %d", r.MaxTokens)
@@ -111,6 +120,12 @@ func (r *Request) Validate(now time.Time, known ModelLookup, lim Limits) *Error 
 	}
 	if r.Temperature != nil && (*r.Temperature < 0 || *r.Temperature > 2) {
 		return Errf(CodeInvalidTemperature, "temperature", "temperature must be in [0, 2], got %g", *r.Temperature)
+	}
+	if r.TopP != nil && (*r.TopP <= 0 || *r.TopP > 1 || math.IsNaN(*r.TopP)) {
+		return Errf(CodeInvalidTopP, "top_p", "top_p must be in (0, 1], got %g", *r.TopP)
+	}
+	if len(r.Stop) > MaxStop {
+		return Errf(CodeOversized, "stop", "%d stop sequences exceed the limit of %d", len(r.Stop), MaxStop)
 	}
 	if r.Priority != "" && PriorityRank(r.Priority) < 0 {
 		return Errf(CodeInvalidPriority, "priority", "unknown priority %q; use one of %s", truncate(r.Priority, 32), strings.Join(Priorities, ", "))

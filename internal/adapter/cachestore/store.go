@@ -93,17 +93,16 @@ type entry struct {
 // model the request asked for (before any Move: an answer for "auto" is
 // an answer for "auto"). A miss returns nil, nil.
 func (s *Store) Lookup(ctx context.Context, tenant, model string, r *schemas.Request, p cache.Policy, now time.Time) (*cache.Hit, error) {
-	if !p.Enabled() || r.NoCache {
+	if ok, _ := cache.Cacheable(r, p); !ok {
 		return nil, nil
 	}
-	if key, ok := cache.ExactKey(tenant, model, r); ok {
-		e, err := s.read(ctx, key)
-		if err != nil {
-			return nil, err
-		}
-		if e != nil && s.usable(e, tenant, model, p, now) {
-			return s.hit(e, key, cache.KindExact, 1, r, tenant, now), nil
-		}
+	key := cache.AnswerKey(tenant, model, r)
+	e, err := s.read(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if e != nil && s.usable(e, tenant, model, p, now) {
+		return s.hit(e, key, cache.KindExact, 1, r, tenant, now), nil
 	}
 	if ok, _ := cache.SemanticEligible(r, p); !ok {
 		return nil, nil
@@ -174,19 +173,20 @@ func (s *Store) hit(e *entry, key, kind string, sim float64, r *schemas.Request,
 }
 
 // Put stores a successful result for tenant's request under policy p: in
-// the exact cache when the request is deterministic, in the semantic cache
-// when it is eligible. It reports what it stored. Failed results and
-// results that themselves came from the cache are never stored.
+// the exact cache when the request may be cached at all (cache.Cacheable:
+// deterministic, or sampled with the tenant's allow_sampled), in the
+// semantic cache when it is eligible. It reports what it stored. Failed
+// results and results that themselves came from the cache are never
+// stored.
 func (s *Store) Put(ctx context.Context, tenant, model string, r *schemas.Request, p cache.Policy, res schemas.Result, now time.Time) (stored []string, err error) {
-	if !p.Enabled() || r.NoCache || res.Status != schemas.StatusOK || res.FromCache != "" {
+	if ok, _ := cache.Cacheable(r, p); !ok || res.Status != schemas.StatusOK || res.FromCache != "" {
 		return nil, nil
 	}
-	if key, ok := cache.ExactKey(tenant, model, r); ok {
-		if err := s.write(ctx, key, entry{Tenant: tenant, Model: model, Kind: cache.KindExact, StoredAt: now, Result: res}); err != nil {
-			return stored, err
-		}
-		stored = append(stored, cache.KindExact)
+	key := cache.AnswerKey(tenant, model, r)
+	if err := s.write(ctx, key, entry{Tenant: tenant, Model: model, Kind: cache.KindExact, StoredAt: now, Result: res}); err != nil {
+		return stored, err
 	}
+	stored = append(stored, cache.KindExact)
 	if ok, _ := cache.SemanticEligible(r, p); ok {
 		text, scope := cache.SemanticParts(tenant, model, s.emb.ID(), r)
 		vecs, err := s.emb.Embed(ctx, []string{text})

@@ -95,9 +95,13 @@ func ChatToRequest(id string, b ChatCompletionRequest, rt Routing, defMax int) (
 	if !ok {
 		mt = defMax
 	}
+	stop, serr := stopList(b.Stop)
+	if serr != nil {
+		return schemas.Request{}, serr
+	}
 	req := schemas.Request{
 		V: schemas.Version, ID: id, Model: b.Model, Messages: msgs, MaxTokens: mt,
-		Temperature: b.Temperature, Seed: b.Seed, Stream: b.Stream,
+		Temperature: b.Temperature, TopP: b.TopP, Seed: b.Seed, Stop: stop, ResponseFormat: b.ResponseFormat, Stream: b.Stream,
 	}
 	apply(&req, rt, b.User)
 	return req, nil
@@ -119,12 +123,38 @@ func CompletionToRequest(id string, b CompletionRequest, rt Routing, defMax int)
 	if !ok {
 		mt = defMax
 	}
+	stop, serr := stopList(b.Stop)
+	if serr != nil {
+		return schemas.Request{}, serr
+	}
 	req := schemas.Request{
 		V: schemas.Version, ID: id, Model: b.Model, Prompt: prompt, MaxTokens: mt,
-		Temperature: b.Temperature, Seed: b.Seed, Stream: b.Stream,
+		Temperature: b.Temperature, TopP: b.TopP, Seed: b.Seed, Stop: stop, Stream: b.Stream,
 	}
 	apply(&req, rt, b.User)
 	return req, nil
+}
+
+// stopList reads OpenAI's stop, a string or an array of strings, into the
+// request's list: carried, not dropped, because it changes the answer and
+// so the cache key.
+func stopList(raw json.RawMessage) ([]string, *schemas.Error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil, nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, schemas.Errf(schemas.CodeMalformed, "stop", "stop must be a string or an array of strings")
+		}
+		return []string{s}, nil
+	}
+	var list []string
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, schemas.Errf(schemas.CodeMalformed, "stop", "stop must be a string or an array of strings")
+	}
+	return list, nil
 }
 
 func promptText(raw json.RawMessage) (string, *schemas.Error) {

@@ -111,7 +111,7 @@ func TestFromError(t *testing.T) {
 }
 
 func TestChatToRequest(t *testing.T) {
-	body := `{"model":"llama-3.1-8b","messages":[{"role":"system","content":"be brief"},{"role":"user","content":[{"type":"text","text":"hi "},{"type":"text","text":"there"}]}],"max_completion_tokens":32,"temperature":0,"stream":true,"user":"u1","metadata":{"priority":"interactive","k":"v"},"top_p":0.9}`
+	body := `{"model":"llama-3.1-8b","messages":[{"role":"system","content":"be brief"},{"role":"user","content":[{"type":"text","text":"hi "},{"type":"text","text":"there"}]}],"max_completion_tokens":32,"temperature":0,"stream":true,"user":"u1","metadata":{"priority":"interactive","k":"v"},"top_p":0.9,"stop":"\n\n","response_format":{"type":"json_object"}}`
 	var b ChatCompletionRequest
 	if err := DecodeJSON([]byte(body), &b); err != nil {
 		t.Fatal(err)
@@ -128,6 +128,11 @@ func TestChatToRequest(t *testing.T) {
 		len(req.Messages) != 2 || req.Messages[1].Content != "hi there" || req.Metadata["k"] != "v" || *req.Temperature != 0 {
 		t.Fatalf("request %+v", req)
 	}
+	// What changes the answer is carried to the request (and so into a
+	// cache key), not dropped.
+	if req.TopP == nil || *req.TopP != 0.9 || len(req.Stop) != 1 || req.Stop[0] != "\n\n" || req.ResponseFormat["type"] != "json_object" {
+		t.Fatalf("top_p, stop or response_format lost: %+v", req)
+	}
 
 	bad := []struct {
 		name, body, code string
@@ -136,6 +141,7 @@ func TestChatToRequest(t *testing.T) {
 		{"n=2", `{"model":"m","n":2,"messages":[{"role":"user","content":"x"}]}`, schemas.CodeMalformed},
 		{"image part", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, schemas.CodeInvalidMessage},
 		{"tools", `{"model":"m","tools":[{"type":"function"}],"messages":[{"role":"user","content":"x"}]}`, schemas.CodeMalformed},
+		{"stop not strings", `{"model":"m","stop":[1],"messages":[{"role":"user","content":"x"}]}`, schemas.CodeMalformed},
 	}
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {
@@ -159,10 +165,12 @@ func TestChatToRequest(t *testing.T) {
 func TestCompletionToRequest(t *testing.T) {
 	tests := []struct {
 		body, prompt, code string
-		max                int
+		max, stop          int
 	}{
 		{body: `{"model":"m","prompt":"once"}`, prompt: "once", max: 7},
 		{body: `{"model":"m","prompt":["one"],"max_tokens":3}`, prompt: "one", max: 3},
+		{body: `{"model":"m","prompt":"p","stop":["a","b"]}`, prompt: "p", max: 7, stop: 2},
+		{body: `{"model":"m","prompt":"p","stop":{}}`, code: schemas.CodeMalformed},
 		{body: `{"model":"m","prompt":["a","b"]}`, code: schemas.CodeMalformed},
 		{body: `{"model":"m","prompt":[1,2]}`, code: schemas.CodeMalformed},
 		{body: `{"model":"m"}`, code: schemas.CodeMissingPrompt},
@@ -179,7 +187,7 @@ func TestCompletionToRequest(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || req.Prompt != tt.prompt || req.MaxTokens != tt.max {
+		if err != nil || req.Prompt != tt.prompt || req.MaxTokens != tt.max || len(req.Stop) != tt.stop {
 			t.Fatalf("%s: %+v %v", tt.body, req, err)
 		}
 	}

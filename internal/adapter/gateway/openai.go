@@ -37,7 +37,10 @@ type ChatCompletionRequest struct {
 	MaxTokens           *int              `json:"max_tokens,omitempty"`
 	MaxCompletionTokens *int              `json:"max_completion_tokens,omitempty"`
 	Temperature         *float64          `json:"temperature,omitempty"`
+	TopP                *float64          `json:"top_p,omitempty"`
 	Seed                *int64            `json:"seed,omitempty"`
+	Stop                json.RawMessage   `json:"stop,omitempty"`
+	ResponseFormat      map[string]any    `json:"response_format,omitempty"`
 	N                   *int              `json:"n,omitempty"`
 	Stream              bool              `json:"stream,omitempty"`
 	StreamOptions       *StreamOptions    `json:"stream_options,omitempty"`
@@ -53,7 +56,9 @@ type CompletionRequest struct {
 	Prompt        json.RawMessage   `json:"prompt"`
 	MaxTokens     *int              `json:"max_tokens,omitempty"`
 	Temperature   *float64          `json:"temperature,omitempty"`
+	TopP          *float64          `json:"top_p,omitempty"`
 	Seed          *int64            `json:"seed,omitempty"`
+	Stop          json.RawMessage   `json:"stop,omitempty"`
 	N             *int              `json:"n,omitempty"`
 	Stream        bool              `json:"stream,omitempty"`
 	StreamOptions *StreamOptions    `json:"stream_options,omitempty"`

@@ -7,14 +7,19 @@
 //
 // Two caches share one JetStream KV bucket whose TTL bounds every entry:
 //
-//   - Exact: only for deterministic requests (temperature 0 or a fixed
-//     seed), keyed by tenant, model, a hash of the whitespace-normalised
-//     prompt, max_tokens, seed and temperature. A hit is the answer the
-//     model would have given.
+//   - Exact: keyed by tenant, model, a hash of the whitespace-normalised
+//     prompt and every generation parameter that can change the answer
+//     (max_tokens, temperature, top_p, seed, stop, response_format,
+//     tools). A hit is the answer the model would have given.
 //   - Semantic: near-duplicate prompts, found by cosine similarity of
 //     embeddings above the tenant's threshold, searched only inside one
-//     scope = tenant + model + embedder + system prompt + conversation
-//     history + workflow id and tool state + session id.
+//     scope: tenant, model, the same generation parameters, embedder,
+//     system prompt, conversation history, workflow id and tool state, and
+//     session id.
+//
+// Both serve only deterministic requests (temperature 0 or a fixed seed)
+// unless the tenant sets Policy.AllowSampled: a sampled request asked for
+// a fresh draw, and a replay is not one (Cacheable).
 //
 // Both are strictly per tenant: the tenant is part of every key and every
 // entry records its tenant, which is checked again on read, so no answer

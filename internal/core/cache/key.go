@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/base32"
 	"encoding/hex"
+	"encoding/json"
 	"math"
 	"regexp"
 	"strconv"
@@ -41,6 +42,95 @@ func Digest(parts ...string) string {
 	return hex.EncodeToString(h.Sum(nil))[:40]
 }
 
+// KeyFields names the schemas.Request fields, by JSON name, that can change
+// the answer and so are part of every cache key: the model (the key's own
+// argument), the prompt or messages, and the generation parameters
+// answerParams encodes. NotKeyFields names the fields that cannot change
+// the answer. Every field is in one of the two, which a test checks, so a
+// field added to the request is classified before it can be served a
+// cached answer computed without it.
+var (
+	KeyFields = []string{"model", "prompt", "messages", "max_tokens", "temperature", "seed",
+		"top_p", "stop", "response_format", "tools"}
+	NotKeyFields = []string{
+		"v", "id", // the wire version and the request's own name
+		"priority", "deadline_ms", "deadline", "ttft_target_ms", "tpot_target_ms", // when, not what
+		"workflow", "session_id", // the semantic scope carries them (see SemanticParts)
+		"prefix_hint", "stream", "no_cache", "metadata", // placement, delivery and bookkeeping
+	}
+)
+
+// answerParams is the canonical text of the generation parameters that
+// shape an answer beside the model and prompt: max_tokens, temperature,
+// top_p, seed, stop, response_format and tools. An unset parameter is "-",
+// never its default, so a request that leaves temperature to the engine
+// does not share an entry with one that names a value. response_format
+// and tools are JSON with sorted keys (encoding/json's map order), so two
+// encodings of one value agree.
+func answerParams(r *schemas.Request) string {
+	f := func(v *float64) string {
+		if v == nil {
+			return "-"
+		}
+		return strconv.FormatFloat(*v, 'g', -1, 64)
+	}
+	seed := "-"
+	if r.Seed != nil {
+		seed = strconv.FormatInt(*r.Seed, 10)
+	}
+	j := func(v any) string {
+		b, err := json.Marshal(v)
+		if err != nil {
+			// Not JSON-encodable (a NaN inside a tool schema): a key no
+			// other request can share, so the request is never answered
+			// from another's entry.
+			return "!" + err.Error()
+		}
+		return string(b)
+	}
+	stop, _ := json.Marshal(r.Stop)
+	return strings.Join([]string{
+		"max_tokens=" + strconv.Itoa(r.MaxTokens),
+		"temperature=" + f(r.Temperature),
+		"top_p=" + f(r.TopP),
+		"seed=" + seed,
+		"stop=" + string(stop),
+		"response_format=" + j(r.ResponseFormat),
+		"tools=" + j(r.Tools),
+	}, "\x00")
+}
+
+// Sampled reports whether a request samples its answer: a temperature
+// above 0, or none (OpenAI's default is 1), with no seed to fix the draw.
+// Its answer is one draw of many; a replay would repeat that draw to a
+// caller who asked for a fresh one.
+func Sampled(r *schemas.Request) bool { return !r.Deterministic() }
+
+// Cacheable says whether either cache may answer or store r under p, and
+// why not when it may not. A sampled request is served from cache only
+// when the tenant asks for it (Policy.AllowSampled).
+func Cacheable(r *schemas.Request, p Policy) (bool, string) {
+	switch {
+	case !p.Enabled():
+		return false, "cache off for tenant"
+	case r.NoCache:
+		return false, "request sets no_cache"
+	case Sampled(r) && !p.AllowSampled:
+		return false, "sampled request (temperature above 0 or unset, and no seed): not served from cache unless the tenant sets cache.allow_sampled"
+	}
+	return true, ""
+}
+
+// AnswerKey is the exact cache's KV key of r's answer: tenant, model, the
+// whitespace-normalised prompt and every generation parameter
+// (answerParams). Whether r may use it is Cacheable's question.
+func AnswerKey(tenant, model string, r *schemas.Request) string {
+	// v2: v1 keys left out top_p, stop, response_format and tools; a v1
+	// entry is never read again and expires with the bucket TTL.
+	d := Digest("exact/v2", tenant, model, Normalize(r.PromptText()), answerParams(r))
+	return "x." + tenantKey(tenant) + "." + d
+}
+
 // ExactKey is the KV key of a deterministic request's answer. ok is false
 // for a request that is not deterministic: sampling at temperature > 0
 // without a seed has no single right answer to replay.
@@ -48,15 +138,7 @@ func ExactKey(tenant, model string, r *schemas.Request) (key string, ok bool) {
 	if !r.Deterministic() {
 		return "", false
 	}
-	seed, temp := "-", "-"
-	if r.Seed != nil {
-		seed = strconv.FormatInt(*r.Seed, 10)
-	}
-	if r.Temperature != nil {
-		temp = strconv.FormatFloat(*r.Temperature, 'g', -1, 64)
-	}
-	d := Digest("exact/v1", tenant, model, Normalize(r.PromptText()), strconv.Itoa(r.MaxTokens), seed, temp)
-	return "x." + tenantKey(tenant) + "." + d, true
+	return AnswerKey(tenant, model, r), true
 }
 
 // SingleTurn reports whether a request is one question without history: a
@@ -81,11 +163,12 @@ func SingleTurn(r *schemas.Request) bool {
 // SemanticEligible says whether a request may be served or stored by the
 // semantic cache under p, and why not when it may not.
 func SemanticEligible(r *schemas.Request, p Policy) (bool, string) {
+	if ok, why := Cacheable(r, p); !ok {
+		return false, why
+	}
 	switch {
 	case p.Mode != ModeSemantic:
 		return false, "semantic cache off for tenant"
-	case r.NoCache:
-		return false, "request sets no_cache"
 	case p.SemanticMultiTurn:
 		return true, ""
 	case r.Workflow != nil:
@@ -127,7 +210,10 @@ func SemanticParts(tenant, model, embedder string, r *schemas.Request) (text, sc
 	if r.Workflow != nil {
 		wfID, tool = r.Workflow.ID, r.Workflow.ToolState
 	}
-	scope = Digest("semantic/v1", tenant, model, embedder, history.String(), wfID, tool, r.SessionID)[:24]
+	// The generation parameters are part of the scope, not of the
+	// similarity: a near-duplicate prompt may share an answer, a different
+	// max_tokens, stop or temperature may not. v2: v1 scopes left them out.
+	scope = Digest("semantic/v2", tenant, model, embedder, history.String(), wfID, tool, r.SessionID, answerParams(r))[:24]
 	return Normalize(text), "s." + tenantKey(tenant) + "." + scope
 }
 

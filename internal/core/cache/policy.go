@@ -29,6 +29,11 @@ type Policy struct {
 	// SemanticMultiTurn opts in to semantic hits for multi-turn, session
 	// and workflow requests, still scoped by conversation and tool state.
 	SemanticMultiTurn bool `json:"semantic_multi_turn,omitempty"`
+	// AllowSampled lets either cache answer sampled requests (temperature
+	// above 0 or unset, no seed) with an earlier draw for the same prompt
+	// and parameters. Off by default: a caller who samples asked for a
+	// fresh draw, and a replay is not one.
+	AllowSampled bool `json:"allow_sampled,omitempty"`
 }
 
 // Validate reports a policy that cannot be applied.
