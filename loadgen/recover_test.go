@@ -28,7 +28,7 @@ func TestRecoverFromStream(t *testing.T) {
 	tl.Submitted("stored-1", schemas.PriorityStandard, now)
 	tl.Submitted("never-answered", schemas.PriorityStandard, now)
 	res := schemas.Result{V: schemas.Version, ID: "stored-1", Tenant: "acme", Status: schemas.StatusOK, FinishedAt: now}
-	m, err := svc.Encode(subjects.Result("acme", "stored-1"), schemas.JSON, res, "stored-1")
+	m, err := svc.Encode(subjects.Final("acme", "stored-1"), schemas.JSON, res, "stored-1")
 	if err != nil {
 		t.Fatal(err)
 	}

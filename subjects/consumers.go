@@ -15,7 +15,14 @@ const (
 	WorkerConsumerPrefix = "worker-"
 	// RouterConsumerPrefix starts every per-class router consumer name.
 	RouterConsumerPrefix = "router-"
+	// AdmitterResultsConsumerPrefix starts each admitter replica's own
+	// consumer on RESULTS.
+	AdmitterResultsConsumerPrefix = "admitter-results-"
 )
+
+// AdmitterResultsConsumer is admitter replica instance's consumer on
+// RESULTS.
+func AdmitterResultsConsumer(instance string) string { return AdmitterResultsConsumerPrefix + instance }
 
 // RouterConsumer is the durable consumer per class on ADMITTED that router
 // replicas share: router-<class>.
@@ -42,6 +49,11 @@ const (
 	HeaderScheduleTarget = "Nats-Schedule-Target"
 	// HeaderDLQReason, HeaderDLQSubject and HeaderDLQAt say why, from
 	// where and when a message was dead-lettered on sy.dlq.<service>.
+	// HeaderReusedID marks a stored final result the admitter re-sent on the
+	// result subject because its request id was submitted again after the
+	// submission duplicate window: the request is not served twice, and
+	// the id keeps its one result.
+	HeaderReusedID   = "Sy-Reused-Id"
 	HeaderDLQReason  = "Sy-Dlq-Reason"
 	HeaderDLQSubject = "Sy-Dlq-Subject"
 	HeaderDLQAt      = "Sy-Dlq-At"

@@ -88,7 +88,7 @@ func Streams(o StreamOptions) []jetstream.StreamConfig {
 		mk(StreamSubmit, "client submissions, as sent", []string{SubmitAll, BatchSubmitAll}, o.MaxAge, 4),
 		admitted,
 		mk(StreamDispatch, "router placements, one subject per worker", []string{DispatchAll}, o.MaxAge, 8),
-		mk(StreamResults, "final results, one per request id", []string{ResultAll}, o.MaxAge, 4),
+		results(mk, o.MaxAge),
 		mk(StreamHeartbeats, "worker heartbeats and KV events, recorded for replay", []string{HeartbeatAll, KVAll}, short, 8),
 		mk(StreamEvents, "every decision with its reasons", []string{EventAll}, o.MaxAge, 8),
 		mk(StreamControl, "control-plane commands", []string{ControlAll}, o.MaxAge, 16),
@@ -96,6 +96,24 @@ func Streams(o StreamOptions) []jetstream.StreamConfig {
 		mk(StreamJournal, "each decision loop's inputs in order, for exact replay", []string{JournalAll}, short, 8),
 		tokens(mk, o.MaxAge),
 	}
+}
+
+// results is the RESULTS stream, the ledger of final results. Finishers
+// publish on sy.final.<tenant>.<id>; the stream stores each message under
+// sy.result.<tenant>.<id> (its subject transform), and republishes what it
+// stored on that subject. A live subscriber therefore sees exactly the
+// results the ledger kept: a second finisher's publish, refused by the
+// ledger's compare-and-set or dropped by the duplicate window, is never
+// stored and so never reaches it. Direct gets are allowed so a tenant can
+// read its own stored result by subject
+// ($JS.API.DIRECT.GET.RESULTS.sy.result.<tenant>.<id>, which permissions
+// can confine) without any consumer.
+func results(mk func(string, string, []string, time.Duration, int64) jetstream.StreamConfig, maxAge time.Duration) jetstream.StreamConfig {
+	cfg := mk(StreamResults, "final results, one per request id", []string{FinalAll}, maxAge, 4)
+	cfg.SubjectTransform = &jetstream.SubjectTransformConfig{Source: FinalAll, Destination: ResultAll}
+	cfg.RePublish = &jetstream.RePublish{Source: ResultAll, Destination: ResultAll}
+	cfg.AllowDirect = true
+	return cfg
 }
 
 // tokens is the TOKENS stream: every chunk a worker streamed, captured from

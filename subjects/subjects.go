@@ -6,7 +6,8 @@
 //	sy.batch.<tenant>                             bulk work → admitter's batch lane  SUBMIT
 //	sy.admitted.<class>.<deadline-bucket>.<tenant> admitter → router         ADMITTED
 //	sy.dispatch.<worker>                          router → one worker        DISPATCH
-//	sy.result.<tenant>.<request-id>               any service → client       RESULTS
+//	sy.final.<tenant>.<request-id>                any finisher → RESULTS (stored as sy.result.…)
+//	sy.result.<tenant>.<request-id>               RESULTS → client (republished once stored)
 //	sy.hb.<pool>.<worker>, sy.kv.<worker>         worker → router, control   HEARTBEATS
 //	sy.event.<service>.<kind>                     every service              EVENTS
 //	sy.ctl.>                                      controller, admitter → all CONTROL
@@ -35,15 +36,21 @@ const (
 	AdmittedAll    = "sy.admitted.>"
 	DispatchAll    = "sy.dispatch.*"
 	ResultAll      = "sy.result.>"
-	HeartbeatAll   = "sy.hb.>"
-	KVAll          = "sy.kv.*"
-	EventAll       = "sy.event.>"
-	ControlAll     = "sy.ctl.>"
-	DLQAll         = "sy.dlq.>"
-	TokensAll      = "sy.tok.>"
-	JournalAll     = "sy.journal.>"
-	ScheduleAll    = "sy.sched.>"
-	RPCAll         = "sy.rpc.>"
+	// FinalAll is where finishers publish a request's candidate final
+	// result. Only RESULTS listens there: it stores the first one per id
+	// under sy.result.<tenant>.<id> and republishes what it stored on that
+	// subject, so a live subscriber sees one result per id, never a
+	// duplicate that the ledger refused.
+	FinalAll     = "sy.final.>"
+	HeartbeatAll = "sy.hb.>"
+	KVAll        = "sy.kv.*"
+	EventAll     = "sy.event.>"
+	ControlAll   = "sy.ctl.>"
+	DLQAll       = "sy.dlq.>"
+	TokensAll    = "sy.tok.>"
+	JournalAll   = "sy.journal.>"
+	ScheduleAll  = "sy.sched.>"
+	RPCAll       = "sy.rpc.>"
 )
 
 // Journal is sy.journal.<service>.<instance>: the ordered inputs of one
@@ -94,8 +101,16 @@ func Schedule(tenant, id string) string { return join(Prefix, "sched", tenant, i
 // Dispatch is sy.dispatch.<worker>.
 func Dispatch(worker string) string { return join(Prefix, "dispatch", worker) }
 
-// Result is sy.result.<tenant>.<id>.
+// Result is sy.result.<tenant>.<id>: the subject a final result is stored
+// under in RESULTS and republished on for live subscribers. Nobody
+// publishes here directly; finishers publish on Final.
 func Result(tenant, id string) string { return join(Prefix, "result", tenant, id) }
+
+// Final is sy.final.<tenant>.<id>, the subject a finisher publishes a
+// final result on (through the ledger): RESULTS stores it as
+// Result(tenant, id), only if that subject holds nothing yet, and only then
+// republishes it there.
+func Final(tenant, id string) string { return join(Prefix, "final", tenant, id) }
 
 // Tokens is sy.tok.<tenant>.<id>, the core-NATS token stream of one request.
 func Tokens(tenant, id string) string { return join(Prefix, "tok", tenant, id) }

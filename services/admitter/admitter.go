@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -289,6 +290,9 @@ func (a *Admitter) handle(ctx context.Context, m jetstream.Msg) {
 		a.reject(ctx, m, fail, now)
 		return
 	}
+	if a.answerReused(ctx, m, sub) {
+		return
+	}
 	req := &sub.Request
 	in := admission.Input{Now: now, Tenant: sub.Tenant, Request: req, Tenants: a.cfg.Tenants,
 		Known: a.cfg.ModelKnown, ContextWindow: a.cfg.ContextWindow, Limits: a.cfg.Limits, Quotas: a.quotas, Estimate: a.cfg.Estimate,
@@ -354,6 +358,54 @@ func (a *Admitter) handle(ctx context.Context, m jetstream.Msg) {
 		return a.sh.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_admission_total{action=%q,class=%q,code=%q}`, d.Action, d.Priority, code))
 	}).Inc()
 	m.Ack()
+}
+
+// EventDuplicateID is the event kind of a submission whose request id
+// already has a final result.
+const EventDuplicateID = "duplicate_id"
+
+// answerReused handles a submission whose id already has a final result in
+// RESULTS: the id was reused after SUBMIT's duplicate window, which alone
+// drops a second submission inside it. One id keeps one result, so the
+// request is not served again; the stored result is re-sent on the result
+// subject (marked Sy-Reused-Id) so a client listening on the reused id is
+// answered at once, and the submission is acked. A redelivery of a
+// submission this admitter already handled (its ack was lost, and the
+// request finished since) re-sends nothing: the live subscriber had its
+// result. It reports whether it handled the message.
+func (a *Admitter) answerReused(ctx context.Context, m jetstream.Msg, sub intake.Submission) bool {
+	if a.sh.Ledger == nil {
+		return false
+	}
+	stored, found, err := a.sh.Ledger.Stored(ctx, sub.Tenant, sub.ID)
+	if err != nil {
+		a.retry(m, "look up an earlier result", sub.ID, err)
+		return true
+	}
+	if !found {
+		return false
+	}
+	redelivered := false
+	if md, err := m.Metadata(); err == nil && md.NumDelivered > 1 {
+		redelivered = true
+	}
+	if !redelivered {
+		out := nats.NewMsg(subjects.Result(sub.Tenant, sub.ID))
+		out.Data = stored.Data
+		out.Header.Set(schemas.HeaderContentType, stored.Header.Get(schemas.HeaderContentType))
+		out.Header.Set(schemas.HeaderMsgID, sub.ID)
+		out.Header.Set(subjects.HeaderReusedID, strconv.FormatUint(stored.Sequence, 10))
+		if err := a.sh.NC.PublishMsg(out); err != nil {
+			a.retry(m, "re-send the stored result", sub.ID, err)
+			return true
+		}
+	}
+	a.sh.Emit(schemas.Event{Kind: EventDuplicateID, RequestID: sub.ID, Tenant: sub.Tenant,
+		Reason: "this request id already has a final result (submitted again after the 2-minute duplicate window); the stored result is the answer and the request is not served again",
+		Fields: map[string]any{"stored_seq": stored.Sequence, "stored_at": stored.Time, "redelivered": redelivered}})
+	a.sh.Metrics.GetOrCreateCounter(`switchyard_admission_total{action="duplicate_id",class="",code="duplicate_id"}`).Inc()
+	m.Ack()
+	return true
 }
 
 // retry leaves a submission unacked so JetStream redelivers it, to this or

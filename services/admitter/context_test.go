@@ -183,7 +183,7 @@ func TestWaitPredictionChecked(t *testing.T) {
 	// The worker answers after 40 ms in the queue.
 	res := schemas.Result{V: schemas.Version, ID: req.ID, Tenant: "acme", Status: schemas.StatusOK, Model: req.Model,
 		WorkerID: "w1", Priority: schemas.PriorityStandard, Timing: schemas.Timing{QueueMs: 40, TotalMs: 90}, FinishedAt: time.Now()}
-	rm, err := svc.Encode(subjects.Result("acme", req.ID), schemas.JSON, res, req.ID+"-result")
+	rm, err := svc.Encode(subjects.Final("acme", req.ID), schemas.JSON, res, req.ID+"-result")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func echoWorker(t *testing.T, nc *nats.Conn) {
 		res := schemas.Result{V: schemas.Version, ID: adm.Request.ID, Tenant: adm.Tenant, Status: schemas.StatusOK, Model: adm.Model,
 			Text: "x " + strconv.Itoa(n), WorkerID: "w1", Usage: schemas.Usage{PromptTokens: adm.PromptTokens, CompletionTokens: 1},
 			FinishReason: "stop", FinishedAt: time.Now()}
-		out, err := svc.Encode(subjects.Result(adm.Tenant, adm.Request.ID), schemas.JSON, res, adm.Request.ID)
+		out, err := svc.Encode(subjects.Final(adm.Tenant, adm.Request.ID), schemas.JSON, res, adm.Request.ID)
 		if err == nil {
 			_, err = js.PublishMsg(out)
 		}

@@ -87,7 +87,7 @@ func (f *inflight) take(tenant, id string) (pendingReq, bool) {
 // idempotent, so several replicas applying the same result do no harm.
 func (a *Admitter) followResults(ctx context.Context) (jetstream.ConsumeContext, error) {
 	cons, err := a.sh.JS.CreateOrUpdateConsumer(ctx, subjects.StreamResults, jetstream.ConsumerConfig{
-		Durable:           "admitter-results-" + a.sh.Instance,
+		Durable:           subjects.AdmitterResultsConsumer(a.sh.Instance),
 		Description:       "admitter " + a.sh.Instance + ": workflow steps, cache fills, budget reconciliation",
 		FilterSubject:     subjects.ResultAll,
 		AckPolicy:         jetstream.AckExplicitPolicy,

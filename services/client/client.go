@@ -160,38 +160,61 @@ func (c *Client) message(tenant string, req *schemas.Request) (*nats.Msg, error)
 	return msg, nil
 }
 
-// Result waits for the final result of one request. It reads the RESULTS
-// stream, so it works whether the result was published before or after
-// the call.
+// Result waits for the final result of one request, whether it was
+// published before or after the call: it listens on the result subject,
+// then looks the result up in RESULTS by subject (a direct get), and waits
+// for the live one only if nothing is stored yet. It needs no consumer, so
+// a tenant confined by `switchyard auth` (which may subscribe to its own
+// results and direct-get them, nothing more) can call it.
 func (c *Client) Result(ctx context.Context, tenant, id string) (schemas.Result, error) {
-	cons, err := c.js.OrderedConsumer(ctx, subjects.StreamResults, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{subjects.Result(tenant, id)},
-	})
+	subj := subjects.Result(tenant, id)
+	sub, err := c.nc.SubscribeSync(subj)
 	if err != nil {
-		return schemas.Result{}, fmt.Errorf("result consumer: %w", err)
+		return schemas.Result{}, fmt.Errorf("result %s: subscribe: %w", id, err)
+	}
+	defer sub.Unsubscribe()
+	// The interest must reach the server before the lookup: a result
+	// stored after the lookup is then delivered live, not missed between.
+	if err := c.nc.FlushWithContext(ctx); err != nil {
+		return schemas.Result{}, fmt.Errorf("result %s: flush: %w", id, err)
 	}
 	for {
-		wait := 5 * time.Second
-		if dl, ok := ctx.Deadline(); ok {
-			wait = time.Until(dl)
-			if wait <= 0 {
-				return schemas.Result{}, ctx.Err()
-			}
-			if wait > 5*time.Second {
-				wait = 5 * time.Second
-			}
+		if r, found, err := c.stored(ctx, subj); err != nil || found {
+			return r, err
 		}
-		msg, err := cons.Next(jetstream.FetchMaxWait(wait))
-		if err != nil {
-			if errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, nats.ErrTimeout) {
-				if ctx.Err() != nil {
-					return schemas.Result{}, ctx.Err()
-				}
-				continue
-			}
+		// A live delivery can be lost across a reconnect; look in RESULTS
+		// again every few seconds rather than wait on it forever.
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		msg, err := sub.NextMsgWithContext(wctx)
+		cancel()
+		if err == nil {
+			return DecodeResult(msg.Header, msg.Data)
+		}
+		if ctx.Err() != nil {
+			return schemas.Result{}, ctx.Err()
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
 			return schemas.Result{}, fmt.Errorf("result %s: %w", id, err)
 		}
-		return DecodeResult(msg.Headers(), msg.Data())
+	}
+}
+
+// stored reads the last message on a result subject with a direct get on
+// the subject itself ($JS.API.DIRECT.GET.RESULTS.<subject>), the one read
+// of RESULTS that NATS permissions can confine to a tenant's own subjects.
+func (c *Client) stored(ctx context.Context, subj string) (schemas.Result, bool, error) {
+	msg, err := c.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+subjects.StreamResults+"."+subj, nil)
+	if err != nil {
+		return schemas.Result{}, false, fmt.Errorf("read %s from %s: %w", subj, subjects.StreamResults, err)
+	}
+	switch status := msg.Header.Get("Status"); status {
+	case "":
+		r, err := DecodeResult(msg.Header, msg.Data)
+		return r, err == nil, err
+	case "404":
+		return schemas.Result{}, false, nil
+	default:
+		return schemas.Result{}, false, fmt.Errorf("read %s from %s: status %s %s", subj, subjects.StreamResults, status, msg.Header.Get("Description"))
 	}
 }
 

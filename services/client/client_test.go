@@ -85,7 +85,7 @@ func TestReadResultsReadsTheStoredRecordOnce(t *testing.T) {
 	defer cancel()
 	put := func(tenant, id string) uint64 {
 		data := schemas.MustMarshal(schemas.JSON, schemas.Result{ID: id, Tenant: tenant, Status: schemas.StatusOK})
-		m := nats.NewMsg(subjects.Result(tenant, id))
+		m := nats.NewMsg(subjects.Final(tenant, id))
 		m.Data = data
 		m.Header.Set(schemas.HeaderContentType, schemas.JSON.String())
 		ack, err := env.JS.PublishMsg(ctx, m)

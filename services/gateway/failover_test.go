@@ -74,7 +74,7 @@ func TestStreamSurvivesFailover(t *testing.T) {
 	chunk(5, 1, "", true)
 	res := schemas.Result{ID: id, Tenant: "acme", Status: schemas.StatusOK, Model: "m", Text: "echo: x y z", FinishReason: "length",
 		Usage: schemas.Usage{PromptTokens: 2, CompletionTokens: 4}, Attempt: 1, FinishedAt: time.Now()}
-	m := nats.NewMsg(subjects.Result("acme", id))
+	m := nats.NewMsg(subjects.Final("acme", id))
 	m.Data = schemas.MustMarshal(schemas.JSON, res)
 	m.Header.Set(schemas.HeaderContentType, schemas.ContentJSON)
 	if err := nc.PublishMsg(m); err != nil {

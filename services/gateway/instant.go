@@ -254,7 +254,7 @@ func (b *InstantBackend) finish(tenant string, req schemas.Request, status strin
 	if status != schemas.StatusOK {
 		res.FinishReason = ""
 	}
-	msg := nats.NewMsg(subjects.Result(tenant, req.ID))
+	msg := nats.NewMsg(subjects.Final(tenant, req.ID))
 	msg.Data = schemas.MustMarshal(schemas.JSON, res)
 	msg.Header.Set(schemas.HeaderContentType, schemas.ContentJSON)
 	msg.Header.Set(schemas.HeaderMsgID, req.ID)

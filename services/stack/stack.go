@@ -85,6 +85,27 @@ type Config struct {
 	// Routers above 1 runs that many active-active routers instead of one
 	// leased router (bench bus --routers).
 	Routers int
+	// Auth, when set, loads a `switchyard auth` config into the server and
+	// connects each service as its own user, so the stack runs under the
+	// same permissions a deployment does.
+	Auth *Auth
+}
+
+// Auth is the server config made by `switchyard auth` and the plain
+// passwords of its service users.
+type Auth struct {
+	ConfigFile string
+	// Passwords maps a user to its password; a service with no user of its
+	// own (the controller, the stack's own readers) connects as "ops".
+	Passwords map[string]string
+}
+
+// user is the user service connects as under a.
+func (a *Auth) user(service string) (string, string) {
+	if pw, ok := a.Passwords[service]; ok {
+		return service, pw
+	}
+	return "ops", a.Passwords["ops"]
 }
 
 // DefaultWorker is the worker a bare `switchyard up` starts.
@@ -136,7 +157,11 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 			cfg.Fleet = append(cfg.Fleet, DefaultWorker)
 		}
 	}
-	srv, err := bus.StartServer(bus.ServerConfig{Listen: cfg.Listen, StoreDir: cfg.StoreDir, Logger: cfg.Logger})
+	scfg := bus.ServerConfig{Listen: cfg.Listen, StoreDir: cfg.StoreDir, Logger: cfg.Logger}
+	if cfg.Auth != nil {
+		scfg.ConfigFile = cfg.Auth.ConfigFile
+	}
+	srv, err := bus.StartServer(scfg)
 	if err != nil {
 		return nil, err
 	}
@@ -249,9 +274,16 @@ func (s *Stack) waitReady(ctx context.Context, workers int) error {
 	return errors.New("stack: services not ready within 15s")
 }
 
-// Connect opens a new in-process connection to the stack's server.
-func (s *Stack) Connect(name string) (*nats.Conn, error) {
-	nc, err := s.Server.Connect(name)
+// Connect opens a new in-process connection to the stack's server (as the
+// operator's user under Auth).
+func (s *Stack) Connect(name string) (*nats.Conn, error) { return s.connectAs("ops", name) }
+
+func (s *Stack) connectAs(service, name string) (*nats.Conn, error) {
+	var opts []nats.Option
+	if s.cfg.Auth != nil {
+		opts = append(opts, nats.UserInfo(s.cfg.Auth.user(service)))
+	}
+	nc, err := s.Server.Connect(name, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -262,7 +294,7 @@ func (s *Stack) Connect(name string) (*nats.Conn, error) {
 }
 
 func (s *Stack) shell(service, instance string) (*svc.Shell, error) {
-	nc, err := s.Connect(instance)
+	nc, err := s.connectAs(service, instance)
 	if err != nil {
 		return nil, err
 	}

@@ -130,7 +130,7 @@ func (s *Shell) PublishResult(ctx context.Context, res schemas.Result, f schemas
 		}
 		return nil
 	}
-	m, err := Encode(subjects.Result(res.Tenant, res.ID), f, res, res.ID)
+	m, err := Encode(subjects.Final(res.Tenant, res.ID), f, res, res.ID)
 	if err != nil {
 		return err
 	}

@@ -44,25 +44,28 @@ type Permissions struct {
 }
 
 // TenantPermissions is what tenant t may do: submit as itself, cancel its
-// own requests, and read its own results, live (core subscribe) or from the
-// RESULTS stream (an ephemeral consumer filtered to its own subjects).
+// own requests, and read its own results — live (core subscribe), or from
+// RESULTS by the result's own subject (a direct get), whether it was
+// published before or after the read began.
 //
-// The consumer create subject carries the filter
-// ($JS.API.CONSUMER.CREATE.<stream>.<consumer>.<filter>) and the server
-// rejects a request whose body filter differs from it or that names several
-// filters, so the permission on the subject confines the consumer. Pulling
-// from a consumer ($JS.API.CONSUMER.MSG.NEXT.RESULTS.<name>) cannot be
-// confined by tenant; consumer names are random and tenants may neither
-// list nor inspect consumers, and the deliveries go to the puller's own
-// inbox, which only it can subscribe to.
+// A tenant is given no consumer API at all. Pulling from a consumer
+// ($JS.API.CONSUMER.MSG.NEXT.<stream>.<name>) names only the consumer, so
+// any permission to pull is a permission to pull from every consumer of
+// that name's stream — the admitter's results consumer, another tenant's —
+// and a push consumer's deliver subject is not checked against its
+// creator's permissions, so a tenant could have the server deliver to any
+// subject. The one read a tenant keeps carries its subject in the API
+// subject and takes no body (the server refuses one), so the permission
+// confines it to t's own stored results:
+// $JS.API.DIRECT.GET.RESULTS.sy.result.t.>. Nothing rests on a consumer's
+// name being hard to guess.
 func TenantPermissions(t string) Permissions {
 	return Permissions{
 		Publish: []string{
 			subjects.Submit(t),
 			subjects.BatchSubmit(t),
 			subjects.Cancel(t),
-			"$JS.API.CONSUMER.CREATE." + subjects.StreamResults + ".*." + subjects.Result(t, ">"),
-			"$JS.API.CONSUMER.MSG.NEXT." + subjects.StreamResults + ".*",
+			DirectGetResult(t, ">"),
 		},
 		Subscribe: []string{
 			subjects.Result(t, ">"),
@@ -70,6 +73,13 @@ func TenantPermissions(t string) Permissions {
 			InboxPrefix(t) + ".>",
 		},
 	}
+}
+
+// DirectGetResult is the direct-get subject that reads the stored result of
+// tenant t's request id from RESULTS: a request with an empty body to it
+// answers the message itself, or status 404.
+func DirectGetResult(t, id string) string {
+	return "$JS.API.DIRECT.GET." + subjects.StreamResults + "." + subjects.Result(t, id)
 }
 
 // jetStreamClient is what every service needs to use JetStream: the API,
@@ -85,13 +95,15 @@ func ServicePermissions(service string) (Permissions, error) {
 	var pub, sub []string
 	switch service {
 	case "admitter":
-		pub = []string{subjects.AdmittedAll, subjects.ScheduleAll, subjects.ResultAll}
+		// ResultAll: an id reused after the duplicate window is answered
+		// with the result stored for it, re-sent on the result subject.
+		pub = []string{subjects.AdmittedAll, subjects.ScheduleAll, subjects.FinalAll, subjects.ResultAll}
 		sub = []string{subjects.SubmitAll, subjects.BatchSubmitAll, subjects.ResultAll, subjects.HeartbeatAll}
 	case "router":
-		pub = []string{subjects.DispatchAll, subjects.AdmittedAll, subjects.ResultAll, subjects.JournalAll}
+		pub = []string{subjects.DispatchAll, subjects.AdmittedAll, subjects.FinalAll, subjects.JournalAll}
 		sub = []string{subjects.AdmittedAll, subjects.HeartbeatAll, subjects.KVAll, subjects.ResultAll, subjects.EventAll}
 	case "worker":
-		pub = []string{subjects.ResultAll, subjects.TokensAll, subjects.HeartbeatAll, subjects.KVAll}
+		pub = []string{subjects.FinalAll, subjects.TokensAll, subjects.HeartbeatAll, subjects.KVAll}
 		sub = []string{subjects.DispatchAll}
 	case "gateway":
 		pub = []string{subjects.SubmitAll, subjects.BatchSubmitAll}
@@ -181,6 +193,7 @@ func Generate(cfg Config) (Generated, error) {
 		if !subjects.ValidToken(t) || strings.HasPrefix(t, "$") || strings.HasPrefix(t, "_") {
 			return Generated{}, fmt.Errorf("tenant %q is not a valid subject token", t)
 		}
+
 		if err := add(t, true, TenantPermissions(t)); err != nil {
 			return Generated{}, err
 		}

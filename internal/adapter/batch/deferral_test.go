@@ -46,7 +46,7 @@ func TestRefreshReportsDeferral(t *testing.T) {
 	adm.FlushEvents()
 	// Only item 2 has a result: item 1 still waits.
 	res := schemas.Result{ID: items[1].RequestID, Tenant: "acme", Status: schemas.StatusOK}
-	m, err := svc.Encode(subjects.Result("acme", res.ID), schemas.JSON, res, res.ID)
+	m, err := svc.Encode(subjects.Final("acme", res.ID), schemas.JSON, res, res.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,12 @@
 // Package ledger owns the exactly-one-final-result guarantee. Every service
 // that ends a request (admitter rejections, router failures, workers) calls
-// Finish instead of publishing on sy.result.<tenant>.<id> itself.
+// Finish instead of publishing a result itself.
 //
-// The result is published with a compare-and-set on its own subject:
+// Finish publishes on sy.final.<tenant>.<id>, which only the RESULTS stream
+// hears: it stores the message as sy.result.<tenant>.<id> and republishes
+// what it stored there, so live subscribers see exactly the results this
+// ledger kept — never a loser's. The result is published with a
+// compare-and-set on its stored subject:
 // Nats-Expected-Last-Subject-Sequence 0 says "only if this subject holds no
 // message yet", so the RESULTS stream itself is the claim. It is atomic —
 // there is no window between claiming and publishing for a finisher to die
@@ -84,7 +88,7 @@ func (l *Ledger) Finish(ctx context.Context, res schemas.Result, format schemas.
 		return false, fmt.Errorf("ledger: encode result %s: %w", res.ID, err)
 	}
 	subj := subjects.Result(res.Tenant, res.ID)
-	msg := nats.NewMsg(subj)
+	msg := nats.NewMsg(subjects.Final(res.Tenant, res.ID))
 	msg.Data = body
 	msg.Header.Set(schemas.HeaderContentType, format.String())
 	msg.Header.Set(schemas.HeaderMsgID, res.ID)
@@ -150,6 +154,21 @@ func (l *Ledger) event(ctx context.Context, dropped, winner schemas.Result) {
 	if err != nil {
 		l.log.Warn("duplicate_suppressed event not published", "request_id", dropped.ID, "err", err)
 	}
+}
+
+// Stored returns the request's stored final result message, with found
+// false when there is none. The admitter uses it to answer an id that is
+// reused after the submission duplicate window with the result already
+// kept for it.
+func (l *Ledger) Stored(ctx context.Context, tenant, id string) (msg *jetstream.RawStreamMsg, found bool, err error) {
+	m, err := l.results.GetLastMsgForSubject(ctx, subjects.Result(tenant, id))
+	if err == nil {
+		return m, true, nil
+	}
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, false, nil
+	}
+	return nil, false, fmt.Errorf("ledger: look up result for %s: %w", id, err)
 }
 
 // Done reports whether a final result exists for the request: a worker

@@ -167,3 +167,55 @@ func TestFinishRejectsBadTokens(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveSubscriberSeesOneResult: a core-NATS subscriber on the result
+// subject — `nats sub sy.result.acme.>` — receives exactly the result the
+// ledger kept, once, however many finishers race for it and however late a
+// loser comes back: finishers publish on sy.final.…, which only RESULTS
+// hears, and RESULTS republishes only what it stored.
+func TestLiveSubscriberSeesOneResult(t *testing.T) {
+	e, l := setup(t, subjects.StreamOptions{DuplicateWindow: 300 * time.Millisecond})
+	ctx := context.Background()
+	nc := e.js.Conn()
+	sub, err := nc.SubscribeSync(subjects.Result("acme", ">"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	const finishers = 6
+	var wg sync.WaitGroup
+	for i := range finishers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := l.Finish(ctx, result("acme", "raced", fmt.Sprintf("w%d", i), i), schemas.JSON); err != nil {
+				t.Errorf("finisher %d: %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	// A loser back after the duplicate window (a paused worker resumed).
+	time.Sleep(500 * time.Millisecond)
+	if ok, err := l.Finish(ctx, result("acme", "raced", "w-resumed", 0), schemas.JSON); ok || err != nil {
+		t.Fatalf("resumed finisher: published=%v err=%v, want false, nil", ok, err)
+	}
+	m, err := sub.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatalf("no live result: %v", err)
+	}
+	if m.Subject != subjects.Result("acme", "raced") || m.Header.Get("Nats-Sequence") == "" {
+		t.Fatalf("live result on %q with headers %v, want the stream's republish on the result subject", m.Subject, m.Header)
+	}
+	stored, err := e.results.GetLastMsgForSubject(ctx, subjects.Result("acme", "raced"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(stored.Data) != string(m.Data) {
+		t.Fatalf("live result %s differs from the stored one %s", m.Data, stored.Data)
+	}
+	if extra, err := sub.NextMsg(500 * time.Millisecond); err == nil {
+		t.Fatalf("a second live result for one id: %s", extra.Data)
+	}
+}

@@ -73,7 +73,7 @@ func TestFindFollowsARequestThroughTheStreams(t *testing.T) {
 	if _, err := js.PublishMsg(ctx, evs); err != nil {
 		t.Fatal(err)
 	}
-	publish(t, js, subjects.Result("acme", "req-b"), "req-b", schemas.Result{ID: "req-b", Status: schemas.StatusShed,
+	publish(t, js, subjects.Final("acme", "req-b"), "req-b", schemas.Result{ID: "req-b", Status: schemas.StatusShed,
 		Error: &schemas.Error{Code: "overloaded", Message: "queue full"}})
 
 	got, err := Find(ctx, js, []string{"req-a", "req-b", "req-none"}, Options{})
