@@ -48,7 +48,16 @@ type CapacitySearch struct {
 	// the scenario's replicas (default 4); NoFleet skips it.
 	MaxFleetFactor int
 	NoFleet        bool
-	// Parallel is how many policies are searched at once (default 1).
+	// MinHighRequests lengthens a probe's window, where the given one is
+	// shorter, until it holds this many high-class requests, or to the
+	// whole trace where the trace holds fewer (default 1,000; negative:
+	// the given window only). At a low scale the given window holds few of
+	// them, and a bar of 0.99 over a hundred requests is decided by one
+	// miss: the high bar moved ±30–50 % between seeds at 130–440 requests a
+	// window.
+	MinHighRequests int
+	// Parallel is how many policies (and seeds) are searched at once
+	// (default 1).
 	Parallel int
 	// OnProbe, when set, sees every probe as it finishes (progress on long
 	// searches); calls may come from several goroutines at once.
@@ -83,12 +92,22 @@ func (s *CapacitySearch) fill() {
 	if s.Parallel <= 0 {
 		s.Parallel = 1
 	}
+	if s.MinHighRequests == 0 {
+		s.MinHighRequests = 1000
+	}
 }
 
 // CapacityProbe is one run of a search.
 type CapacityProbe struct {
+	// Seed is the run's seed (FindCapacitySeeds; 0 from FindCapacity).
+	Seed     int64   `json:"seed,omitempty"`
 	Scale    float64 `json:"rate_scale"`
 	Replicas int     `json:"replicas"`
+	// WindowSeconds is the probe's window (0: every row of the trace);
+	// Requests and HighRequests count what it held.
+	WindowSeconds float64 `json:"window_s"`
+	Requests      int     `json:"requests"`
+	HighRequests  int     `json:"high_requests"`
 	// SLO is request attainment, Task task attainment (the overall bar's).
 	SLO  float64 `json:"slo_attainment"`
 	Task float64 `json:"task_attainment"`
@@ -124,6 +143,42 @@ type PolicyCapacity struct {
 	// broke the high bar first).
 	AtFailHigh99 map[string]float64 `json:"at_fail_high99,omitempty"`
 	Probes       []CapacityProbe    `json:"probes"`
+	// Range and Seeds are set by FindCapacitySeeds, which reports the
+	// fields above as medians over the seeds.
+	Range *CapacityRange `json:"range,omitempty"`
+	Seeds []SeedCapacity `json:"seeds,omitempty"`
+}
+
+// CapacityRange is the lowest and highest of each headline figure over the
+// seeds. For MinReplicas, 0 ("none": not met up to the fleet search's
+// bound) is the worst, so it sorts last: [5, 0] reads "5 to none".
+type CapacityRange struct {
+	ScaleAtSLO90  [2]float64 `json:"scale_at_slo90"`
+	ScaleAtHigh99 [2]float64 `json:"scale_at_high99"`
+	MinReplicas   [2]int     `json:"min_replicas"`
+}
+
+// SeedCapacity is one seed's search.
+type SeedCapacity struct {
+	Seed          int64   `json:"seed"`
+	ScaleAtSLO90  float64 `json:"scale_at_slo90"`
+	ScaleAtHigh99 float64 `json:"scale_at_high99"`
+	FailSLO90     float64 `json:"fail_slo90"`
+	FailHigh99    float64 `json:"fail_high99"`
+	MinReplicas   int     `json:"min_replicas"`
+	MinGPUs       int     `json:"min_gpus"`
+	// HighRequests is what the 1× probe's window held.
+	HighRequests int `json:"high_requests_at_1x"`
+}
+
+// CapacityRun is one seed's inputs to FindCapacitySeeds: the fleet and the
+// trace as that seed draws them (tenants, arrivals, jitter) and the
+// window.
+type CapacityRun struct {
+	Seed   int64
+	Config Config
+	Trace  *traces.Trace
+	Window time.Duration
 }
 
 // FindCapacity searches each policy's capacity at SLO for tr on cfg's
@@ -144,23 +199,9 @@ type PolicyCapacity struct {
 // ctx ends the search between runs.
 func FindCapacity(ctx context.Context, cfg Config, tr *traces.Trace, window time.Duration, policies []string, s CapacitySearch) ([]PolicyCapacity, error) {
 	s.fill()
-	if window < 0 {
-		return nil, fmt.Errorf("sim: capacity: negative window %v", window)
-	}
-	if window > 0 && len(tr.Requests) > 0 {
-		fit := float64(tr.Requests[len(tr.Requests)-1].Arrival) / float64(window)
-		if fit < 1 {
-			return nil, fmt.Errorf("sim: capacity: the trace's arrivals span %v, less than the %v window", tr.Requests[len(tr.Requests)-1].Arrival, window)
-		}
-		s.MaxScale = min(s.MaxScale, roundDown(fit))
-	}
-	for _, n := range policies {
-		if _, err := NewPolicy(n, perf.NewPredictor(nil)); err != nil {
-			return nil, err
-		}
-	}
-	if len(tr.Requests) == 0 {
-		return nil, errors.New("sim: capacity: empty trace")
+	s, err := checkCapacity(tr, window, policies, s)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]PolicyCapacity, len(policies))
 	errs := make([]error, len(policies))
@@ -172,11 +213,150 @@ func FindCapacity(ctx context.Context, cfg Config, tr *traces.Trace, window time
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			out[i], errs[i] = searchPolicy(ctx, cfg, tr, window, n, s)
+			out[i], errs[i] = searchPolicy(ctx, cfg, tr, window, n, s, 0)
 		}()
 	}
 	wg.Wait()
 	return out, errors.Join(errs...)
+}
+
+// checkCapacity validates a search's inputs and caps MaxScale where the
+// window would outrun the trace.
+func checkCapacity(tr *traces.Trace, window time.Duration, policies []string, s CapacitySearch) (CapacitySearch, error) {
+	if window < 0 {
+		return s, fmt.Errorf("sim: capacity: negative window %v", window)
+	}
+	if len(tr.Requests) == 0 {
+		return s, errors.New("sim: capacity: empty trace")
+	}
+	if window > 0 {
+		fit := float64(tr.Requests[len(tr.Requests)-1].Arrival) / float64(window)
+		if fit < 1 {
+			return s, fmt.Errorf("sim: capacity: the trace's arrivals span %v, less than the %v window", tr.Requests[len(tr.Requests)-1].Arrival, window)
+		}
+		s.MaxScale = min(s.MaxScale, roundDown(fit))
+	}
+	for _, n := range policies {
+		if _, err := NewPolicy(n, perf.NewPredictor(nil)); err != nil {
+			return s, err
+		}
+	}
+	return s, nil
+}
+
+// FindCapacitySeeds runs FindCapacity's search once per run (a seed each:
+// its own draw of the trace and the fleet's jitter) and reports, per
+// policy, the median of each headline figure — ScaleAtSLO90,
+// ScaleAtHigh99, MinReplicas, and with them FailSLO90, FailHigh99 and
+// MinGPUs — with their range and every seed's figures. With an even
+// number of seeds the median is the lower middle value, a scale some
+// search measured rather than one between two. AtFailHigh99 is that of
+// the seed whose high-bar scale is the median; Probes are every seed's,
+// each tagged with its seed. All (seed, policy) searches share
+// s.Parallel.
+func FindCapacitySeeds(ctx context.Context, runs []CapacityRun, policies []string, s CapacitySearch) ([]PolicyCapacity, error) {
+	if len(runs) == 0 {
+		return nil, errors.New("sim: capacity: no seeds")
+	}
+	s.fill()
+	searches := make([]CapacitySearch, len(runs))
+	for k, r := range runs {
+		var err error
+		if searches[k], err = checkCapacity(r.Trace, r.Window, policies, s); err != nil {
+			return nil, fmt.Errorf("seed %d: %w", r.Seed, err)
+		}
+	}
+	each := make([][]PolicyCapacity, len(runs))
+	for k := range each {
+		each[k] = make([]PolicyCapacity, len(policies))
+	}
+	errs := make([]error, len(runs)*len(policies))
+	sem := make(chan struct{}, s.Parallel)
+	var wg sync.WaitGroup
+	for k, r := range runs {
+		for i, n := range policies {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				each[k][i], errs[k*len(policies)+i] = searchPolicy(ctx, r.Config, r.Trace, r.Window, n, searches[k], r.Seed)
+			}()
+		}
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	out := make([]PolicyCapacity, len(policies))
+	for i := range policies {
+		per := make([]PolicyCapacity, len(runs))
+		for k := range runs {
+			per[k] = each[k][i]
+		}
+		out[i] = mergeSeeds(per, runs)
+	}
+	return out, nil
+}
+
+// mergeSeeds folds one policy's searches over the seeds into medians.
+func mergeSeeds(per []PolicyCapacity, runs []CapacityRun) PolicyCapacity {
+	// A "never" (0) failure scale is above every measured one, and a 0
+	// smallest fleet ("none") is larger than any found.
+	inf := func(x float64) float64 {
+		if x == 0 {
+			return math.Inf(1)
+		}
+		return x
+	}
+	fin := func(x float64) float64 {
+		if math.IsInf(x, 1) {
+			return 0
+		}
+		return x
+	}
+	col := func(get func(PolicyCapacity) float64) []float64 {
+		v := make([]float64, len(per))
+		for k, p := range per {
+			v[k] = get(p)
+		}
+		sort.Float64s(v)
+		return v
+	}
+	med := func(v []float64) float64 { return v[(len(v)-1)/2] }
+	slo := col(func(p PolicyCapacity) float64 { return p.ScaleAtSLO90 })
+	high := col(func(p PolicyCapacity) float64 { return p.ScaleAtHigh99 })
+	reps := col(func(p PolicyCapacity) float64 { return inf(float64(p.MinReplicas)) })
+	gpus := col(func(p PolicyCapacity) float64 { return inf(float64(p.MinGPUs)) })
+	out := per[0]
+	out.ScaleAtSLO90, out.ScaleAtHigh99 = med(slo), med(high)
+	out.FailSLO90 = fin(med(col(func(p PolicyCapacity) float64 { return inf(p.FailSLO90) })))
+	out.FailHigh99 = fin(med(col(func(p PolicyCapacity) float64 { return inf(p.FailHigh99) })))
+	out.MinReplicas, out.MinGPUs = int(fin(med(reps))), int(fin(med(gpus)))
+	out.MaxScale = 0
+	out.Range = &CapacityRange{
+		ScaleAtSLO90:  [2]float64{slo[0], slo[len(slo)-1]},
+		ScaleAtHigh99: [2]float64{high[0], high[len(high)-1]},
+		MinReplicas:   [2]int{int(fin(reps[0])), int(fin(reps[len(reps)-1]))},
+	}
+	out.Probes = nil
+	out.AtFailHigh99 = nil
+	for k, p := range per {
+		out.MaxScale = max(out.MaxScale, p.MaxScale)
+		if p.ScaleAtHigh99 == out.ScaleAtHigh99 && out.AtFailHigh99 == nil {
+			out.AtFailHigh99 = p.AtFailHigh99
+		}
+		sc := SeedCapacity{Seed: runs[k].Seed, ScaleAtSLO90: p.ScaleAtSLO90, ScaleAtHigh99: p.ScaleAtHigh99, FailSLO90: p.FailSLO90,
+			FailHigh99: p.FailHigh99, MinReplicas: p.MinReplicas, MinGPUs: p.MinGPUs}
+		for _, pr := range p.Probes {
+			if pr.Scale == 1 && pr.Replicas == p.Replicas {
+				sc.HighRequests = pr.HighRequests
+			}
+		}
+		out.Seeds = append(out.Seeds, sc)
+		out.Probes = append(out.Probes, p.Probes...)
+	}
+	return out
 }
 
 // meetsHigh reports whether every high class present met the bar.
@@ -197,6 +377,10 @@ type capKey struct {
 type policySearch struct {
 	ctx    context.Context
 	window time.Duration
+	// highAt is the arrival, unscaled, of the MinHighRequests-th
+	// high-class request (0: the trace holds fewer; -1: not asked for).
+	highAt time.Duration
+	seed   int64
 	cfg    Config
 	tr     *traces.Trace
 	name   string
@@ -207,14 +391,15 @@ type policySearch struct {
 	fleet  map[int][]GPUSpec
 }
 
-func searchPolicy(ctx context.Context, cfg Config, tr *traces.Trace, window time.Duration, name string, s CapacitySearch) (PolicyCapacity, error) {
+func searchPolicy(ctx context.Context, cfg Config, tr *traces.Trace, window time.Duration, name string, s CapacitySearch, seed int64) (PolicyCapacity, error) {
 	base := cfg.Replicas()
 	gpus := 0
 	for _, g := range cfg.GPUs {
 		gpus += g.Count * max(g.TP, 1)
 	}
 	pc := PolicyCapacity{Name: name, Replicas: base, GPUs: gpus, MaxScale: s.MaxScale}
-	ps := &policySearch{ctx: ctx, window: window, cfg: cfg, tr: tr, name: name, s: s, base: base, memo: map[capKey]*Result{}, pc: &pc, fleet: map[int][]GPUSpec{}}
+	ps := &policySearch{ctx: ctx, window: window, highAt: highArrival(tr, s.MinHighRequests), seed: seed, cfg: cfg, tr: tr, name: name, s: s, base: base,
+		memo: map[capKey]*Result{}, pc: &pc, fleet: map[int][]GPUSpec{}}
 	var err error
 	if pc.ScaleAtSLO90, pc.FailSLO90, err = ps.bar(func(r *Result) bool { return r.TaskAttainment >= s.SLOTarget }); err != nil {
 		return pc, err
@@ -267,12 +452,15 @@ func (ps *policySearch) run(scale float64, n int) (*Result, error) {
 		c.Faults = faultsOn(ps.cfg.Faults, c.GPUs)
 	}
 	ps.fleet[n] = c.GPUs
-	r, err := Run(c, ps.tr.Scale(scale).Window(ps.window), pol)
+	w := ps.windowAt(scale)
+	tr := ps.tr.Scale(scale).Window(w)
+	r, err := Run(c, tr, pol)
 	if err != nil {
 		return nil, fmt.Errorf("sim: capacity %s at %g× on %d replicas: %w", ps.name, scale, n, err)
 	}
 	ps.memo[k] = r
-	p := CapacityProbe{Scale: scale, Replicas: n, SLO: r.SLOAttainment, Task: r.TaskAttainment, High: map[string]float64{},
+	p := CapacityProbe{Seed: ps.seed, Scale: scale, Replicas: n, WindowSeconds: w.Seconds(), Requests: len(tr.Requests), HighRequests: countHigh(tr),
+		SLO: r.SLOAttainment, Task: r.TaskAttainment, High: map[string]float64{},
 		Meets: r.TaskAttainment >= ps.s.SLOTarget, MeetsH: meetsHigh(r, ps.s.HighTarget)}
 	for _, cl := range HighClasses {
 		if cr, ok := r.ByPriority[cl]; ok {
@@ -284,6 +472,67 @@ func (ps *policySearch) run(scale float64, n int) (*Result, error) {
 		ps.s.OnProbe(ps.name, p, r.WallSeconds)
 	}
 	return r, nil
+}
+
+// windowAt is the window of a probe at scale (ProbeWindow).
+func (ps *policySearch) windowAt(scale float64) time.Duration {
+	return probeWindow(ps.window, ps.highAt, scale)
+}
+
+// ProbeWindow is the window a capacity probe at scale runs of tr (scaled):
+// window, lengthened until it holds minHigh high-class requests, or the
+// whole trace (0) where tr holds fewer; window itself when window ≤ 0 or
+// minHigh < 0. The trace is the same at every scale, so a lengthened
+// window runs the same load for longer: the rate is what the scale says,
+// only the count grows.
+func ProbeWindow(tr *traces.Trace, window time.Duration, scale float64, minHigh int) time.Duration {
+	return probeWindow(window, highArrival(tr, minHigh), scale)
+}
+
+func probeWindow(window, highAt time.Duration, scale float64) time.Duration {
+	switch {
+	case window <= 0 || highAt < 0:
+		return window
+	case highAt == 0:
+		return 0
+	}
+	return max(window, time.Duration(float64(highAt)/scale)+1)
+}
+
+// highArrival is the arrival of the n-th high-class request of tr: 0 when
+// tr holds fewer, -1 when n < 0 (no minimum).
+func highArrival(tr *traces.Trace, n int) time.Duration {
+	if n < 0 {
+		return -1
+	}
+	seen := 0
+	for i := range tr.Requests {
+		if isHigh(tr.Requests[i].Priority) {
+			if seen++; seen >= n {
+				return tr.Requests[i].Arrival
+			}
+		}
+	}
+	return 0
+}
+
+func isHigh(p string) bool {
+	for _, c := range HighClasses {
+		if p == c {
+			return true
+		}
+	}
+	return false
+}
+
+func countHigh(tr *traces.Trace) int {
+	n := 0
+	for i := range tr.Requests {
+		if isHigh(tr.Requests[i].Priority) {
+			n++
+		}
+	}
+	return n
 }
 
 // bar finds the highest scale meeting ok below the first that fails it,

@@ -4,9 +4,12 @@ import (
 	"context"
 	"path/filepath"
 	"reflect"
+	"sort"
 	"testing"
+	"time"
 
 	"github.com/switchyard-ai/switchyard/loadgen/traces"
+	"github.com/switchyard-ai/switchyard/schemas"
 )
 
 func TestResizeFleet(t *testing.T) {
@@ -152,7 +155,7 @@ func TestFindCapacityWindow(t *testing.T) {
 	last := tr.Requests[len(tr.Requests)-1].Arrival
 	window := last / 5
 	cfg := Config{GPUs: []GPUSpec{{GPU: "h100", Count: 4}}, Model: "llama-3.1-8b"}
-	caps, err := FindCapacity(context.Background(), cfg, tr, window, []string{"dynamo"}, CapacitySearch{MaxScale: 64, Tolerance: 0.2, NoFleet: true})
+	caps, err := FindCapacity(context.Background(), cfg, tr, window, []string{"dynamo"}, CapacitySearch{MaxScale: 64, Tolerance: 0.2, NoFleet: true, MinHighRequests: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,6 +176,206 @@ func TestFindCapacityWindow(t *testing.T) {
 	if _, err := FindCapacity(context.Background(), cfg, tr, 2*last, []string{"dynamo"}, CapacitySearch{}); err == nil {
 		t.Error("a window longer than the trace was accepted")
 	}
+	for _, p := range c.Probes {
+		if p.WindowSeconds != window.Seconds() || p.Requests == 0 {
+			t.Errorf("probe at %g×: window %gs with %d requests, want the given %v", p.Scale, p.WindowSeconds, p.Requests, window)
+		}
+	}
+	bound, _, err := BoundScale(cfg, tr, window)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ScaleAtSLO90 > bound {
+		t.Errorf("dynamo met the 0.90 bar at %g×, above the roofline bound %g×", c.ScaleAtSLO90, bound)
+	}
+	t.Logf("dynamo %g× (fails %g×), bound %g×", c.ScaleAtSLO90, c.FailSLO90, bound)
+}
+
+// TestProbeWindow: a probe's window is the given one unless that holds
+// fewer than the minimum of high-class requests at the probe's scale;
+// then it is lengthened to hold them, or is the whole trace where the
+// trace holds fewer.
+func TestProbeWindow(t *testing.T) {
+	// One high-class request a second, a standard one between each.
+	tr := &traces.Trace{}
+	for i := 0; i < 200; i++ {
+		p := schemas.PriorityStandard
+		if i%2 == 0 {
+			p = schemas.PriorityInteractive
+		}
+		tr.Requests = append(tr.Requests, traces.Request{Arrival: time.Duration(i) * 500 * time.Millisecond, Priority: p})
+	}
+	for _, tc := range []struct {
+		name    string
+		window  time.Duration
+		scale   float64
+		minHigh int
+		want    time.Duration
+		high    int // high-class requests the window holds at that scale
+	}{
+		{"the given window already holds them", 60 * time.Second, 1, 50, 60 * time.Second, 60},
+		{"lengthened at 1x", 10 * time.Second, 1, 50, 49*time.Second + 1, 50},
+		{"lengthened less at 2x", 10 * time.Second, 2, 50, 24500*time.Millisecond + 1, 50},
+		{"a high scale keeps the given window", 10 * time.Second, 8, 50, 10 * time.Second, 80},
+		{"the whole trace when it holds too few", 10 * time.Second, 1, 500, 0, 100},
+		{"no minimum", 10 * time.Second, 1, -1, 10 * time.Second, 10},
+		{"no window: every row", 0, 1, 50, 0, 100},
+	} {
+		got := ProbeWindow(tr, tc.window, tc.scale, tc.minHigh)
+		if got != tc.want {
+			t.Errorf("%s: window %v, want %v", tc.name, got, tc.want)
+		}
+		if n := countHigh(tr.Scale(tc.scale).Window(got)); n != tc.high {
+			t.Errorf("%s: the window holds %d high-class requests, want %d", tc.name, n, tc.high)
+		}
+	}
+}
+
+// TestFindCapacitySeeds: each headline figure is the median over the
+// seeds, the range spans every seed's figure, each seed's own search is
+// reported with its seed, and every probe is tagged with its seed.
+func TestFindCapacitySeeds(t *testing.T) {
+	cfg := Config{GPUs: []GPUSpec{{GPU: "h100", Count: 1}}, Model: "llama-3.1-8b"}
+	var runs []CapacityRun
+	for _, seed := range []int64{1, 2, 3} {
+		tr, err := traces.ReadAzureFile(filepath.Join("..", "..", "..", "testdata", "traces", "azure_llm_2023_code_first1000.csv"), traces.ReadOptions{Limit: 120, Seed: seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := cfg
+		c.Seed = seed
+		runs = append(runs, CapacityRun{Seed: seed, Config: c, Trace: tr})
+	}
+	s := CapacitySearch{Tolerance: 0.25, MaxScale: 16, NoFleet: true, Parallel: 2}
+	caps, err := FindCapacitySeeds(context.Background(), runs, []string{"least-loaded"}, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := caps[0]
+	if len(c.Seeds) != 3 || c.Range == nil {
+		t.Fatalf("seeds %+v range %+v", c.Seeds, c.Range)
+	}
+	for _, m := range []struct {
+		label string
+		got   float64
+		rng   [2]float64
+		each  func(SeedCapacity) float64
+	}{
+		{"slo90", c.ScaleAtSLO90, c.Range.ScaleAtSLO90, func(x SeedCapacity) float64 { return x.ScaleAtSLO90 }},
+		{"high99", c.ScaleAtHigh99, c.Range.ScaleAtHigh99, func(x SeedCapacity) float64 { return x.ScaleAtHigh99 }},
+	} {
+		var v []float64
+		for i, sc := range c.Seeds {
+			if sc.Seed != runs[i].Seed {
+				t.Errorf("seed %d reported as %d", runs[i].Seed, sc.Seed)
+			}
+			v = append(v, m.each(sc))
+		}
+		sort.Float64s(v)
+		if m.got != v[1] || m.rng != [2]float64{v[0], v[2]} {
+			t.Errorf("%s: median %g range %v, seeds %v", m.label, m.got, m.rng, v)
+		}
+	}
+	tagged := map[int64]int{}
+	for _, p := range c.Probes {
+		tagged[p.Seed]++
+	}
+	if len(tagged) != 3 || tagged[0] != 0 {
+		t.Errorf("probes by seed %v: want every probe tagged with one of the three seeds", tagged)
+	}
+	t.Logf("least-loaded by seed: %+v", c.Seeds)
+}
+
+// TestMergeSeedsMedians pins the median rules: the lower middle for an
+// even count, a "never failed" (0) failure above every measured one, and a
+// "none" (0) smallest fleet larger than any found.
+func TestMergeSeedsMedians(t *testing.T) {
+	runs := []CapacityRun{{Seed: 1}, {Seed: 2}, {Seed: 3}, {Seed: 4}}
+	for _, tc := range []struct {
+		name                string
+		per                 []PolicyCapacity
+		slo, fail           float64
+		reps                int
+		repRange            [2]int
+		sloRange, highRange [2]float64
+	}{
+		{
+			name: "odd",
+			per: []PolicyCapacity{{ScaleAtSLO90: 2, FailSLO90: 2.2, MinReplicas: 4}, {ScaleAtSLO90: 1, FailSLO90: 1.1, MinReplicas: 5},
+				{ScaleAtSLO90: 3, FailSLO90: 0, MinReplicas: 0}},
+			slo: 2, fail: 2.2, reps: 5, repRange: [2]int{4, 0}, sloRange: [2]float64{1, 3},
+		},
+		{
+			name: "even: the lower middle",
+			per: []PolicyCapacity{{ScaleAtSLO90: 4, FailSLO90: 0, MinReplicas: 3}, {ScaleAtSLO90: 1, FailSLO90: 1.1, MinReplicas: 3},
+				{ScaleAtSLO90: 3, FailSLO90: 0, MinReplicas: 0}, {ScaleAtSLO90: 2, FailSLO90: 2.2, MinReplicas: 0}},
+			slo: 2, fail: 2.2, reps: 3, repRange: [2]int{3, 0}, sloRange: [2]float64{1, 4},
+		},
+	} {
+		got := mergeSeeds(tc.per, runs[:len(tc.per)])
+		if got.ScaleAtSLO90 != tc.slo || got.FailSLO90 != tc.fail || got.MinReplicas != tc.reps {
+			t.Errorf("%s: slo %g fail %g replicas %d, want %g %g %d", tc.name, got.ScaleAtSLO90, got.FailSLO90, got.MinReplicas, tc.slo, tc.fail, tc.reps)
+		}
+		if got.Range.MinReplicas != tc.repRange || got.Range.ScaleAtSLO90 != tc.sloRange {
+			t.Errorf("%s: range %+v, want replicas %v slo %v", tc.name, got.Range, tc.repRange, tc.sloRange)
+		}
+	}
+}
+
+// TestBoundScale: the roofline bound scales with the fleet and against
+// the demand, is lower on a slower generation, and takes the scarcest
+// model of a multi-model fleet.
+func TestBoundScale(t *testing.T) {
+	tr := capacityTrace(t, 300)
+	window := tr.Requests[len(tr.Requests)-1].Arrival / 2
+	bound := func(cfg Config, tr *traces.Trace, window time.Duration) float64 {
+		t.Helper()
+		b, _, err := BoundScale(cfg, tr, window)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	h1 := bound(Config{GPUs: []GPUSpec{{GPU: "h100", Count: 1}}, Model: "llama-3.1-8b"}, tr, window)
+	// Without a window the demand is the whole trace over its span, so a
+	// scaled trace is the same mix at a higher rate.
+	h1All := bound(Config{GPUs: []GPUSpec{{GPU: "h100", Count: 1}}, Model: "llama-3.1-8b"}, tr, 0)
+	for _, tc := range []struct {
+		name  string
+		got   float64
+		ratio float64 // got ÷ h1, within 1 %
+		below bool    // instead: got < h1
+	}{
+		{"twice the replicas, twice the bound", bound(Config{GPUs: []GPUSpec{{GPU: "h100", Count: 2}}, Model: "llama-3.1-8b"}, tr, window), 2, false},
+		{"twice the rate, half the bound", bound(Config{GPUs: []GPUSpec{{GPU: "h100", Count: 1}}, Model: "llama-3.1-8b"}, tr.Scale(2), 0) * h1 / h1All, 0.5, false},
+		{"an L40S serves less than an H100", bound(Config{GPUs: []GPUSpec{{GPU: "l40s", Count: 1}}, Model: "llama-3.1-8b"}, tr, window), 0, true},
+	} {
+		if tc.below {
+			if tc.got >= h1 {
+				t.Errorf("%s: %g, want below the H100's %g", tc.name, tc.got, h1)
+			}
+			continue
+		}
+		if r := tc.got / h1; r < tc.ratio*0.99 || r > tc.ratio*1.01 {
+			t.Errorf("%s: %g against %g (ratio %.3f), want %g", tc.name, tc.got, h1, r, tc.ratio)
+		}
+	}
+	// Half the requests for another model, served by its own pool: the
+	// bound is the scarcer pool's.
+	mm := &traces.Trace{Requests: append([]traces.Request(nil), tr.Requests...)}
+	for i := range mm.Requests {
+		if i%2 == 1 {
+			mm.Requests[i].Model = "qwen2.5-7b"
+		}
+	}
+	b, models, err := BoundScale(Config{GPUs: []GPUSpec{{GPU: "h100", Count: 4}, {GPU: "l40s", Count: 1, Model: "qwen2.5-7b"}}, Model: "llama-3.1-8b"}, mm, window)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(models) != 2 || b != roundScale(min(models[0].Scale, models[1].Scale)) || models[1].Model != "qwen2.5-7b" || models[1].Scale >= models[0].Scale {
+		t.Errorf("bound %g over %+v: want the scarcer model's, qwen on one L40S", b, models)
+	}
+	t.Logf("h100:1 bound %g×; multi-model %+v", h1, models)
 }
 
 // TestDiagnoseAddsUp: the class × GPU breakdown accounts for every issued
