@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -32,15 +33,15 @@ func (r *Router) do(ctx context.Context, in routing.Input, a routing.Action) {
 	case routing.ActSnapshot:
 		r.requestSnapshot(ctx, a.Worker)
 	case routing.ActDuplicate:
-		if m, ok := a.Held.Handle.(jetstream.Msg); ok {
-			m.Ack()
-		}
+		r.duplicate(in, a)
 	case routing.ActEvent:
 		ev, _ := routing.EventFor(in, a)
 		r.sh.Emit(ev)
 		switch a.Event.Kind {
 		case "retry":
 			r.sh.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_retries_total{allowed="%t"}`, a.Event.Fields["retry"])).Inc()
+			r.logs.log(r.sh.Log, "retry", "re-placing the work of a lost worker", "id", a.ID, "worker", a.Worker,
+				"retry", a.Event.Fields["retry"], "attempt", a.Event.Fields["attempt"], "reason", a.Event.Reason)
 		case routing.EventHeldForWarmup:
 			r.sh.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_router_held_for_warmup_total{pool=%q}`, a.Event.Fields["pool"])).Inc()
 		case routing.EventHeldDemand:
@@ -52,15 +53,25 @@ func (r *Router) do(ctx context.Context, in routing.Input, a routing.Action) {
 				break // no metric of its own: the event is the record
 			}
 			r.sh.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_breaker_transitions_total{to=%q}`, a.Event.Fields["to"])).Inc()
+			// Open means placement avoids the worker. Half-open takes
+			// probes again — a worker whose engine came back and
+			// heartbeats is half-open until its first result — so it
+			// reads 0, not "still open" with no transition seen.
 			open := 0.0
-			if a.Event.Fields["to"] != "closed" {
+			if a.Event.Fields["to"] == "open" {
 				open = 1
 			}
 			r.sh.Metrics.GetOrCreateGauge(fmt.Sprintf(`switchyard_breaker_open{worker=%q}`, a.Worker), nil).Set(open)
+			r.sh.Log.Info("breaker "+fmt.Sprint(a.Event.Fields["to"]), "worker", a.Worker, "from", a.Event.Fields["from"],
+				"cause", a.Event.Fields["cause"], "reason", a.Event.Reason)
 		}
 	case routing.ActDelayed:
 		ev, _ := routing.EventFor(in, a)
 		r.sh.Emit(ev)
+		// Why a request waits unplaced belongs in the log, not only in the
+		// event stream: nothing else tells an operator (issue 31).
+		r.logs.log(r.sh.Log, "held", "request held: no worker can take it now", "id", a.ID, "tenant", a.Held.Adm.Tenant,
+			"model", a.Held.Adm.Model, "class", a.Held.Adm.Priority, "reason", a.Reason)
 	case routing.ActFail:
 		r.fail(ctx, in, a)
 	case routing.ActDispatch:
@@ -101,8 +112,57 @@ func (r *Router) dispatch(ctx context.Context, in routing.Input, a routing.Actio
 	r.sh.Emit(ev)
 }
 
+// duplicate handles a second delivery of a held request. A redelivery of
+// the very message the router holds (its ack wait lapsed, say while the
+// loop was busy) is not acked: acking it acked the request while it lived
+// only in this router's memory, and a crash then lost it. The newest
+// delivery carries the request from then on (keep-alives and the final
+// ack go to it). A different stream message with the same id is a copy,
+// and is acked.
+func (r *Router) duplicate(in routing.Input, a routing.Action) {
+	dup, ok := a.Handle.(jetstream.Msg)
+	if !ok {
+		return
+	}
+	held, _ := a.Held.Handle.(jetstream.Msg)
+	if sameStreamMessage(dup, held) {
+		a.Held.Handle = dup
+		r.progress[a.ID] = in.At
+		r.sh.Metrics.GetOrCreateCounter(`switchyard_router_redelivered_held_total`).Inc()
+		return
+	}
+	dup.Ack()
+}
+
+// sameStreamMessage reports whether two deliveries are of one stream
+// message (same stream and sequence). Without metadata it says yes: the
+// safe answer, since a message left unacked comes back, and one acked in
+// error is gone.
+func sameStreamMessage(a, b jetstream.Msg) bool {
+	if a == nil || b == nil {
+		return b == nil
+	}
+	ma, errA := a.Metadata()
+	mb, errB := b.Metadata()
+	if errA != nil || errB != nil {
+		return true
+	}
+	return ma.Stream == mb.Stream && ma.Sequence.Stream == mb.Sequence.Stream
+}
+
+// failPublishTimeout bounds the publish of one error result: under the
+// shortest AckWait a router runs with (PeerAckWait), so a result that
+// cannot be stored leaves its message to come back rather than hang.
+const failPublishTimeout = 2 * time.Second
+
+// maxFailPublishes bounds the error results being published at once.
+const maxFailPublishes = 256
+
 // fail publishes a held request's error result and acks it; if the result
-// cannot be stored the message stays unacked and comes back.
+// cannot be stored the message stays unacked and comes back. The publish
+// runs off the decision loop: a synchronous JetStream publish (5 s by
+// default) there stalled every placement, and every keep-alive, behind one
+// slow store — long enough to lapse the ack wait of everything held.
 func (r *Router) fail(ctx context.Context, in routing.Input, a routing.Action) {
 	h := a.Held
 	delete(r.progress, a.ID)
@@ -110,17 +170,33 @@ func (r *Router) fail(ctx context.Context, in routing.Input, a routing.Action) {
 	// A request that leaves the queue failed (expired, no feasible worker)
 	// waited too: leaving it out would read the longest waits as none.
 	r.sh.Metrics.GetOrCreatePrometheusHistogramExt(`switchyard_router_queue_seconds`, queueWaitBuckets).Update(in.At.Sub(h.Adm.SubmittedAt).Seconds())
-	if err := r.sh.PublishResult(ctx, res, svc.ResultFormat(h.Adm.ResultFormat)); err != nil {
-		if !errors.Is(err, context.Canceled) {
-			r.sh.Log.Warn("publish result", "id", res.ID, "err", err)
-		}
-		return
-	}
+	r.logs.log(r.sh.Log, "refused:"+a.Err.Code, "request answered without placement", "id", a.ID, "tenant", h.Adm.Tenant,
+		"model", h.Adm.Model, "code", a.Err.Code, "reason", a.Err.Message)
 	ev, _ := routing.EventFor(in, a)
-	r.sh.Emit(ev)
-	if m, ok := h.Handle.(jetstream.Msg); ok {
-		m.Ack()
-	}
+	format := svc.ResultFormat(h.Adm.ResultFormat)
+	msg, _ := h.Handle.(jetstream.Msg)
+	r.fails.Add(1)
+	go func() {
+		defer r.fails.Done()
+		select {
+		case r.failSlots <- struct{}{}:
+			defer func() { <-r.failSlots }()
+		case <-ctx.Done():
+			return
+		}
+		pctx, cancel := context.WithTimeout(ctx, failPublishTimeout)
+		defer cancel()
+		if err := r.sh.PublishResult(pctx, res, format); err != nil {
+			if !errors.Is(err, context.Canceled) {
+				r.sh.Log.Warn("publish result", "id", res.ID, "err", err)
+			}
+			return
+		}
+		r.sh.Emit(ev)
+		if msg != nil {
+			msg.Ack()
+		}
+	}()
 }
 
 // keepAlive extends the ack deadline of requests held longer than a third

@@ -136,6 +136,12 @@ type Router struct {
 	dispatched map[[2]string]*metrics.Counter
 	// pace caps the pulls (Config.PullRate; nil: no cap).
 	pace *pacer
+	// logs bounds the per-request log lines (logs.go).
+	logs logLimiter
+	// fails tracks the error results published off the decision loop, at
+	// most maxFailPublishes at once (failSlots).
+	fails     sync.WaitGroup
+	failSlots chan struct{}
 }
 
 // New builds a router.
@@ -164,7 +170,7 @@ func New(sh *svc.Shell, cfg Config) *Router {
 		`switchyard_breaker_transitions_total{to="open"}`, `switchyard_breaker_transitions_total{to="half_open"}`, `switchyard_breaker_transitions_total{to="closed"}`)
 	r := &Router{sh: sh, cfg: cfg, core: core, inbox: make(chan func(), 8192), progress: map[string]time.Time{},
 		journal: subjects.Journal("router", sh.Instance), acks: make(chan pendingAck, 4096), jbatch: routing.NewJournal(),
-		dispatched: map[[2]string]*metrics.Counter{}, pace: newPacer(cfg.PullRate)}
+		dispatched: map[[2]string]*metrics.Counter{}, pace: newPacer(cfg.PullRate), failSlots: make(chan struct{}, maxFailPublishes)}
 	for _, c := range schemas.Priorities {
 		r.queueDepth = append(r.queueDepth, sh.Metrics.GetOrCreateGauge(fmt.Sprintf(`switchyard_queue_depth{class=%q}`, c), nil))
 	}
@@ -243,7 +249,7 @@ func (r *Router) Run(ctx context.Context) error {
 	loopDone := make(chan struct{})
 	go func() { defer close(loopDone); r.loop(loopCtx) }()
 	go r.ackDispatches(loopCtx)
-	defer func() { stopLoop(); <-loopDone }()
+	defer func() { stopLoop(); <-loopDone; r.fails.Wait() }()
 	if r.cfg.ActiveActive {
 		return r.runPeer(ctx)
 	}

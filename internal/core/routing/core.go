@@ -260,8 +260,11 @@ func (c *Core) Apply(in Input, handle any) []Action {
 
 func (c *Core) admit(adm schemas.Admitted, handle any, now time.Time) {
 	id := adm.Request.ID
-	if _, dup := c.held[id]; dup {
-		c.acts = append(c.acts, Action{Kind: ActDuplicate, ID: id, Held: &Held{Adm: adm, Handle: handle}})
+	if old, dup := c.held[id]; dup {
+		// Held is the request as held; Handle is the duplicate delivery's.
+		// The shell tells a redelivery of the held message (which must not
+		// be acked: the request lives only here) from a second message.
+		c.acts = append(c.acts, Action{Kind: ActDuplicate, ID: id, Held: old, Handle: handle})
 		return
 	}
 	h := &Held{Adm: adm, Handle: handle}

@@ -75,8 +75,11 @@ const (
 	ActFail     = "fail"
 	ActDelayed  = "delayed"
 	ActSnapshot = "snapshot"
-	// ActDuplicate means an admitted request was already held: the shell
-	// acks the duplicate delivery and does nothing else.
+	// ActDuplicate means an admitted request was already held. Held is the
+	// request as held, Handle the duplicate delivery: the shell acks a
+	// second message for the same id, but a redelivery of the held message
+	// itself replaces the held handle instead — acking it would ack a
+	// request that lives only in this router's memory.
 	ActDuplicate = "duplicate"
 	// ActEvent is a decision to record as an event (breaker transitions,
 	// retries); Event holds it.
@@ -106,6 +109,8 @@ type Action struct {
 	// Booking is what a dispatch booked on Worker, for the shell to share
 	// with peer routers (InPeerBooking).
 	Booking PeerBooking
+	// Handle is a duplicate delivery's handle (ActDuplicate).
+	Handle any
 }
 
 // Candidate is one candidate's breakdown, copied out of the placer's scratch.

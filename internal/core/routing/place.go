@@ -71,10 +71,12 @@ func (c *Core) place(it queue.Item[*Held], now time.Time) queue.Outcome {
 		}
 		// A worker behind an open breaker may come back: waiting helps.
 		if dec.Unresolvable && c.fleet.Len() > 0 && !breakerExcluded {
-			c.fail(h, schemas.Errf(schemas.CodeUnplaceable, "model", "no GPU in the fleet can serve model %q: %s", h.Adm.Model, Summarize(dec)))
+			c.fail(h, schemas.Errf(schemas.CodeUnplaceable, "model", "no GPU in the fleet can serve model %q: %s", h.Adm.Model, Explain(dec, &h.Adm, now)))
 			return queue.Answered
 		}
-		c.delayed(h, it.ID, now, Summarize(dec))
+		if h.WaitingSince.IsZero() { // the reason is worded once, not on every pass
+			c.delayed(h, it.ID, now, Explain(dec, &h.Adm, now))
+		}
 		return queue.Blocked
 	}
 	// Book only the prompt tokens the cached prefix does not cover: the
@@ -126,6 +128,63 @@ func Summarize(dec *placement.Decision) string {
 	if b.Len() == 0 {
 		return "no live workers"
 	}
+	return b.String()
+}
+
+// explainWorkers bounds how many rejected workers Explain names.
+const explainWorkers = 3
+
+// Explain is Summarize plus, for the first few workers turned down on time
+// (deadline_busy, deadline_unreachable) or warmth (cannot_run, hbm_busy),
+// what they advertise for the model: its weight state and load_s, and the
+// time left to the deadline. A request held because a worker guesses a
+// long cold load must say so: a 24 s guess for a model that loads in half
+// a second held every request for it unplaced, with nothing in any log
+// saying why (issue 31).
+func Explain(dec *placement.Decision, a *schemas.Admitted, now time.Time) string {
+	sum := Summarize(dec)
+	var b strings.Builder
+	n := 0
+	for _, rj := range dec.Rejections {
+		if n == explainWorkers {
+			break
+		}
+		switch rj.Reason {
+		case placement.ReasonDeadlineBusy, placement.ReasonDeadlineUnreachable, placement.ReasonCannotRun, placement.ReasonHBMBusy:
+		default:
+			continue
+		}
+		if rj.Worker == nil {
+			continue
+		}
+		n++
+		if b.Len() == 0 {
+			b.WriteString(sum)
+			b.WriteString(" (")
+		} else {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s %s", rj.Worker.ID, rj.Reason)
+		if m, ok := rj.Worker.Model(a.Model, ""); ok {
+			state := m.State
+			if state == "" {
+				state = schemas.WeightHot
+			}
+			fmt.Fprintf(&b, ": model %s %s", a.Model, state)
+			if state != schemas.WeightHot {
+				fmt.Fprintf(&b, ", load_s %.2f advertised", m.LoadSeconds)
+			}
+		} else {
+			fmt.Fprintf(&b, ": model %s not advertised", a.Model)
+		}
+		if !a.Deadline.IsZero() {
+			fmt.Fprintf(&b, ", %.2fs to the deadline", a.Deadline.Sub(now).Seconds())
+		}
+	}
+	if b.Len() == 0 {
+		return sum
+	}
+	b.WriteString(")")
 	return b.String()
 }
 
