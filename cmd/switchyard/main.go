@@ -43,6 +43,7 @@ func commands() map[string]command {
 		"chaos":      {"kill -9 workers, routers, admitters and NATS nodes at random (seeded) under load, restarting them; report the loadgen counters (--duration D --json)", runChaos},
 		"controller": {"run the control loop: autoscaling, spec decoding, budgets, warmth, shedding (--nats URL --interval 2s)", runController},
 		"gpu":        {"capacity planning from the GPU performance model", runGPU},
+		"gguf":       {"write the tiny Llama-architecture GGUF model the engine docs and tests use, and its Modelfile (tiny OUT.gguf)", runGGUF},
 	}
 }
 
