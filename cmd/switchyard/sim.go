@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -68,6 +69,8 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	capTol := fs.Float64("capacity-tolerance", 0.05, "capacity: end the bisection when the failing scale is within 1+this of the passing one")
 	capMax := fs.Float64("capacity-max-scale", 64, "capacity: highest rate scale searched")
 	capFleet := fs.Int("capacity-max-fleet", 4, "capacity: search the smallest fleet up to this multiple of the given fleet; 0 skips the fleet search")
+	capSeeds := fs.Int("seeds", 3, "capacity: search with this many seeds (the scenario's seed or --seed, then the next ones: each draws its own tenants, arrivals and jitter) and report the median and range")
+	capMinHigh := fs.Int("capacity-min-high", 1000, "capacity: lengthen each probe's window until it holds this many critical and interactive requests, or to the whole trace (negative: the window as given)")
 	decisionsOut := fs.String("decisions", "", "autoscale: write every control decision here, one JSON object a line: policy, at_s (virtual seconds since the first arrival), pools (arrival_rate, forecast, capacity_per_replica, backlog, current, raw and desired replicas, reason) and changes")
 	outcomesOut := fs.String("outcomes", "", "write every request's outcome here, one JSON object a line (policy, id, tenant, class, submitted and done in seconds of virtual time, status, code, SLO met, TTFT, worker, attempts)")
 	diagnose := fs.Float64("diagnose", 0, "capacity: also break each policy's outcomes down by class and GPU type at this rate scale (queue wait, TTFT and TPOT misses)")
@@ -147,15 +150,54 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 		cfg = sim.Config{GPUs: specs, Model: *model, KVBlocks: *kvBlocks, HeartbeatInterval: *heartbeat, Drain: *drain, Seed: *seed}
 	}
 	if *capacity {
+		if *capSeeds < 1 {
+			return fmt.Errorf("--seeds %d: want 1 or more", *capSeeds)
+		}
 		// The 1× of a capacity search is the first window of the trace at
-		// --rate-scale (a scenario's own rate_scale already applied).
-		base := tr.Scale(*rate)
+		// --rate-scale (a scenario's own rate_scale already applied). Each
+		// seed draws the trace and the fleet's jitter anew, as the first
+		// did; the first seed is the scenario's (or --seed).
+		first := cfg.Seed
+		if first == 0 {
+			first = 1
+		}
+		runs := []sim.CapacityRun{{Seed: first, Config: cfg, Trace: tr.Scale(*rate), Window: window}}
+		for k := int64(1); k < int64(*capSeeds); k++ {
+			seed := first + k
+			var (
+				str  *traces.Trace
+				scfg sim.Config
+			)
+			if *scenario != "" {
+				ls, err := sim.ReadScenarioFile(*scenario)
+				if err != nil {
+					return err
+				}
+				ls.Scenario.Seed = seed
+				again, err := ls.Scenario.Load(filepath.Dir(*scenario))
+				if err != nil {
+					return fmt.Errorf("scenario %s, seed %d: %w", *scenario, seed, err)
+				}
+				str, scfg = again.Trace, again.Config
+				scfg.HeartbeatInterval = cfg.HeartbeatInterval
+				scfg.Drain = cfg.Drain
+			} else {
+				sg := traces.ServeGenConfig{Seed: seed, Start: *sgStart, Duration: *duration, RateScale: *sgRate}
+				if str, err = loadTrace(*format, *trace, traces.ReadOptions{Limit: *limit, Seed: seed}, seed, *workflowRate, *genDur, *stage, sg, *sgLengths, *sgModels); err != nil {
+					return fmt.Errorf("seed %d: %w", seed, err)
+				}
+				scfg = cfg
+				scfg.Seed = seed
+			}
+			runs = append(runs, sim.CapacityRun{Seed: seed, Config: scfg, Trace: str.Scale(*rate), Window: window})
+		}
 		var trimmed []string
 		for _, n := range names {
 			trimmed = append(trimmed, strings.TrimSpace(n))
 		}
-		return runCapacity(ctx, stdout, cfg, base, window, trimmed, fleetText, capacityOptions{
-			search:   sim.CapacitySearch{Tolerance: *capTol, MaxScale: *capMax, MaxFleetFactor: *capFleet, NoFleet: *capFleet == 0, Parallel: *parallel},
+		return runCapacity(ctx, stdout, runs, trimmed, fleetText, capacityOptions{
+			search: sim.CapacitySearch{Tolerance: *capTol, MaxScale: *capMax, MaxFleetFactor: *capFleet, NoFleet: *capFleet == 0, Parallel: *parallel,
+				MinHighRequests: *capMinHigh},
 			diagnose: *diagnose, json: *jsonOut, progress: os.Stderr,
 		})
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strings"
 	"sync"
@@ -12,7 +13,6 @@ import (
 	"time"
 
 	"github.com/switchyard-ai/switchyard/internal/driver/sim"
-	"github.com/switchyard-ai/switchyard/loadgen/traces"
 )
 
 type capacityOptions struct {
@@ -26,23 +26,51 @@ type capacityOptions struct {
 }
 
 // runCapacity is `switchyard sim --capacity`: each policy's capacity at
-// SLO on the trace at its 1× load, as a table and, with --json, a last
-// line {"capacity":[{"name","scale_at_slo90","scale_at_high99","min_replicas",...}]}.
-func runCapacity(ctx context.Context, stdout io.Writer, cfg sim.Config, tr *traces.Trace, window time.Duration, policies []string, fleet string, o capacityOptions) error {
-	st := tr.Window(window).Summarise()
-	fmt.Fprintf(stdout, "trace %s: 1× load %d requests over %v (%.2f req/s), mean prompt %.0f, mean output %.0f; a probe at x× keeps the first %v of the trace scaled by x\n",
-		tr.Name, st.Requests, st.Span.Round(time.Second), st.RatePerSec, st.MeanPrompt, st.MeanOutput, windowText(window))
-	fmt.Fprintln(stdout, fleet)
+// SLO on the trace at its 1× load, searched once per seed (runs[0] is the
+// first seed), as a table of the medians with their ranges and, with
+// --json, a last line {"capacity":[{"name","scale_at_slo90",
+// "scale_at_high99","min_replicas","range",...}],"bound_scale",...}.
+func runCapacity(ctx context.Context, stdout io.Writer, runs []sim.CapacityRun, policies []string, fleet string, o capacityOptions) error {
 	s := o.search
+	minHigh := s.MinHighRequests
+	if minHigh == 0 {
+		minHigh = 1000
+	}
+	first := runs[0]
+	w1 := sim.ProbeWindow(first.Trace, first.Window, 1, minHigh)
+	st := first.Trace.Window(w1).Summarise()
+	fmt.Fprintf(stdout, "trace %s: 1× load %d requests over %v (%.2f req/s), mean prompt %.0f, mean output %.0f; a probe at x× keeps the first %v of the trace scaled by x, lengthened until it holds %d critical and interactive requests (or the whole trace)\n",
+		first.Trace.Name, st.Requests, st.Span.Round(time.Second), st.RatePerSec, st.MeanPrompt, st.MeanOutput, windowText(first.Window), minHigh)
+	fmt.Fprintln(stdout, fleet)
+	// The roofline bound of each seed's draw, at its 1× window.
+	type seedBound struct {
+		Seed   int64            `json:"seed"`
+		Scale  float64          `json:"bound_scale"`
+		Models []sim.ModelBound `json:"models"`
+	}
+	var bounds []seedBound
+	var bscales, bySeed []float64
+	for _, r := range runs {
+		b, models, err := sim.BoundScale(r.Config, r.Trace, sim.ProbeWindow(r.Trace, r.Window, 1, minHigh))
+		if err != nil {
+			return err
+		}
+		bounds = append(bounds, seedBound{r.Seed, b, models})
+		bscales = append(bscales, b)
+	}
+	bySeed = append(bySeed, bscales...)
+	sort.Float64s(bscales)
+	bound := bscales[(len(bscales)-1)/2]
 	if o.progress != nil {
 		var mu sync.Mutex
 		s.OnProbe = func(policy string, p sim.CapacityProbe, wall float64) {
 			mu.Lock()
 			defer mu.Unlock()
-			fmt.Fprintf(o.progress, "capacity: %s at %g× on %d replicas: task attainment %.3f, high %v (%.1fs)\n", policy, p.Scale, p.Replicas, p.Task, p.High, wall)
+			fmt.Fprintf(o.progress, "capacity: %s seed %d at %g× on %d replicas (%d requests, %d high, window %.0fs): task attainment %.3f, high %v (%.1fs)\n",
+				policy, p.Seed, p.Scale, p.Replicas, p.Requests, p.HighRequests, p.WindowSeconds, p.Task, p.High, wall)
 		}
 	}
-	caps, err := sim.FindCapacity(ctx, cfg, tr, window, policies, s)
+	caps, err := sim.FindCapacitySeeds(ctx, runs, policies, s)
 	if err != nil {
 		return err
 	}
@@ -50,18 +78,24 @@ func runCapacity(ctx context.Context, stdout io.Writer, cfg sim.Config, tr *trac
 	if tol <= 0 {
 		tol = 0.05
 	}
-	fmt.Fprintf(stdout, "\ncapacity at SLO (overall: task attainment — workflows on agentic traces; high: critical and interactive requests each; rate scale × the trace's 1× load; geometric sweep ×2 from 1×, then bisection to within %.0f %%; the highest scale that met the bar below the first that failed it):\n", 100*tol)
+	seeds := make([]string, len(runs))
+	for i, r := range runs {
+		seeds[i] = fmt.Sprint(r.Seed)
+	}
+	fmt.Fprintf(stdout, "\ncapacity at SLO, median of %d seeds (%s) [range] (overall: task attainment — workflows on agentic traces; high: critical and interactive requests each; rate scale × the trace's 1× load; geometric sweep ×2 from 1×, then bisection to within %.0f %%; the highest scale that met the bar below the first that failed it):\n",
+		len(runs), strings.Join(seeds, ", "), 100*tol)
+	fmt.Fprintf(stdout, "roofline bound: %g× (demand meets the fleet's throughput with every engine at its largest batch; by seed %s)\n", bound, boundsText(bySeed))
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\tscale@SLO≥0.90\tfails at\tscale@high≥0.99\tfails at\tsearched to\tmin replicas\tmin GPUs\tof\tprobes\t")
+	fmt.Fprintln(tw, "policy\tscale@SLO≥0.90\t[range]\tfails at\tof bound\tscale@high≥0.99\t[range]\tfails at\tof bound\tsearched to\tmin replicas\t[range]\tmin GPUs\tof\tprobes\t")
 	for _, c := range caps {
-		minRep := "-"
-		if c.MinReplicas > 0 {
-			minRep = fmt.Sprint(c.MinReplicas)
-		} else if !s.NoFleet {
-			minRep = "none"
+		minRep, repRange := "-", "-"
+		if !s.NoFleet {
+			minRep, repRange = replicasText(c.MinReplicas), replicasText(c.Range.MinReplicas[0])+"–"+replicasText(c.Range.MinReplicas[1])
 		}
-		fmt.Fprintf(tw, "%s\t%g\t%s\t%g\t%s\t%g\t%s\t%d\t%d\t%d\t\n", c.Name, c.ScaleAtSLO90, failText(c.FailSLO90), c.ScaleAtHigh99, failText(c.FailHigh99),
-			c.MaxScale, minRep, c.MinGPUs, c.Replicas, len(c.Probes))
+		fmt.Fprintf(tw, "%s\t%g\t%s\t%s\t%s\t%g\t%s\t%s\t%s\t%g\t%s\t%s\t%d\t%d\t%d\t\n", c.Name,
+			c.ScaleAtSLO90, rangeText(c.Range.ScaleAtSLO90), failText(c.FailSLO90), shareText(c.ScaleAtSLO90, bound),
+			c.ScaleAtHigh99, rangeText(c.Range.ScaleAtHigh99), failText(c.FailHigh99), shareText(c.ScaleAtHigh99, bound),
+			c.MaxScale, minRep, repRange, c.MinGPUs, c.Replicas, len(c.Probes))
 	}
 	tw.Flush()
 	best := func(get func(sim.PolicyCapacity) float64) (string, float64) {
@@ -83,11 +117,11 @@ func runCapacity(ctx context.Context, stdout io.Writer, cfg sim.Config, tr *trac
 			get   func(sim.PolicyCapacity) float64
 		}{{"SLO≥0.90", func(c sim.PolicyCapacity) float64 { return c.ScaleAtSLO90 }}, {"high≥0.99", func(c sim.PolicyCapacity) float64 { return c.ScaleAtHigh99 }}} {
 			if n, v := best(m.get); v > 0 {
-				fmt.Fprintf(stdout, "switchyard / best baseline (%s) at %s: %.2f×\n", n, m.label, m.get(c)/v)
+				fmt.Fprintf(stdout, "switchyard / best baseline (%s) at %s: %.2f× (medians)\n", n, m.label, m.get(c)/v)
 			}
 		}
 	}
-	fmt.Fprintln(stdout, "\nclass attainment at the first scale that broke the high bar:")
+	fmt.Fprintln(stdout, "\nclass attainment at the first scale that broke the high bar (the median seed's):")
 	for _, c := range caps {
 		if c.AtFailHigh99 == nil {
 			continue
@@ -98,7 +132,7 @@ func runCapacity(ctx context.Context, stdout io.Writer, cfg sim.Config, tr *trac
 				kv = append(kv, fmt.Sprintf("%s %.3f", p, v))
 			}
 		}
-		fmt.Fprintf(stdout, "  %-14s at %g×: %s\n", c.Name, c.FailHigh99, strings.Join(kv, ", "))
+		fmt.Fprintf(stdout, "  %-14s %s\n", c.Name, strings.Join(kv, ", "))
 	}
 	type diag struct {
 		Name    string               `json:"name"`
@@ -107,11 +141,14 @@ func runCapacity(ctx context.Context, stdout io.Writer, cfg sim.Config, tr *trac
 	}
 	var diags []diag
 	if o.diagnose > 0 {
-		fmt.Fprintf(stdout, "\nby class and GPU type at %g×:\n", o.diagnose)
+		// One seed, the first: the breakdown says where misses are, and
+		// which seed does not change that.
+		dw := sim.ProbeWindow(first.Trace, first.Window, o.diagnose, minHigh)
+		fmt.Fprintf(stdout, "\nby class and GPU type at %g× (seed %d, window %s):\n", o.diagnose, first.Seed, windowText(dw))
 		tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "policy\tclass\tmodel\tGPU\treqs\tmet\tmiss TTFT\tmiss TPOT\tfailed\tshed\twait mean ms\twait p99 ms\tTTFT p99 ms\tITL mean ms\tITL p99 ms\tcodes\t")
 		for _, p := range policies {
-			_, ds, err := sim.Diagnose(cfg, tr.Scale(o.diagnose).Window(window), p)
+			_, ds, err := sim.Diagnose(first.Config, first.Trace.Scale(o.diagnose).Window(dw), p)
 			if err != nil {
 				return err
 			}
@@ -124,17 +161,77 @@ func runCapacity(ctx context.Context, stdout io.Writer, cfg sim.Config, tr *trac
 		tw.Flush()
 	}
 	if o.json {
+		// Each row is the policy's sim.PolicyCapacity (its contract fields
+		// the medians) with its shares of the bound beside it.
+		type row struct {
+			sim.PolicyCapacity
+			SLO90OfBound  float64 `json:"slo90_of_bound"`
+			High99OfBound float64 `json:"high99_of_bound"`
+		}
+		rows := make([]row, len(caps))
+		for i, c := range caps {
+			rows[i] = row{c, share(c.ScaleAtSLO90, bound), share(c.ScaleAtHigh99, bound)}
+		}
 		b, err := json.Marshal(struct {
-			Capacity  []sim.PolicyCapacity `json:"capacity"`
-			Trace     string               `json:"trace"`
-			Diagnosis []diag               `json:"diagnosis,omitempty"`
-		}{caps, tr.Name, diags})
+			Capacity        []row       `json:"capacity"`
+			Trace           string      `json:"trace"`
+			BoundScale      float64     `json:"bound_scale"`
+			Bounds          []seedBound `json:"bounds"`
+			Seeds           []int64     `json:"seeds"`
+			MinHighRequests int         `json:"min_high_requests"`
+			Diagnosis       []diag      `json:"diagnosis,omitempty"`
+		}{rows, first.Trace.Name, bound, bounds, seedList(runs), minHigh, diags})
 		if err != nil {
 			return err
 		}
 		fmt.Fprintln(stdout, string(b))
 	}
 	return nil
+}
+
+func seedList(runs []sim.CapacityRun) []int64 {
+	out := make([]int64, len(runs))
+	for i, r := range runs {
+		out[i] = r.Seed
+	}
+	return out
+}
+
+// share is x as a share of the bound (0 without one).
+func share(x, bound float64) float64 {
+	if bound <= 0 {
+		return 0
+	}
+	return math.Round(1000*x/bound) / 1000
+}
+
+func shareText(x, bound float64) string {
+	if bound <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", 100*x/bound)
+}
+
+func rangeText(r [2]float64) string {
+	if r[0] == r[1] {
+		return fmt.Sprintf("[%g]", r[0])
+	}
+	return fmt.Sprintf("[%g–%g]", r[0], r[1])
+}
+
+func replicasText(n int) string {
+	if n <= 0 {
+		return "none"
+	}
+	return fmt.Sprint(n)
+}
+
+func boundsText(v []float64) string {
+	parts := make([]string, len(v))
+	for i, x := range v {
+		parts[i] = fmt.Sprintf("%g×", x)
+	}
+	return strings.Join(parts, ", ")
 }
 
 func codesText(c map[string]int) string {

@@ -12,7 +12,9 @@ import (
 
 // TestSimScenarioCapacityJSON: `switchyard sim --scenario FILE --capacity
 // --json` ends stdout with one line {"capacity":[{"name", "scale_at_slo90",
-// "scale_at_high99", "min_replicas", ...}]}, a policy each.
+// "scale_at_high99", "min_replicas", "range", ...}], "bound_scale", ...}, a
+// policy each, the headline fields the medians over --seeds with their
+// range, and each share of the roofline bound.
 func TestSimScenarioCapacityJSON(t *testing.T) {
 	trace, err := filepath.Abs(filepath.Join("..", "..", "testdata", "traces", "azure_llm_2023_code_first1000.csv"))
 	if err != nil {
@@ -27,7 +29,7 @@ func TestSimScenarioCapacityJSON(t *testing.T) {
 	}
 	var out bytes.Buffer
 	err = runSim(context.Background(), []string{"--scenario", sc, "--capacity", "--json", "--policies", "dynamo,switchyard",
-		"--capacity-max-scale", "8", "--capacity-tolerance", "0.25", "--capacity-max-fleet", "2", "--parallel", "1"}, &out)
+		"--capacity-max-scale", "8", "--capacity-tolerance", "0.25", "--capacity-max-fleet", "2", "--parallel", "2", "--seeds", "2"}, &out)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
@@ -37,10 +39,15 @@ func TestSimScenarioCapacityJSON(t *testing.T) {
 		t.Fatalf("last line %q", last)
 	}
 	var got struct {
-		Capacity []map[string]any `json:"capacity"`
+		Capacity   []map[string]any `json:"capacity"`
+		BoundScale float64          `json:"bound_scale"`
+		Seeds      []int64          `json:"seeds"`
 	}
 	if err := json.Unmarshal([]byte(last), &got); err != nil {
 		t.Fatal(err)
+	}
+	if got.BoundScale <= 0 || len(got.Seeds) != 2 || got.Seeds[0] != 1 || got.Seeds[1] != 2 {
+		t.Errorf("bound_scale %g, seeds %v: want a bound and seeds [1 2] (the scenario's seed, then the next)", got.BoundScale, got.Seeds)
 	}
 	if len(got.Capacity) != 2 {
 		t.Fatalf("%d policies", len(got.Capacity))
@@ -50,10 +57,37 @@ func TestSimScenarioCapacityJSON(t *testing.T) {
 		if c["name"] != want {
 			t.Errorf("policy %d is %v, want %s", i, c["name"], want)
 		}
+		rng, _ := c["range"].(map[string]any)
 		for _, k := range []string{"scale_at_slo90", "scale_at_high99", "min_replicas"} {
-			if _, ok := c[k].(float64); !ok {
+			v, ok := c[k].(float64)
+			if !ok {
 				t.Errorf("%s: field %s missing or not a number: %v", want, k, c[k])
+				continue
 			}
+			// The median lies in its range (min_replicas' "none", 0, sorts
+			// last).
+			r, _ := rng[k].([]any)
+			if len(r) != 2 {
+				t.Errorf("%s: range.%s = %v, want [low, high]", want, k, rng[k])
+				continue
+			}
+			lo, _ := r[0].(float64)
+			hi, _ := r[1].(float64)
+			if k == "min_replicas" && hi == 0 {
+				hi = 1e9
+			}
+			if k == "min_replicas" && v == 0 {
+				v = 1e9
+			}
+			if v < lo || v > hi {
+				t.Errorf("%s: %s %g outside its range %v", want, k, v, r)
+			}
+		}
+		if seeds, _ := c["seeds"].([]any); len(seeds) != 2 {
+			t.Errorf("%s: %d seeds' searches, want 2", want, len(seeds))
+		}
+		if _, ok := c["slo90_of_bound"].(float64); !ok {
+			t.Errorf("%s: no slo90_of_bound", want)
 		}
 	}
 	if !strings.Contains(out.String(), "scenario "+sc) {
