@@ -6,7 +6,8 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/core/fleet"
 )
 
-// The seven axes of DESIGN.md, declared as data. Each row says what the
+// The seven axes of DESIGN.md, and the interference a placement causes
+// (an eighth), declared as data. Each row says what the
 // axis reads from the fleet and the request, and gives its hooks: the
 // evaluator (evaluate) and the scan's per-request set-up loop over the
 // rows instead of calling the axes in an order that only a comment kept.
@@ -115,11 +116,19 @@ var axes = [numAxes]axis{
 	},
 	{
 		name: AxisLatency, id: axLatency,
-		reads:   []string{"Request.Deadline"},
-		filters: []Reason{ReasonDeadlineUnreachable, ReasonDeadlineBusy},
-		terms:   []string{"slack_s", "p_miss", "miss_usd"},
-		bound:   "the deadline (a worker that misses it bounds +Inf); miss_usd at the bound's completion (groups, and refinedBound)",
+		reads:   []string{"Request.Deadline", "Request.TTFTTarget", "Request.TPOTTarget", "Request.Submitted"},
+		filters: []Reason{ReasonDeadlineUnreachable, ReasonDeadlineBusy, ReasonTTFTTarget, ReasonTPOTTarget},
+		terms:   []string{"slack_s", "p_miss", "miss_usd", "ttft_s", "ttft_slack_s", "ttft_p_miss", "tpot_s", "tpot_p_miss"},
+		bound: "the hard deadline, and (unless relaxed) the TTFT and TPOT targets: a worker that must miss one bounds +Inf; " +
+			"miss_usd of the deadline at the bound's completion (groups, and refinedBound)",
 		prepare: latencyPrepare, check: latencyFilter,
+	},
+	{
+		name: AxisInterference, id: axInterference,
+		reads:   []string{"Heartbeat.Running", "Heartbeat.KVBlocksByClass", "Worker.BookedRequests", "Worker.BookedPromptByClass"},
+		terms:   []string{"itl_delta_s", "interference_usd"},
+		bound:   "none (its term only adds)",
+		prepare: interferencePrepare, price: interferenceTerm,
 	},
 }
 
@@ -207,10 +216,4 @@ func priorityPrepare(p *Placer, _ *fleet.Fleet, _ *Request) {
 	if p.on[axPriority] {
 		p.rp.boundQueueCeiling = p.rp.queueCeiling
 	}
-}
-
-// latencyPrepare lets the lower bound treat a worker that misses the
-// deadline as +Inf, and price miss_usd, only with the axis on.
-func latencyPrepare(p *Placer, _ *fleet.Fleet, _ *Request) {
-	p.rp.boundDeadlines = p.on[axLatency]
 }

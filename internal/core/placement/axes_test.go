@@ -91,11 +91,12 @@ func checkRead(read string) string {
 
 // axisScenario is one worker and one request, everything an axis reads.
 type axisScenario struct {
-	hb     schemas.Heartbeat
-	stored []uint64 // block hashes the worker holds (a KV event)
-	booked int      // KV blocks booked on it by the router
-	req    Request
-	weight uint64 // the model's weight bytes; 0 for unknown
+	hb          schemas.Heartbeat
+	stored      []uint64 // block hashes the worker holds (a KV event)
+	booked      int      // KV blocks booked on it by the router
+	bookedClass string   // the booking's class; "" is standard
+	req         Request
+	weight      uint64 // the model's weight bytes; 0 for unknown
 }
 
 func baseScenario() axisScenario {
@@ -130,7 +131,11 @@ func (s *axisScenario) outcome(t *testing.T) (Terms, Reason) {
 		f.ApplyKV(&schemas.KVEvent{WorkerID: "A", Seq: 1, Kind: schemas.KVStored, Hashes: s.stored}, now)
 	}
 	if s.booked > 0 {
-		if err := f.Reserve("A", "earlier", schemas.PriorityStandard, 1, 1, s.booked, now); err != nil {
+		class := s.bookedClass
+		if class == "" {
+			class = schemas.PriorityStandard
+		}
+		if err := f.Reserve("A", "earlier", class, 1, 1, s.booked, now); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -204,19 +209,42 @@ var perturbations = map[string]perturbation{
 		},
 		change: func(s *axisScenario) { s.req.WorkflowDeadline = now.Add(60 * time.Second) },
 	},
-	"Request.Deadline": {change: func(s *axisScenario) { s.req.Deadline = now.Add(10 * time.Second) }},
+	"Request.Deadline":   {change: func(s *axisScenario) { s.req.Deadline = now.Add(10 * time.Second) }},
+	"Request.TTFTTarget": {change: func(s *axisScenario) { s.req.TTFTTarget = 5 * time.Second }},
+	"Request.TPOTTarget": {change: func(s *axisScenario) { s.req.TPOTTarget = 9 * time.Millisecond }},
+	"Request.Submitted":  {change: func(s *axisScenario) { s.req.Submitted = now.Add(-time.Second) }},
+
+	// The interference axis prices neighbours' TPOT risk, which an L4
+	// decoding near the critical class's 50 ms target has (BenchCost: a
+	// 45 ms step at this batch).
+	"interference/Heartbeat.Running": {base: onL4, change: func(s *axisScenario) { s.hb.Running = 1 }},
+	"interference/Heartbeat.KVBlocksByClass": {
+		base:   onL4,
+		change: func(s *axisScenario) { s.hb.KVBlocksByClass = map[string]int{schemas.PriorityBatch: 750} },
+	},
+	"interference/Worker.BookedRequests": {base: onL4, change: func(s *axisScenario) { s.booked = 10 }},
+	"interference/Worker.BookedPromptByClass": {
+		base:   func(s *axisScenario) { onL4(s); s.booked = 10 },
+		change: func(s *axisScenario) { s.bookedClass = schemas.PriorityCritical },
+	},
 }
+
+func onL4(s *axisScenario) { s.hb.GPU, s.hb.Arch = "l4", "ada" }
 
 // Each field an axis declares moves that axis's outcome: perturbed, one
 // of the Terms fields the axis declares changes, or the worker is turned
 // down (or let through) for one of the axis's own reasons. A read with no
 // perturbation here fails, so a new axis's reads are tested as they are
-// declared.
+// declared. A perturbation keyed "axis/read" is that axis's own, for a
+// read two axes share that moves each only from its own base.
 func TestAxisReadsMoveTheirAxis(t *testing.T) {
 	for _, a := range axes {
 		for _, read := range a.reads {
 			t.Run(a.name+"/"+read, func(t *testing.T) {
-				pt, ok := perturbations[read]
+				pt, ok := perturbations[a.name+"/"+read] // one of the axis's own, else the read's
+				if !ok {
+					pt, ok = perturbations[read]
+				}
 				if !ok {
 					t.Fatalf("no perturbation for %s: add one to perturbations", read)
 				}

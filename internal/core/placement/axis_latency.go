@@ -1,60 +1,190 @@
 package placement
 
-import "math"
+import (
+	"math"
+	"time"
+
+	"github.com/switchyard-ai/switchyard/internal/core/fleet"
+)
 
 // Axis: latency budget (row AxisLatency in axes.go).
 //
 // Why: work that will finish after its deadline is wasted GPU time, and
-// thin slack is a risk worth paying to avoid.
+// thin slack is a risk worth paying to avoid; and a request is promised
+// more than its deadline: its first token within its TTFT target and its
+// tokens after that at its TPOT target (internal/core/slo judges all
+// three). A fast start on a slow decoder, or a slow start on a fast one,
+// can meet the whole deadline and still miss the SLO.
 //
 // Reads: the request's deadline (or the tighter per-step deadline the
-// workflow axis derives) and the predicted completion time.
+// workflow axis derives), its TTFT and TPOT targets (its own, else its
+// class's, Options.Targets) and when it was submitted, which TTFT counts
+// from; and the predicted completion, first token and time per token.
 //
-// Filters: a worker whose predicted completion misses the deadline is
-// rejected, as deadline_unreachable when even the bare prefill and decode
-// at a batch of one miss (no amount of waiting helps there) and
-// deadline_busy when queueing or loading is to blame. Term: among the
-// rest, miss_usd is P(miss) times the class's miss penalty, with P(miss)
-// from a normal prediction error of Options.PredictionError ×
-// completion_s.
+// Predictions: ttft_s is queue_s + load_s + prefill_s plus, for each
+// prefill chunk (Options.ChunkTokens) of the uncached prompt, the part of
+// a step the decodes already on the worker add: chunked prefill shares
+// every step with them. tpot_s is the decode step at the batch the request
+// joins (decode_s per output token) plus the prefill queued there for
+// lower classes, spread over its output: the engine prefills those in the
+// steps it decodes in, after the request's own prefill.
 //
-// Trade-offs: the error is one relative figure for every worker and
-// request, not a per-GPU calibrated spread, and the normal tail is the
+// Filters: against the hard deadline (the request's own, or its
+// workflow's when that is sooner), a worker whose
+// predicted completion misses it is rejected, as deadline_unreachable when
+// even the bare prefill (with the prefix the KV axis finds cached there)
+// and decode at a batch of one miss (no amount of waiting helps there) and
+// deadline_busy when queueing or loading is to blame. A workflow step that
+// would miss only its share of the workflow's deadline is not rejected:
+// it is priced (its P(miss) against the split), since the chain may still
+// finish and every baseline serves it. ttft_target and tpot_target reject
+// a worker predicted to miss the request's TTFT or TPOT target, busy-now;
+// when every worker misses one, the placer places again with them priced
+// instead of filtered (Decision.Relaxed): a late first token is still an
+// answer, and holding the request only makes it later. A TTFT target
+// already past when the request is placed is neither filtered nor priced:
+// no worker can change it.
+//
+// Term: miss_usd is the class's miss penalty times P(miss any), from the
+// deadline's, the TTFT's and the TPOT's P(miss) taken as independent, each
+// from a normal prediction error: Options.PredictionError × the
+// prediction, or the GPU kind's own figure per phase
+// (Options.PhaseError).
+//
+// Trade-offs: the three misses are correlated (the deadline is usually
+// the TTFT target plus the TPOT budget), so P(miss any) is overstated
+// where they overlap; lower classes' queue is all counted against TPOT,
+// though some of it may wait for KV; the future arrivals that will
+// prefill beside the request are not seen. The normal tail is the
 // Abramowitz–Stegun polynomial (error under 2.5e-4) rather than erfc, for
 // speed. Because P(miss) only rises with completion and falls with the
-// deadline, the scan can price it in its bounds (groupBound,
-// refinedBound), which is what lets a batch request with a tight deadline
-// skip the slow groups.
+// deadline, the scan can price the deadline's in its bounds (groupBound,
+// refinedBound), and the targets bound a worker that must miss them at
+// +Inf, which is what lets a batch request with a tight deadline skip the
+// slow groups and an interactive one skip the busy ones.
 //
-// Disabled: no deadline filter and no miss term.
+// Disabled: no deadline or target filter and no miss term.
+
+// latencyPrepare sets the request's targets as seconds, and lets the
+// lower bound treat a worker that misses the deadline, or must miss a
+// target, as +Inf, and price miss_usd, only with the axis on.
+func latencyPrepare(p *Placer, _ *fleet.Fleet, r *Request) {
+	rp := &p.rp
+	rp.boundDeadlines = p.on[axLatency]
+	// The hard deadline: the request's own, or its workflow's when that
+	// is sooner (a step finishing after it fails its workflow whatever it
+	// returns); the split of the workflow's over the steps left is not.
+	rp.hardIn = rp.deadlineIn
+	if rp.stepped {
+		rp.hardIn = min(rp.hardIn, rp.workflowDeadlineIn)
+	}
+	rp.ttftIn, rp.tpotTarget = math.Inf(1), math.Inf(1)
+	rp.targets = false
+	if !p.on[axLatency] {
+		return
+	}
+	ttft, tpot := r.TTFTTarget, r.TPOTTarget
+	if def, ok := p.opts.Targets[r.Priority]; ok {
+		if ttft <= 0 {
+			ttft = def.TTFTBase + time.Duration(r.PromptTokens)*def.PerPromptToken
+		}
+		if tpot <= 0 {
+			tpot = def.TPOT
+		}
+	}
+	if ttft > 0 {
+		from := r.Submitted
+		if from.IsZero() {
+			from = p.now
+		}
+		// Past already: no worker can change it (see the axis comment).
+		if in := from.Add(ttft).Sub(p.now).Seconds(); in > 0 {
+			rp.ttftIn = in
+		}
+	}
+	if tpot > 0 && r.OutputTokens > 1 {
+		rp.tpotTarget = tpot.Seconds()
+	}
+	rp.targets = !math.IsInf(rp.ttftIn, 1) || !math.IsInf(rp.tpotTarget, 1)
+	rp.invOutput = 1 / float64(r.OutputTokens)
+	rp.boundTargets = rp.targets && !p.relaxed
+}
 
 func latencyFilter(p *Placer, c *cand, r *Request) Reason {
 	t := &c.t
 	t.SlackSeconds = math.Inf(1)
-	if !p.on[axLatency] || math.IsInf(c.deadlineIn, 1) {
+	if !p.on[axLatency] {
 		return ReasonNone
 	}
-	remaining := c.deadlineIn
-	t.SlackSeconds = remaining - t.CompletionSeconds
-	if t.SlackSeconds < 0 {
-		// Unreachable means even this worker alone could not make it: its
-		// decode at batch 1, not at today's batch, which is load (busy-now)
-		// and passes.
-		if t.PrefillSeconds+decodeAlone(c.c) > remaining {
-			return ReasonDeadlineUnreachable
+	pd := 0.0
+	if !math.IsInf(c.deadlineIn, 1) {
+		if hard := p.rp.hardIn; t.CompletionSeconds > hard {
+			// Unreachable means even this worker alone could not make it:
+			// its decode at batch 1, not at today's batch, which is load
+			// (busy-now) and passes.
+			if t.PrefillSeconds+decodeAlone(c.c) > hard {
+				return ReasonDeadlineUnreachable
+			}
+			return ReasonDeadlineBusy
 		}
-		return ReasonDeadlineBusy
+		// Against the effective deadline: a step's share of its workflow's
+		// may already be behind it (slack < 0), which is priced, not
+		// refused.
+		t.SlackSeconds = c.deadlineIn - t.CompletionSeconds
+		pd = missProbability(p.opts.PredictionError, t.SlackSeconds, t.CompletionSeconds)
 	}
-	t.PMiss = missProbability(p, t.SlackSeconds, t.CompletionSeconds)
-	t.MissUSD = t.PMiss * p.rp.missPenalty
+	t.PMiss = pd
+	miss := 1 - pd
+	if p.rp.targets {
+		targetTerms(p, c, r)
+		if !p.relaxed {
+			if t.TTFTSlackSeconds < 0 {
+				return ReasonTTFTTarget
+			}
+			if t.TPOTSeconds > p.rp.tpotTarget {
+				return ReasonTPOTTarget
+			}
+		}
+		miss *= (1 - t.TTFTPMiss) * (1 - t.TPOTPMiss)
+	}
+	t.MissUSD = (1 - miss) * p.rp.missPenalty
 	return ReasonNone
 }
 
-// missProbability is P(miss) for a predicted completion with slack to
-// spare (both seconds, slack >= 0). It rises with completion at a fixed
-// deadline, which the scan's refined bound relies on.
-func missProbability(p *Placer, slack, completion float64) float64 {
-	sigma := p.opts.PredictionError * completion
+// targetTerms predicts the first token and the time per token on c's
+// worker and prices each against its target (see the axis comment).
+func targetTerms(p *Placer, c *cand, r *Request) {
+	t := &c.t
+	inv := p.rp.invOutput
+	step := t.DecodeSeconds * inv
+	ttft := t.QueueSeconds + t.LoadSeconds + t.PrefillSeconds
+	if others := step - c.c.stepAlone; c.batch > 1 && others > 0 {
+		uncached := max(r.PromptTokens-t.CachedTokens, 1)
+		chunks := (uncached + p.opts.ChunkTokens - 1) / p.opts.ChunkTokens
+		ttft += float64(chunks) * others
+	}
+	t.TTFTSeconds = ttft
+	t.TTFTSlackSeconds = math.Inf(1)
+	if in := p.rp.ttftIn; !math.IsInf(in, 1) {
+		t.TTFTSlackSeconds = in - ttft
+		t.TTFTPMiss = missProbability(c.c.errTTFT, t.TTFTSlackSeconds, ttft)
+	}
+	tpot := step
+	if lower := c.row.queue[fleet.NumClasses-1] - c.row.queue[p.rp.rank]; lower > 0 {
+		tpot += queueFor(lower, c.c) * inv
+	}
+	t.TPOTSeconds = tpot
+	if target := p.rp.tpotTarget; !math.IsInf(target, 1) {
+		t.TPOTPMiss = missProbability(c.c.errTPOT, target-tpot, tpot)
+	}
+}
+
+// missProbability is P(miss) for a prediction with slack seconds to spare
+// (negative when it is predicted late) under a normal error of relErr ×
+// the prediction. It rises with the prediction at a fixed target, which
+// the scan's refined bound relies on.
+func missProbability(relErr, slack, predicted float64) float64 {
+	sigma := relErr * predicted
 	if sigma < 1e-3 {
 		sigma = 1e-3
 	}
@@ -66,9 +196,9 @@ func missProbability(p *Placer, slack, completion float64) float64 {
 	return 0
 }
 
-// normalTail is P(Z > x) for a standard normal and x >= 0, by Abramowitz
-// and Stegun 26.2.19 (error < 2.5e-4): a few multiplies instead of the exp
-// that math.Erfc costs, which matters a thousand times per placement.
+// normalTail is P(Z > x) for a standard normal, by Abramowitz and Stegun
+// 26.2.19 (error < 2.5e-4): a few multiplies instead of the exp that
+// math.Erfc costs, which matters a thousand times per placement.
 func normalTail(x float64) float64 {
 	if x < 0 {
 		return 1 - normalTail(-x)

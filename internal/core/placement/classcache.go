@@ -3,7 +3,6 @@ package placement
 import (
 	"math"
 	"math/bits"
-	"strings"
 
 	"github.com/switchyard-ai/switchyard/schemas"
 )
@@ -60,6 +59,14 @@ type class struct {
 	ctx         int
 	perCtxToken float64
 	load        [stateUnknown + 1]float64 // load_s from each weightState in states
+	// errTTFT and errTPOT are the relative prediction errors of the
+	// class's GPU for each phase (Options.PhaseError), fixed when the
+	// class is made.
+	errTTFT, errTPOT float64
+	// stepAlone is the request's decode step alone on the class's GPU
+	// (the chunk-sharing term of ttft_s counts the batch's steps beyond
+	// it); set by prepare.
+	stepAlone float64
 	// states is a mask of the weight states the request's model has been
 	// seen in on this class's workers (kept by reread; it only grows), so
 	// prepare fills load for those and the scan looks it up unchecked.
@@ -91,6 +98,7 @@ func (p *Placer) prepare(cl *class, r *Request) {
 		i := bits.TrailingZeros16(m)
 		cl.decodeAt[i] = p.cost.DecodeSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, r.OutputTokens, 1<<i, ctx)
 	}
+	cl.stepAlone = cl.decodeAt[0] / float64(r.OutputTokens)
 }
 
 // prepareRows computes what only workers read one by one need of cl for r
@@ -149,28 +157,4 @@ func (p *Placer) fillLoad(cl *class, r *Request, state weightState) {
 		s = math.Inf(1) // an unknown state: do not bet on it
 	}
 	cl.load[state] = s
-}
-
-// ArchOf maps a catalog GPU name to its architecture, for heartbeats that
-// do not report one.
-func ArchOf(gpu string) string {
-	switch strings.ToLower(gpu) {
-	case "h100", "h100-sxm", "h100-pcie", "h200", "h20", "gh200":
-		return "hopper"
-	case "b200", "b100", "gb200", "b300", "gb300":
-		return "blackwell"
-	case "a100", "a100-40g", "a100-80g", "a10", "a10g", "a30", "a40", "a6000":
-		return "ampere"
-	case "l4", "l40", "l40s", "rtx4090", "rtx6000-ada":
-		return "ada"
-	case "t4":
-		return "turing"
-	case "v100":
-		return "volta"
-	case "mi300x", "mi325x", "mi300a":
-		return "cdna3"
-	case "mi250", "mi250x", "mi210":
-		return "cdna2"
-	}
-	return ""
 }

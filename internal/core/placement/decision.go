@@ -33,6 +33,14 @@ type Request struct {
 	WorkflowDeadline time.Time
 	// Exclude lists workers a retry must avoid.
 	Exclude []string
+	// TTFTTarget and TPOTTarget are the request's latency objective: the
+	// first token within TTFTTarget of Submitted, and a mean time per
+	// output token after it within TPOTTarget (as internal/core/slo judges
+	// them). Zero takes the class's default (Options.Targets).
+	TTFTTarget, TPOTTarget time.Duration
+	// Submitted is when the request was submitted, which TTFTTarget
+	// counts from; zero means the time it is placed.
+	Submitted time.Time
 }
 
 // FromAdmitted builds a Request from the admitter's envelope. The expected
@@ -43,12 +51,21 @@ func FromAdmitted(a *schemas.Admitted, dtype string, workflowStart time.Time) Re
 		ID: a.Request.ID, Tenant: a.Tenant, Model: a.Model, Dtype: dtype,
 		Priority: a.Priority, PromptTokens: a.PromptTokens, OutputTokens: a.Request.MaxTokens,
 		BlockHashes: a.BlockHashes, Deadline: a.Deadline, Workflow: a.Request.Workflow,
-		Exclude: a.ExcludeWorkers,
+		Exclude: a.ExcludeWorkers, Submitted: a.SubmittedAt,
+		TTFTTarget: msDuration(a.TTFTTargetMs), TPOTTarget: msDuration(a.TPOTTargetMs),
 	}
 	if w := a.Request.Workflow; w != nil && w.DeadlineMs > 0 && !workflowStart.IsZero() {
 		r.WorkflowDeadline = workflowStart.Add(time.Duration(w.DeadlineMs) * time.Millisecond)
 	}
 	return r
+}
+
+// msDuration turns the envelope's milliseconds into a Duration.
+func msDuration(ms float64) time.Duration {
+	if !(ms > 0) {
+		return 0
+	}
+	return time.Duration(ms * float64(time.Millisecond))
 }
 
 // Terms is one candidate's cost breakdown; see the package doc for the
@@ -90,6 +107,26 @@ type Terms struct {
 	ReclaimBlocks  int     `json:"reclaim_blocks,omitempty"`
 	ReclaimSeconds float64 `json:"reclaim_s,omitempty"`
 	ReclaimUSD     float64 `json:"reclaim_usd,omitempty"`
+	// TTFTSeconds is the predicted time from now to the first token: queue,
+	// load, the uncached prefill and the decode steps of the batch its
+	// chunks share; TTFTSlackSeconds the time its target leaves after it
+	// (+Inf without one), TTFTPMiss the chance it misses (latency axis).
+	TTFTSeconds      float64 `json:"ttft_s,omitempty"`
+	TTFTSlackSeconds float64 `json:"ttft_slack_s,omitempty"`
+	TTFTPMiss        float64 `json:"ttft_p_miss,omitempty"`
+	// TPOTSeconds is the predicted mean time per output token: the decode
+	// step at the batch it joins, plus the lower classes' prefill queued
+	// there, which the engine runs in the steps it decodes in;
+	// TPOTPMiss the chance it misses its target.
+	TPOTSeconds float64 `json:"tpot_s,omitempty"`
+	TPOTPMiss   float64 `json:"tpot_p_miss,omitempty"`
+	// ITLDeltaSeconds is how much this request's prefill (and load) raises
+	// the mean time per token of each sequence decoding or booked on the
+	// worker, and InterferenceUSD what that costs them: the rise in their
+	// chance of missing their TPOT targets times their classes' miss
+	// penalties (interference axis).
+	ITLDeltaSeconds float64 `json:"itl_delta_s,omitempty"`
+	InterferenceUSD float64 `json:"interference_usd,omitempty"`
 }
 
 // Candidate is a worker that passed every filter, with its breakdown.
@@ -117,6 +154,10 @@ type Decision struct {
 	// was unresolvable: waiting will not help, so the router should fail
 	// the request rather than queue it.
 	Unresolvable bool
+	// Relaxed is set when no worker met both of the request's TTFT and
+	// TPOT targets, so the placer placed again with their misses priced
+	// rather than filtered; Rejections and Counts are that second pass's.
+	Relaxed bool
 	// Candidates are the best Options.Explain workers that passed every
 	// filter, cheapest first, each with its breakdown; Considered is how
 	// many passed in all. Keeping only the best few is what lets a

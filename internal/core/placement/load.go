@@ -106,5 +106,5 @@ func completion(c *cand) {
 func total(c *cand) {
 	t := &c.t
 	t.TimeUSD = t.CompletionSeconds*t.WorkflowFactor*t.ValueOfTime + t.DelaySeconds*t.DelayValue
-	t.TotalUSD = t.TimeUSD + t.GPUUSD + t.MissUSD + t.ReclaimUSD
+	t.TotalUSD = t.TimeUSD + t.GPUUSD + t.MissUSD + t.ReclaimUSD + t.InterferenceUSD
 }

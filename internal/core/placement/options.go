@@ -1,5 +1,12 @@
 package placement
 
+import (
+	"time"
+
+	"github.com/switchyard-ai/switchyard/internal/core/catalog"
+	"github.com/switchyard-ai/switchyard/schemas"
+)
+
 // The placer's options: which axes run, their weights and prices, and
 // the defaults a zero Options takes.
 
@@ -19,9 +26,24 @@ type Options struct {
 	// ReferenceGPU is the GPU every worker is assumed to be when the GPU
 	// axis is disabled (default "h100").
 	ReferenceGPU string
-	// FP8Arches are the architectures with FP8 tensor cores that placement
-	// trusts for FP8 weights (default hopper, blackwell, cdna3).
-	FP8Arches []string
+	// Catalog is where a worker's GPU architecture and FP8 support are
+	// looked up (default catalog.Default()): the one table the cost model
+	// reads too, so a worker the roofline can cost in FP8 (an L4 or L40S)
+	// is one placement lets run FP8 weights.
+	Catalog *catalog.Catalog
+	// Targets are each class's default TTFT and TPOT targets, for requests
+	// that carry none of their own (default DefaultTargets).
+	Targets map[string]ClassTargets
+	// ChunkTokens is the engine's prefill token budget per step (default
+	// 8192, vLLM's max_num_batched_tokens and internal/core/engine's
+	// default): a prompt prefills in chunks of it, each sharing its step
+	// with every decode on the worker.
+	ChunkTokens int
+	// NeighbourTokens is the output tokens a sequence already on a worker
+	// is assumed to spread a stall over when the interference axis prices
+	// it (default 256, about a chat turn's output; heartbeats do not say
+	// how far each sequence has got).
+	NeighbourTokens int
 	// ValueOfTime is USD per second of predicted completion time, per
 	// priority class.
 	ValueOfTime map[string]float64
@@ -48,6 +70,11 @@ type Options struct {
 	// PredictionError is the relative standard error of completion-time
 	// predictions, used for P(miss) (default 0.25).
 	PredictionError float64
+	// PhaseError, when set, overrides PredictionError for one phase of
+	// one GPU kind: keyed by PhaseKey (GPU, "ttft" or "tpot"), it is the
+	// relative standard error of that prediction there, as learned from
+	// results (observed ÷ predicted). Missing keys take PredictionError.
+	PhaseError map[string]float64
 	// Explain is how many of the cheapest candidates a Decision keeps with
 	// their breakdowns (default 8).
 	Explain int
@@ -63,8 +90,17 @@ func (o *Options) fill() {
 	if o.ReferenceGPU == "" {
 		o.ReferenceGPU = "h100"
 	}
-	if o.FP8Arches == nil {
-		o.FP8Arches = []string{"hopper", "blackwell", "cdna3"}
+	if o.Catalog == nil {
+		o.Catalog = catalog.Default()
+	}
+	if o.Targets == nil {
+		o.Targets = DefaultTargets
+	}
+	if o.ChunkTokens <= 0 {
+		o.ChunkTokens = 8192
+	}
+	if o.NeighbourTokens <= 0 {
+		o.NeighbourTokens = 256
 	}
 	if o.ValueOfTime == nil {
 		o.ValueOfTime = DefaultValueOfTime
@@ -94,3 +130,29 @@ func (o *Options) fill() {
 		o.FinishWeight = 3
 	}
 }
+
+// ClassTargets is a class's default latency objective: the first token
+// within TTFTBase + PerPromptToken × prompt tokens of submission, and TPOT
+// per output token after it.
+type ClassTargets struct {
+	TTFTBase, PerPromptToken, TPOT time.Duration
+}
+
+// DefaultTargets are loadgen's class SLOs (loadgen/traces.DefaultSLOs),
+// which every trace and scenario of docs/benchmarks.md carries on its
+// requests: a request that names no target is held to its class's.
+var DefaultTargets = map[string]ClassTargets{
+	schemas.PriorityCritical:    {TTFTBase: 1 * time.Second, PerPromptToken: 100 * time.Microsecond, TPOT: 50 * time.Millisecond},
+	schemas.PriorityInteractive: {TTFTBase: 2 * time.Second, PerPromptToken: 100 * time.Microsecond, TPOT: 75 * time.Millisecond},
+	schemas.PriorityStandard:    {TTFTBase: 5 * time.Second, PerPromptToken: 200 * time.Microsecond, TPOT: 100 * time.Millisecond},
+	schemas.PriorityBatch:       {TTFTBase: 30 * time.Second, PerPromptToken: 500 * time.Microsecond, TPOT: 200 * time.Millisecond},
+}
+
+// PhaseKey is the Options.PhaseError key of one GPU kind's phase.
+func PhaseKey(gpu, phase string) string { return gpu + "/" + phase }
+
+// The phases PhaseError is keyed by.
+const (
+	PhaseTTFT = "ttft"
+	PhaseTPOT = "tpot"
+)

@@ -99,6 +99,16 @@ type Placer struct {
 	excludedIdx     []int32 // the request's Exclude, as Idx
 	cached          []cachedPrefill
 
+	// now is the time of the placement under way; relaxed is set while
+	// it places again with the TTFT and TPOT targets priced rather than
+	// filtered, every worker having missed one (Decision.Relaxed).
+	now     time.Time
+	relaxed bool
+	// neighbourTPOT and neighbourPenalty are each class's default TPOT
+	// target (seconds) and miss penalty, by rank, for the interference
+	// axis.
+	neighbourTPOT, neighbourPenalty [fleet.NumClasses]float64
+
 	req        Request // the request being placed, defaults filled in
 	rp         reqParams
 	byPriority []reqParams // params of each of schemas.Priorities, by rank
@@ -120,6 +130,16 @@ func New(cost CostModel, opts Options) *Placer {
 	}
 	for _, prio := range schemas.Priorities {
 		p.byPriority = append(p.byPriority, p.params(prio))
+	}
+	for k := range fleet.NumClasses {
+		p.neighbourTPOT[k], p.neighbourPenalty[k] = math.Inf(1), 0
+		if k < len(schemas.Priorities) {
+			prio := schemas.Priorities[k]
+			if tg := opts.Targets[prio]; tg.TPOT > 0 {
+				p.neighbourTPOT[k] = tg.TPOT.Seconds()
+			}
+			p.neighbourPenalty[k] = opts.MissPenalty[prio]
+		}
 	}
 	return p
 }
@@ -158,6 +178,10 @@ type reqParams struct {
 	// Deadlines as seconds from now (+Inf for none), so the per-worker
 	// loop does float arithmetic instead of time.Time arithmetic.
 	deadlineIn, workflowDeadlineIn float64
+	// hardIn is the deadline a worker is refused for missing: the sooner
+	// of the request's and (when split) its workflow's; see the latency
+	// axis.
+	hardIn float64
 	// stepped is set when the workflow axis splits a workflow deadline
 	// across the steps left after this one, stepsLeft (see
 	// effectiveDeadline).
@@ -168,6 +192,15 @@ type reqParams struct {
 	boundQueueCeiling float64
 	boundDeadlines    bool
 	timeValue         float64 // workflowFactor × valueOfTime
+	// The latency axis's targets, as seconds: ttftIn from now until the
+	// first token is due, tpotTarget per output token (+Inf for none);
+	// targets whether either is set, boundTargets whether the bounds and
+	// filters hold workers to them (not while relaxed); invOutput is
+	// 1/OutputTokens.
+	ttftIn, tpotTarget    float64
+	targets, boundTargets bool
+	invOutput             float64
+	interference          bool // the interference axis is on
 }
 
 func (p *Placer) params(prio string) reqParams {
@@ -214,6 +247,7 @@ type cand struct {
 // Place implements Policy.
 func (p *Placer) Place(f *fleet.Fleet, req *Request, now time.Time) *Decision {
 	p.epoch++
+	p.now, p.relaxed = now, false
 	// The request with its defaults filled in, kept in the placer so that
 	// handing it to the axes' hooks (calls through function values, which
 	// escape analysis cannot see into) does not put it on the heap.
@@ -273,6 +307,14 @@ func (p *Placer) Place(f *fleet.Fleet, req *Request, now time.Time) *Decision {
 	// comparison per worker instead of a subtraction.
 	cutoff := now.Add(-f.Staleness())
 	p.scan(d, r, weight, cutoff)
+	if len(p.cands) == 0 && d.Counts[ReasonTTFTTarget]+d.Counts[ReasonTPOTTarget] > 0 {
+		// Every worker that got as far as the targets missed one: place
+		// on the best of them, the misses priced (see the latency axis).
+		p.relaxed, p.rp.boundTargets = true, false
+		*d = Decision{Policy: p.Name(), RequestID: r.ID, Relaxed: true}
+		p.rejs = p.rejs[:0]
+		p.scan(d, r, weight, cutoff)
+	}
 	for _, w := range p.touched {
 		p.lens[w] = 0
 	}

@@ -98,9 +98,12 @@ func req(prio string) *Request {
 	return &Request{ID: "r", Model: "m", Dtype: "bf16", Priority: prio, PromptTokens: 2000, OutputTokens: 200}
 }
 
-// testOpts pins class values so the hand-worked numbers above hold.
+// testOpts pins class values so the hand-worked numbers above hold, and
+// holds requests to no class targets: a test of TTFT and TPOT gives its
+// request its own.
 func testOpts() Options {
 	return Options{
+		Targets: map[string]ClassTargets{},
 		ValueOfTime: map[string]float64{
 			schemas.PriorityCritical: 0.05, schemas.PriorityInteractive: 0.01,
 			schemas.PriorityStandard: 0.002, schemas.PriorityBatch: 0.0004,

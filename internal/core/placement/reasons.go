@@ -20,12 +20,19 @@ const (
 	ReasonHBMBusy         // the model is not loaded and free HBM cannot take its weights
 	ReasonPriorityReserve // the KV headroom left is reserved for higher classes
 	ReasonDeadlineBusy    // queueing or loading here would miss the deadline
+	// The request's own latency targets (the latency axis): a worker
+	// predicted to miss one is turned down while another meets both; when
+	// none does, the placer places on the best of them, priced (see
+	// Decision.Relaxed), since a late first token is still an answer.
+	ReasonTTFTTarget // the first token would come after the TTFT target
+	ReasonTPOTTarget // the time per output token would exceed the TPOT target
 	NumReasons
 )
 
 var reasonNames = [NumReasons]string{
 	"", "excluded", "dtype_unsupported", "model_too_large", "cannot_run", "deadline_unreachable",
 	"stale", "draining", "would_preempt", "hbm_busy", "priority_reserve", "deadline_busy",
+	"ttft_target", "tpot_target",
 }
 
 // String is the reason's stable name, used in events and metrics.
@@ -51,6 +58,9 @@ const (
 	AxisPriority = "priority"
 	AxisLatency  = "latency"
 	AxisWorkflow = "workflow"
+	// AxisInterference prices the inter-token latency a placement's prefill
+	// puts on the sequences already decoding on the worker.
+	AxisInterference = "interference"
 )
 
 const (
@@ -61,10 +71,11 @@ const (
 	axPriority
 	axLatency
 	axWorkflow
+	axInterference
 	numAxes
 )
 
 // Axes lists every axis name, in pipeline order.
-var Axes = []string{AxisGPU, AxisHeadroom, AxisKV, AxisWarmth, AxisPriority, AxisLatency, AxisWorkflow}
+var Axes = []string{AxisGPU, AxisHeadroom, AxisKV, AxisWarmth, AxisPriority, AxisLatency, AxisWorkflow, AxisInterference}
 
-var axisNames = [numAxes]string{AxisGPU, AxisHeadroom, AxisKV, AxisWarmth, AxisPriority, AxisLatency, AxisWorkflow}
+var axisNames = [numAxes]string{AxisGPU, AxisHeadroom, AxisKV, AxisWarmth, AxisPriority, AxisLatency, AxisWorkflow, AxisInterference}

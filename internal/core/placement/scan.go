@@ -307,13 +307,16 @@ func (p *Placer) groupBoundAt(cl *class, gr *group, lo int, queuedTokens int) fl
 	// as if they could (batch requests at 10,000 workers read some 3,000
 	// workers one by one to evaluate 50).
 	if p.rp.boundDeadlines {
-		deadline := effectiveDeadline(p, nil, prefill, decode)
-		switch {
-		case comp > deadline:
+		if comp > p.rp.hardIn {
 			return math.Inf(1) // every member misses: their bounds are +Inf
-		case deadline < math.Inf(1):
-			b += missProbability(p, deadline-comp, comp) * p.rp.missPenalty * (1 - 1e-12)
 		}
+		if deadline := effectiveDeadline(p, nil, prefill, decode); deadline < math.Inf(1) {
+			b += missProbability(p.opts.PredictionError, deadline-comp, comp) * p.rp.missPenalty * (1 - 1e-12)
+		}
+	}
+	// Every member must miss a target: as lowerBound has it.
+	if p.rp.boundTargets && (queue+prefill > p.rp.ttftIn || decode*p.rp.invOutput > p.rp.tpotTarget) {
+		return math.Inf(1)
 	}
 	return b
 }
@@ -338,8 +341,8 @@ func (p *Placer) visit(d *Decision, b bounded, r *Request, weight uint64) {
 func (p *Placer) refinedBound(i int32, r *Request) float64 {
 	h := &p.view.hot[i]
 	lb, completion, deadline := p.lowerBound(h, &p.classes[h.class], i, r)
-	if deadline < math.Inf(1) && completion <= deadline {
-		lb += missProbability(p, deadline-completion, completion) * p.rp.missPenalty * (1 - 1e-12)
+	if deadline < math.Inf(1) && lb < math.Inf(1) {
+		lb += missProbability(p.opts.PredictionError, deadline-completion, completion) * p.rp.missPenalty * (1 - 1e-12)
 	}
 	return lb
 }
@@ -373,8 +376,9 @@ func insertAscending(s []bounded, b bounded, k int) []bounded {
 // terms left out only add (preempt_s and miss_usd are non-negative). It is
 // shaved by a part in 10^12 so that rounding can never skip the true best.
 // It also returns the completion and effective deadline it bounded with.
-// A worker that those terms alone already put over its queue ceiling or
-// past its effective deadline, or whose model cannot be loaded, will be
+// A worker that those terms alone already put over its queue ceiling,
+// past its hard deadline or over a TTFT or TPOT target the latency axis
+// filters on, or whose model cannot be loaded, will be
 // rejected by a filter whatever the rest says, so its bound is +Inf: it is
 // evaluated, and its reason recorded, only if too few workers pass to fill
 // the list.
@@ -398,7 +402,10 @@ func (p *Placer) lowerBound(h *hotRow, cl *class, i int32, r *Request) (lb, comp
 	// happen made lb +Inf or NaN already; NaN becomes +Inf too, since
 	// such a worker is never picked.
 	lb = infIf(queue > p.rp.boundQueueCeiling, lb)
-	lb = infIf(comp > deadline, lb)
+	lb = infIf(comp > p.rp.hardIn && p.rp.boundDeadlines, lb)
+	// A worker that must miss the TTFT or TPOT target: ttft_s and tpot_s
+	// are at least these (the latency axis adds to both).
+	lb = infIf(p.rp.boundTargets && (queue+load+prefill > p.rp.ttftIn || decode*p.rp.invOutput > p.rp.tpotTarget), lb)
 	return infIf(!(lb < math.Inf(1)), lb), comp, deadline
 }
 

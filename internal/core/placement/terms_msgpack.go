@@ -27,6 +27,11 @@ func (t Terms) EncodeMsgpack(e *msgpack.Encoder) error {
 	if t.ReclaimUSD != 0 {
 		n++
 	}
+	for _, v := range t.sloFloats() {
+		if v.v != 0 {
+			n++
+		}
+	}
 	if err := e.EncodeMapLen(n); err != nil {
 		return err
 	}
@@ -80,7 +85,29 @@ func (t Terms) EncodeMsgpack(e *msgpack.Encoder) error {
 			return err
 		}
 	}
+	for _, f := range t.sloFloats() {
+		if f.v != 0 {
+			if err := encodeKeyFloat(e, f.key, f.v); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
+}
+
+type keyFloat struct {
+	key string
+	v   float64
+}
+
+// sloFloats are the omitempty float terms after reclaim_usd, in field
+// order: the latency targets' and the interference axis's.
+func (t *Terms) sloFloats() [7]keyFloat {
+	return [7]keyFloat{
+		{"ttft_s", t.TTFTSeconds}, {"ttft_slack_s", t.TTFTSlackSeconds}, {"ttft_p_miss", t.TTFTPMiss},
+		{"tpot_s", t.TPOTSeconds}, {"tpot_p_miss", t.TPOTPMiss},
+		{"itl_delta_s", t.ITLDeltaSeconds}, {"interference_usd", t.InterferenceUSD},
+	}
 }
 
 func encodeKeyFloat(e *msgpack.Encoder, key string, v float64) error {

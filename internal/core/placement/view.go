@@ -149,6 +149,9 @@ type coldRow struct {
 	// lower[k] is the KV blocks held by classes of rank above k, which
 	// the engine preempts for a request of rank k (see the headroom axis).
 	lower [fleet.NumClasses]int32
+	// neighbours is the sequences running or booked on the worker, by
+	// class rank (see the interference axis).
+	neighbours [fleet.NumClasses]float32
 	// gpu, arch and tp are what class and fp8 were derived from, so a
 	// heartbeat that keeps them skips the class lookup.
 	gpu, arch string
@@ -371,6 +374,7 @@ func (p *Placer) copyRow(i int32, w *fleet.Worker) {
 	c.hbmTotal, c.hbmFree = w.HBMTotal, w.HBMFree
 	c.free, c.kvTotal, c.blockSize = w.FreeBlocks(), w.KVBlocksTotal, w.BlockSize
 	c.batch, c.price = batch, w.PricePerHour
+	c.neighbours = neighbours(w)
 	for k := range c.lower {
 		c.lower[k] = int32(min(w.LowerClassBlocks(k), math.MaxInt32))
 	}
@@ -379,16 +383,7 @@ func (p *Placer) copyRow(i int32, w *fleet.Worker) {
 // classOf returns the index of w's cost class (GPU and TP; the reference
 // GPU when the GPU axis is off) and whether its architecture runs FP8.
 func (p *Placer) classOf(w *fleet.Worker) (int32, bool) {
-	arch := w.Arch
-	if arch == "" {
-		arch = ArchOf(w.GPU)
-	}
-	fp8 := false
-	for _, a := range p.opts.FP8Arches {
-		if strings.EqualFold(a, arch) {
-			fp8 = true
-		}
-	}
+	fp8 := p.runsFP8(w.GPU, w.Arch)
 	key := classKey{gpu: w.GPU, tp: w.TP}
 	if !p.on[axGPU] {
 		key.gpu = p.opts.ReferenceGPU
@@ -396,7 +391,8 @@ func (p *Placer) classOf(w *fleet.Worker) (int32, bool) {
 	id, ok := p.classIdx[key]
 	if !ok {
 		id = int32(len(p.classes))
-		p.classes = append(p.classes, class{gpu: key.gpu, tp: key.tp})
+		p.classes = append(p.classes, class{gpu: key.gpu, tp: key.tp,
+			errTTFT: p.phaseError(key.gpu, PhaseTTFT), errTPOT: p.phaseError(key.gpu, PhaseTPOT)})
 		p.classIdx[key] = id
 		for range decodeBuckets * bands {
 			p.view.members = append(p.view.members, nil)
@@ -408,6 +404,35 @@ func (p *Placer) classOf(w *fleet.Worker) (int32, bool) {
 		}
 	}
 	return id, fp8
+}
+
+// phaseError is the relative prediction error of phase on gpu: its
+// Options.PhaseError entry, else Options.PredictionError.
+func (p *Placer) phaseError(gpu, phase string) float64 {
+	if e, ok := p.opts.PhaseError[PhaseKey(gpu, phase)]; ok && e > 0 {
+		return e
+	}
+	return p.opts.PredictionError
+}
+
+// runsFP8 is whether a worker with this GPU and reported architecture has
+// FP8 tensor cores, from the catalog, the table the cost model costs FP8
+// by: the architecture the worker reports, when it reports one, runs FP8
+// if the catalog lists a GPU of it that does (ada: the L4 and L40S;
+// ampere: none); else the GPU's own catalog entry says. A GPU the catalog
+// does not know, with no architecture, is not trusted with FP8.
+func (p *Placer) runsFP8(gpu, arch string) bool {
+	cat := p.opts.Catalog
+	if arch == "" {
+		g, ok := cat.GPU(gpu)
+		return ok && g.FP8
+	}
+	for _, g := range cat.GPUs() {
+		if g.FP8 && strings.EqualFold(g.Arch, arch) {
+			return true
+		}
+	}
+	return false
 }
 
 // join adds row i to group g's members, keeping them in Idx order (and

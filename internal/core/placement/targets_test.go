@@ -1,0 +1,238 @@
+package placement
+
+import (
+	"testing"
+	"time"
+
+	"github.com/switchyard-ai/switchyard/internal/core/fleet"
+	"github.com/switchyard-ai/switchyard/internal/core/perf"
+	"github.com/switchyard-ai/switchyard/schemas"
+)
+
+func withTargets(r *Request, ttft, tpot time.Duration) *Request {
+	r.TTFTTarget, r.TPOTTarget = ttft, tpot
+	return r
+}
+
+// A placement that meets the whole deadline but misses the TTFT or the
+// TPOT target is not chosen while another worker meets both; with the
+// target loose, the same placement wins (so each row can fail). When no
+// worker meets a target the request is still placed, relaxed, not held.
+//
+// testCost: "fast" prefills 2,000 tokens in 0.2 s and decodes 200 in 2 s
+// at batch 1 ($6/h); "slow" in 0.5 s and 4 s ($1/h). 10,000 queued tokens
+// are 1 s of queue on "fast".
+func TestTargetsChooseAWorkerThatMeetsBoth(t *testing.T) {
+	cases := []struct {
+		name    string
+		f       *fleet.Fleet
+		r       *Request
+		want    string
+		relaxed bool
+	}{
+		// Critical buys the fast GPU's 1 s queue (first token at 1.2 s,
+		// done at 3.2 s) over the idle slow one (0.5 s, 4.5 s) ...
+		{"ttft: loose target, critical joins the fast queue", build(spec{gpu: "fast", queued: 10000}, spec{gpu: "slow"}),
+			withTargets(withDeadline(req(schemas.PriorityCritical), 6*time.Second), 5*time.Second, 50*time.Millisecond), "A", false},
+		// ... but not when its first token is due in 1 s: the slow idle
+		// GPU meets both targets and the deadline.
+		{"ttft: 1 s target, the slower free worker", build(spec{gpu: "fast", queued: 10000}, spec{gpu: "slow"}),
+			withTargets(withDeadline(req(schemas.PriorityCritical), 6*time.Second), time.Second, 50*time.Millisecond), "B", false},
+		{"ttft: ...wherever it is", build(spec{gpu: "slow"}, spec{gpu: "fast", queued: 10000}),
+			withTargets(withDeadline(req(schemas.PriorityCritical), 6*time.Second), time.Second, 50*time.Millisecond), "A", false},
+		// Batch buys price: the slow GPU (20 ms a token) ...
+		{"tpot: loose target, batch goes cheap", build(spec{gpu: "slow"}, spec{gpu: "fast"}),
+			withTargets(withDeadline(req(schemas.PriorityBatch), 30*time.Second), 10*time.Second, 50*time.Millisecond), "A", false},
+		// ... unless its 15 ms TPOT target rules the slow decoder out,
+		// though it would meet the 30 s deadline.
+		{"tpot: 15 ms target, the faster decoder", build(spec{gpu: "slow"}, spec{gpu: "fast"}),
+			withTargets(withDeadline(req(schemas.PriorityBatch), 30*time.Second), 10*time.Second, 15*time.Millisecond), "B", false},
+		{"tpot: ...wherever it is", build(spec{gpu: "fast"}, spec{gpu: "slow"}),
+			withTargets(withDeadline(req(schemas.PriorityBatch), 30*time.Second), 10*time.Second, 15*time.Millisecond), "A", false},
+		// Neither GPU decodes at 5 ms a token: placed anyway, rather than
+		// held for a worker that cannot come; both miss for sure, so price
+		// decides.
+		{"tpot: nobody meets it, placed relaxed", build(spec{gpu: "slow"}, spec{gpu: "fast"}),
+			withTargets(withDeadline(req(schemas.PriorityBatch), 30*time.Second), 10*time.Second, 5*time.Millisecond), "A", true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := place(t, c.f, c.r, testOpts())
+			if got := winner(d); got != c.want || d.Relaxed != c.relaxed {
+				t.Errorf("picked %s (relaxed %v), want %s (relaxed %v); candidates:", got, d.Relaxed, c.want, c.relaxed)
+				for _, cd := range d.Candidates {
+					t.Logf("  %s %+v", cd.Worker.ID, cd.Terms)
+				}
+				for _, rj := range d.Rejections {
+					t.Logf("  rejected %s: %v", rj.Worker.ID, rj.Reason)
+				}
+			}
+		})
+	}
+}
+
+// A request with no targets of its own is held to its class's
+// (Options.Targets), and its TTFT counts from its submission: one that
+// has already waited has less of it left.
+func TestTargetsFromTheClassAndTheSubmission(t *testing.T) {
+	f := build(spec{gpu: "fast", queued: 10000}, spec{gpu: "slow"})
+	o := testOpts()
+	o.Targets = map[string]ClassTargets{schemas.PriorityCritical: {TTFTBase: 5 * time.Second, TPOT: 50 * time.Millisecond}}
+	r := withDeadline(req(schemas.PriorityCritical), 6*time.Second)
+	if d := place(t, f, r, o); winner(d) != "A" || d.Terms.TTFTSlackSeconds != 5-1.2 {
+		t.Fatalf("class target 5 s: picked %s, ttft slack %v", winner(d), d.Terms.TTFTSlackSeconds)
+	}
+	r.Submitted = now.Add(-4 * time.Second) // 1 s of the 5 left
+	if d := place(t, f, r, o); winner(d) != "B" {
+		t.Fatalf("submitted 4 s ago: picked %s, want the idle B", winner(d))
+	}
+}
+
+// The interference axis: a long prefill onto a worker whose decodes have
+// tight TPOT targets costs more than onto one whose decodes have loose
+// ones, and so goes to the other; a short prefill barely moves them.
+func TestInterferencePricesNeighboursTPOT(t *testing.T) {
+	// Two identical fast workers with 8 sequences each, of the class given.
+	fleetOf := func(a, b string) *fleet.Fleet {
+		f := fleet.New(fleet.Options{})
+		for i, class := range []string{a, b} {
+			f.ApplyHeartbeat(&schemas.Heartbeat{
+				WorkerID: string(rune('A' + i)), GPU: "fast", TP: 1,
+				HBMTotalBytes: 80 << 30, HBMFreeBytes: 40 << 30, KVBlocksTotal: 100000, KVBlocksFree: 90000, BlockSize: 16,
+				Models:  []schemas.ModelState{{Name: "m", Dtype: "bf16", State: schemas.WeightHot}},
+				Running: 8, KVBlocksByClass: map[string]int{class: 10000},
+			}, now)
+		}
+		return f
+	}
+	long := withTargets(withPrompt(req(schemas.PriorityStandard), 50000), 30*time.Second, 100*time.Millisecond)
+	short := withTargets(withPrompt(req(schemas.PriorityStandard), 500), 30*time.Second, 100*time.Millisecond)
+	cases := []struct {
+		name      string
+		f         *fleet.Fleet
+		r         *Request
+		opts      func(*Options)
+		want      string
+		costlier  string // whose interference_usd is the higher; "" for equal
+		minDeltaA float64
+	}{
+		{"long prefill avoids the critical decodes", fleetOf(schemas.PriorityCritical, schemas.PriorityBatch), long, nil, "B", "A", 0.01},
+		{"...wherever they are", fleetOf(schemas.PriorityBatch, schemas.PriorityCritical), long, nil, "A", "B", 0.01},
+		{"...unless the axis is off", fleetOf(schemas.PriorityCritical, schemas.PriorityBatch), long, disable(AxisInterference), "A", "", 0},
+		{"a short prefill costs them next to nothing", fleetOf(schemas.PriorityCritical, schemas.PriorityBatch), short, nil, "", "", 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o := testOpts()
+			o.Explain = 2
+			o.Targets = DefaultTargets // the neighbours' TPOT targets
+			if c.opts != nil {
+				c.opts(&o)
+			}
+			d := place(t, c.f, c.r, o)
+			if len(d.Candidates) != 2 {
+				t.Fatalf("%d candidates, want both", len(d.Candidates))
+			}
+			usd := map[string]float64{}
+			for _, cd := range d.Candidates {
+				usd[cd.Worker.ID] = cd.Terms.InterferenceUSD
+				if cd.Worker.ID == "A" && cd.Terms.ITLDeltaSeconds < c.minDeltaA {
+					t.Errorf("A: itl_delta_s %v, want at least %v", cd.Terms.ITLDeltaSeconds, c.minDeltaA)
+				}
+			}
+			switch c.costlier {
+			case "":
+				if usd["A"] > 1e-3 || usd["B"] > 1e-3 {
+					t.Errorf("interference_usd A %v, B %v; want both about 0", usd["A"], usd["B"])
+				}
+			default:
+				other := map[string]string{"A": "B", "B": "A"}[c.costlier]
+				if !(usd[c.costlier] > usd[other]+0.01) {
+					t.Errorf("interference_usd %s %v, %s %v; want %s's the higher", c.costlier, usd[c.costlier], other, usd[other], c.costlier)
+				}
+			}
+			if c.want != "" && winner(d) != c.want {
+				t.Errorf("picked %s, want %s", winner(d), c.want)
+			}
+		})
+	}
+}
+
+// One architecture and FP8 table, the catalog's: an FP8 worker on an L40S
+// or L4 (Ada, FP8 tensor cores) is placeable and costed by the roofline;
+// one on an A100 is not, whether its heartbeat names the architecture or
+// only the GPU.
+func TestFP8FollowsTheCatalog(t *testing.T) {
+	cases := []struct {
+		gpu, arch string
+		want      Reason
+	}{
+		{"l40s", "", ReasonNone},
+		{"l40s", "ada", ReasonNone},
+		{"l4", "", ReasonNone},
+		{"h100", "", ReasonNone},
+		{"a100-80g", "", ReasonDtypeUnsupported},
+		{"a100-80g", "ampere", ReasonDtypeUnsupported},
+		{"l40s", "ampere", ReasonDtypeUnsupported}, // the worker's own word wins
+	}
+	for _, c := range cases {
+		t.Run(c.gpu+"/"+c.arch, func(t *testing.T) {
+			f := fleet.New(fleet.Options{})
+			f.ApplyHeartbeat(&schemas.Heartbeat{
+				WorkerID: "A", GPU: c.gpu, Arch: c.arch, TP: 1,
+				HBMTotalBytes: 48 << 30, HBMFreeBytes: 20 << 30, KVBlocksTotal: 10000, KVBlocksFree: 9000, BlockSize: 16,
+				Models: []schemas.ModelState{{Name: "llama-3.1-8b", Dtype: "fp8", State: schemas.WeightHot}},
+			}, now)
+			r := &Request{ID: "r", Model: "llama-3.1-8b", Dtype: "fp8", Priority: schemas.PriorityInteractive, PromptTokens: 1000, OutputTokens: 100}
+			d := New(perf.NewPredictor(nil), Options{}).Place(f, r, now)
+			got := ReasonNone
+			if !d.OK() {
+				if len(d.Rejections) != 1 {
+					t.Fatalf("no decision and %d rejections", len(d.Rejections))
+				}
+				got = d.Rejections[0].Reason
+			}
+			if got != c.want {
+				t.Fatalf("outcome %q, want %q", got, c.want)
+			}
+			if d.OK() && !(d.Terms.PrefillSeconds > 0 && d.Terms.PrefillSeconds < 1) {
+				t.Fatalf("prefill_s %v: not costed in FP8", d.Terms.PrefillSeconds)
+			}
+		})
+	}
+}
+
+// A workflow step that would miss only its share of the workflow's
+// deadline is placed and priced, not refused; one that would miss the
+// workflow's deadline itself is refused as before.
+func TestWorkflowSplitIsPricedNotRefused(t *testing.T) {
+	cases := []struct {
+		name     string
+		deadline time.Duration // the workflow's
+		placed   bool
+		reason   Reason
+	}{
+		// Step 2 of 4 on the slow GPU takes 4.5 s; the 10 s workflow
+		// deadline leaves it 10 − 2 × 4.5 = 1 s: its split is missed, its
+		// workflow's deadline is not.
+		{"misses only the split", 10 * time.Second, true, ReasonNone},
+		{"misses the workflow's deadline", 4 * time.Second, false, ReasonDeadlineUnreachable},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := place(t, build(spec{gpu: "slow"}), withWorkflow(req(schemas.PriorityStandard), 2, 4, c.deadline), testOpts())
+			if d.OK() != c.placed {
+				t.Fatalf("placed %v, want %v (%v)", d.OK(), c.placed, d.Counts)
+			}
+			if c.placed {
+				if d.Terms.SlackSeconds >= 0 || d.Terms.PMiss < 0.9 || d.Terms.MissUSD <= 0 {
+					t.Fatalf("slack_s %v, p_miss %v, miss_usd %v: want the split's miss priced", d.Terms.SlackSeconds, d.Terms.PMiss, d.Terms.MissUSD)
+				}
+				return
+			}
+			if d.Rejections[0].Reason != c.reason {
+				t.Fatalf("reason %v, want %v", d.Rejections[0].Reason, c.reason)
+			}
+		})
+	}
+}
