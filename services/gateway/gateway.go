@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/switchyard-ai/switchyard/internal/adapter/fleetlearn"
 	gw "github.com/switchyard-ai/switchyard/internal/adapter/gateway"
 	"github.com/switchyard-ai/switchyard/internal/core/catalog"
 	"github.com/switchyard-ai/switchyard/internal/core/routing"
@@ -38,6 +40,11 @@ type Config struct {
 	Keys gw.Keys
 	// Models is what GET /v1/models lists; nil means catalog.Default().
 	Models []catalog.Model
+	// Fleet adds the models live workers serve (their heartbeats) to
+	// GET /v1/models, so a model only the fleet knows — an engine's own
+	// model behind --backend openai — is listed as it is served. nil means
+	// the gateway follows the heartbeats on NC itself.
+	Fleet  *fleetlearn.Fleet
 	Logger *slog.Logger
 	// DefaultMaxTokens applies when a body sets no max_tokens.
 	DefaultMaxTokens int
@@ -108,7 +115,6 @@ type Server struct {
 	js     jetstream.JetStream
 	client *client.Client
 	log    *slog.Logger
-	models []byte
 	batch  *batchAPI
 	mux    *http.ServeMux
 	stats  *gatewayMetrics
@@ -134,15 +140,16 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	models, err := json.Marshal(gw.Models(cfg.Models))
-	if err != nil {
-		return nil, fmt.Errorf("gateway models: %w", err)
+	if cfg.Fleet == nil {
+		if cfg.Fleet, err = fleetlearn.Follow(cfg.NC, fleetlearn.Options{Log: cfg.Logger}); err != nil {
+			return nil, fmt.Errorf("gateway: follow heartbeats: %w", err)
+		}
 	}
 	names := make([]string, 0, len(cfg.Models))
 	for _, m := range cfg.Models {
 		names = append(names, m.Name)
 	}
-	s := &Server{cfg: cfg, nc: cfg.NC, js: js, client: cl, log: cfg.Logger, models: models, stats: newGatewayMetrics(cfg.Metrics, names)}
+	s := &Server{cfg: cfg, nc: cfg.NC, js: js, client: cl, log: cfg.Logger, stats: newGatewayMetrics(cfg.Metrics, names)}
 	if s.batch, err = newBatchAPI(ctx, s); err != nil {
 		return nil, err
 	}
@@ -195,14 +202,30 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, `{"status":"ok"}`)
 }
 
+// modelList is the catalog's models, then those the live fleet serves
+// that the catalog does not name: a request for a fleet-only model is
+// answered, so it is listed too.
+func (s *Server) modelList() gw.ModelList {
+	l := gw.Models(s.cfg.Models)
+	listed := make(map[string]bool, len(l.Data))
+	for _, m := range l.Data {
+		listed[strings.ToLower(m.ID)] = true
+	}
+	for _, m := range s.cfg.Fleet.Models() {
+		if !listed[strings.ToLower(m.Name)] {
+			l.Data = append(l.Data, gw.ModelObject{ID: m.Name, Object: gw.ObjectModel, OwnedBy: "switchyard", MaxContext: m.ContextLength})
+		}
+	}
+	return l
+}
+
 func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Write(s.models)
+	writeJSON(w, http.StatusOK, s.modelList())
 }
 
 func (s *Server) getModel(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("model")
-	for _, m := range gw.Models(s.cfg.Models).Data {
+	for _, m := range s.modelList().Data {
 		if m.ID == name {
 			writeJSON(w, http.StatusOK, m)
 			return

@@ -13,11 +13,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/switchyard-ai/switchyard/internal/adapter/batch"
 	gw "github.com/switchyard-ai/switchyard/internal/adapter/gateway"
 	"github.com/switchyard-ai/switchyard/internal/core/catalog"
 	"github.com/switchyard-ai/switchyard/internal/testkit/bustest"
+	"github.com/switchyard-ai/switchyard/internal/testkit/waitfor"
 	"github.com/switchyard-ai/switchyard/schemas"
+	"github.com/switchyard-ai/switchyard/services/svc"
 	"github.com/switchyard-ai/switchyard/subjects"
 )
 
@@ -26,6 +30,7 @@ const testKey = "sk-test-acme"
 type env struct {
 	url     string
 	backend *InstantBackend
+	nc      *nats.Conn // a connection of the test's own, to publish what the fleet would
 }
 
 // start runs an embedded JetStream server, the instant backend and the
@@ -60,7 +65,7 @@ func start(t *testing.T, icfg InstantConfig, gcfg Config) env {
 	}
 	ts := httptest.NewServer(g.Handler())
 	t.Cleanup(ts.Close)
-	return env{url: ts.URL, backend: backend}
+	return env{url: ts.URL, backend: backend, nc: bnc}
 }
 
 func post(t *testing.T, ctx context.Context, url, key, body string, headers map[string]string) *http.Response {
@@ -346,18 +351,52 @@ func TestDisconnectMidStreamCancels(t *testing.T) {
 	}
 }
 
-func TestModels(t *testing.T) {
-	e := start(t, InstantConfig{}, Config{})
-	req, _ := http.NewRequest(http.MethodGet, e.url+"/v1/models", nil)
+func get(t *testing.T, url string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
 	req.Header.Set("Authorization", "Bearer "+testKey)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := decode[gw.ModelList](t, resp)
+	return resp
+}
+
+func TestModels(t *testing.T) {
+	e := start(t, InstantConfig{}, Config{})
+	l := decode[gw.ModelList](t, get(t, e.url+"/v1/models"))
 	ms := catalog.Default().Models()
 	if l.Object != "list" || len(l.Data) != len(ms)+1 || l.Data[1].ID != ms[0].Name {
 		t.Fatalf("models %+v", l)
+	}
+
+	// A model only the live fleet serves (an engine's own, behind
+	// --backend openai) is listed and found once a worker's heartbeat
+	// names it, as requests for it are answered.
+	if resp := get(t, e.url+"/v1/models/tiny"); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("tiny before any heartbeat: %d", resp.StatusCode)
+	}
+	hb := schemas.Heartbeat{WorkerID: "eng-0", Pool: "cpu", Models: []schemas.ModelState{{Name: "tiny", State: schemas.WeightHot, ContextLength: 2048}}}
+	msg, err := svc.Encode(subjects.Heartbeat("cpu", hb.WorkerID), schemas.Msgpack, hb, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := func() bool {
+		if err := e.nc.PublishMsg(msg); err != nil {
+			t.Fatal(err)
+		}
+		resp := get(t, e.url+"/v1/models/tiny")
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+	waitfor.True(t, "GET /v1/models/tiny to find the fleet's model", 5*time.Second, ok)
+	m := decode[gw.ModelObject](t, get(t, e.url+"/v1/models/tiny"))
+	if m.ID != "tiny" || m.MaxContext != 2048 {
+		t.Fatalf("model %+v", m)
+	}
+	l = decode[gw.ModelList](t, get(t, e.url+"/v1/models"))
+	if len(l.Data) != len(ms)+2 || l.Data[len(l.Data)-1].ID != "tiny" {
+		t.Fatalf("the list lacks the fleet's model: %+v", l.Data)
 	}
 }
 

@@ -9,6 +9,7 @@ package fleetlearn
 
 import (
 	"log/slog"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -35,6 +36,11 @@ type Fleet struct {
 	mu sync.Mutex
 	// byModel maps a lower-case model name to its workers' last heartbeat.
 	byModel map[string]map[string]time.Time
+	// names and context keep, per lower-case name, the name as the last
+	// heartbeat spelled it and the context window it reported (0 when
+	// none did), for a listing of what the fleet serves.
+	names   map[string]string
+	context map[string]int
 	sub     *nats.Subscription
 }
 
@@ -64,7 +70,8 @@ func New(o Options) *Fleet {
 	if o.Catalog != nil && !o.Catalog.CanLearn() {
 		o.Catalog = nil
 	}
-	return &Fleet{cat: o.Catalog, log: o.Log, now: o.Now, stale: o.Stale, byModel: map[string]map[string]time.Time{}}
+	return &Fleet{cat: o.Catalog, log: o.Log, now: o.Now, stale: o.Stale, byModel: map[string]map[string]time.Time{},
+		names: map[string]string{}, context: map[string]int{}}
 }
 
 // Follow returns a Fleet subscribed to every heartbeat on nc. Stop ends it.
@@ -112,6 +119,10 @@ func (f *Fleet) Observe(hb schemas.Heartbeat) {
 			f.byModel[key] = workers
 		}
 		workers[hb.WorkerID] = now
+		f.names[key] = ms.Name
+		if ms.ContextLength > 0 {
+			f.context[key] = ms.ContextLength
+		}
 	}
 	f.mu.Unlock()
 	if f.cat == nil {
@@ -138,6 +149,34 @@ func (f *Fleet) Serves(model string) bool {
 		}
 	}
 	return false
+}
+
+// Served is one model the live fleet serves.
+type Served struct {
+	// Name is the model's name as its workers' heartbeats spell it.
+	Name string
+	// ContextLength is the context window a worker reported, 0 if none did.
+	ContextLength int
+}
+
+// Models lists the models a worker heard from within the stale bound
+// serves, by name: what a model listing (the gateway's /v1/models) adds to
+// the catalog's.
+func (f *Fleet) Models() []Served {
+	now := f.now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []Served
+	for key, workers := range f.byModel {
+		for _, seen := range workers {
+			if now.Sub(seen) <= f.stale {
+				out = append(out, Served{Name: f.names[key], ContextLength: f.context[key]})
+				break
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }
 
 // KnownOrServed widens a model lookup (the catalog's) to the models live

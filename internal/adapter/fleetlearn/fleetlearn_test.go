@@ -1,6 +1,7 @@
 package fleetlearn
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -86,6 +87,10 @@ func TestServesOnlyWhileLive(t *testing.T) {
 		if got := known("tiny"); got != step.want {
 			t.Fatalf("%s: known(tiny) = %v, want %v", step.what, got, step.want)
 		}
+		// The listing agrees with Serves at every step.
+		if listed := slices.Contains(f.Models(), Served{Name: "tiny"}); listed != step.want {
+			t.Fatalf("%s: Models() = %v, want tiny listed: %v", step.what, f.Models(), step.want)
+		}
 	}
 	if !known("llama-3.1-8b") || known("gpt-17") {
 		t.Fatal("the catalog lookup is not kept")
@@ -96,3 +101,15 @@ func TestServesOnlyWhileLive(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Models spells a name as the heartbeats do and keeps the context window a
+// worker reported.
+func TestModelsListing(t *testing.T) {
+	f := New(Options{})
+	f.Observe(schemas.Heartbeat{WorkerID: "a", Models: []schemas.ModelState{
+		{Name: "Tiny", State: schemas.WeightHot, ContextLength: 2048}, {Name: "alpha", State: schemas.WeightCold}}})
+	want := []Served{{Name: "Tiny", ContextLength: 2048}, {Name: "alpha"}}
+	if got := f.Models(); !slices.Equal(got, want) {
+		t.Fatalf("Models() = %v, want %v", got, want)
+	}
+}
