@@ -37,7 +37,7 @@ func TestTenantsLookup(t *testing.T) {
 		priority string
 		dflt     bool
 	}{
-		{"configured tenant", ts, "acme", "", schemas.PriorityInteractive, false},
+		{"configured tenant", ts, "acme", "", schemas.PriorityCritical, false},
 		{"unknown tenant gets the default profile", ts, "stranger", "", schemas.PriorityBatch, true},
 		{"unknown tenant rejected when configured so", rejecting, "stranger", schemas.CodeUnknownTenant, "", false},
 		{"known tenant under reject policy", rejecting, "a", "", schemas.PriorityStandard, false},
@@ -77,14 +77,16 @@ func TestParseTenantsRejectsBadConfig(t *testing.T) {
 
 func TestResolvePriority(t *testing.T) {
 	ts := loadExample(t)
-	acme, _ := ts.Lookup("acme")
-	cases := []struct{ asked, want, code string }{
-		{"", schemas.PriorityInteractive, ""},
-		{schemas.PriorityBatch, schemas.PriorityBatch, ""},
-		{schemas.PriorityCritical, "", schemas.CodePriorityNotAllowed}, // above its own class
+	cases := []struct{ tenant, asked, want, code string }{
+		{"acme", "", schemas.PriorityInteractive, ""}, // its default_priority, below its ceiling
+		{"acme", schemas.PriorityCritical, schemas.PriorityCritical, ""},
+		{"acme", schemas.PriorityBatch, schemas.PriorityBatch, ""},
+		{"globex", "", schemas.PriorityInteractive, ""},
+		{"globex", schemas.PriorityCritical, "", schemas.CodePriorityNotAllowed}, // above its own class
 	}
 	for _, c := range cases {
-		got, e := acme.ResolvePriority(c.asked)
+		p, _ := ts.Lookup(c.tenant)
+		got, e := p.ResolvePriority(c.asked)
 		if c.code != "" {
 			if e == nil || e.Code != c.code {
 				t.Fatalf("asked %q: %v", c.asked, e)

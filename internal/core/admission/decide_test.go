@@ -34,7 +34,7 @@ func TestDecideOrderAndCodes(t *testing.T) {
 		{"validation first: bad max_tokens even for an unknown tenant", "nobody.x", with(func(r *schemas.Request) { r.MaxTokens = 0 }), idle, nil, ActionReject, schemas.CodeInvalidMaxTokens},
 		{"unknown model", "acme", with(func(r *schemas.Request) { r.Model = "gpt-9" }), idle, nil, ActionReject, schemas.CodeUnknownModel},
 		{"model outside the tenant's allowlist", "nightly", with(func(r *schemas.Request) { r.Model = "llama-3.1-70b" }), idle, nil, ActionReject, schemas.CodeModelNotAllowed},
-		{"priority above the tenant's class", "acme", with(func(r *schemas.Request) { r.Priority = "critical" }), idle, nil, ActionReject, schemas.CodePriorityNotAllowed},
+		{"priority above the tenant's class", "globex", with(func(r *schemas.Request) { r.Priority = "critical" }), idle, nil, ActionReject, schemas.CodePriorityNotAllowed},
 		{"quota before shedding", "acme", base(), overload, func() *Quotas {
 			q := NewQuotas()
 			p, _ := loadExample(t).Lookup("acme")
