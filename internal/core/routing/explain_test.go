@@ -45,3 +45,49 @@ func TestHeldReasonNamesTheAdvertisedLoad(t *testing.T) {
 		})
 	}
 }
+
+// A model whose only worker fell silent (its engine died) is answered
+// unplaceable once the silence passes DeadAfter, not held to its deadline;
+// a worker back sooner takes what waited (docs/engines.md, issue 31).
+func TestOnlyWorkerSilentIsRefusedNotHeldToTheDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// back is when the worker heartbeats again after falling silent
+		// (0: never); submitAt is when the request comes, after the silence
+		// began.
+		back, submitAt time.Duration
+		// wantBy is how long after the request it is answered or placed.
+		wantKind string
+		wantBy   time.Duration
+	}{
+		// Silent past the breaker's staleness bound (3 s), so the breaker
+		// is open when the request comes.
+		{"silent moments ago, never back", 0, 4 * time.Second, ActFail, DeadAfter - 4*time.Second + time.Second},
+		{"silent for long", 0, DeadAfter + 2*time.Second, ActFail, 100 * time.Millisecond},
+		{"back within the bound", 6 * time.Second, 4 * time.Second, ActDispatch, 3 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSim(t, Config{})
+			s.advance(time.Second, "w1")
+			silentAt := s.now
+			s.advance(tc.submitAt)
+			submitted := s.now
+			acts := s.admit(admitted("r1", "acme", 30*time.Second, 100, 16, s.now))
+			for s.now.Sub(submitted) < 25*time.Second && len(only(acts, ActFail))+len(only(acts, ActDispatch)) == 0 {
+				live := []string{}
+				if tc.back > 0 && s.now.Sub(silentAt) >= tc.back {
+					live = append(live, "w1")
+				}
+				acts = s.advance(100*time.Millisecond, live...)
+			}
+			took := s.now.Sub(submitted)
+			got := only(acts, tc.wantKind)
+			if len(got) != 1 || took > tc.wantBy {
+				t.Fatalf("after %s: %s, want %s within %s", took, kinds(acts), tc.wantKind, tc.wantBy)
+			}
+			if tc.wantKind == ActFail && (got[0].Err.Code != schemas.CodeUnplaceable || !strings.Contains(got[0].Err.Message, "silent")) {
+				t.Fatalf("answered %+v, want unplaceable naming the silence", got[0].Err)
+			}
+		})
+	}
+}

@@ -65,8 +65,13 @@ func (c *Core) place(it queue.Item[*Held], now time.Time) queue.Outcome {
 		// No live worker serves the model: hold it for a pool's cold start
 		// (out of the queue, so it neither blocks the pass nor counts as
 		// queued work), or answer it now if no pool can warm one in time.
-		if !breakerExcluded && (dec.Unresolvable || c.fleet.Len() == 0) && !c.servesLive(h.Adm.Model, now) &&
-			c.holdOrRefuse(h, it.Enqueued, now) {
+		//
+		// Workers behind an open breaker count while they heartbeat (they
+		// may recover), and for DeadAfter once they fall silent (an engine
+		// restarting answers in seconds); past that, a model whose only
+		// workers are silent is answered now, not held to its deadline.
+		if (dec.Unresolvable || c.fleet.Len() == 0 || breakerExcluded) && !c.servesLive(h.Adm.Model, now) &&
+			!(breakerExcluded && c.silentFor(h.Adm.Model, now) <= DeadAfter) && c.holdOrRefuse(h, it.Enqueued, now) {
 			return queue.Answered
 		}
 		// A worker behind an open breaker may come back: waiting helps.
@@ -103,6 +108,32 @@ func (c *Core) place(it queue.Item[*Held], now time.Time) queue.Outcome {
 	}
 	c.acts = append(c.acts, a)
 	return queue.Placed
+}
+
+// DeadAfter is how long every worker serving a model may be silent before
+// the router answers requests for it unplaceable instead of holding them:
+// the admitter's bound for a live worker (fleetlearn.DefaultStale), so
+// the router refuses what is held when the admitter starts refusing what
+// arrives. Shorter, and a worker or engine restart (a second or two) would
+// fail the requests that arrived meanwhile.
+const DeadAfter = 10 * time.Second
+
+// silentFor is how long since the router last heard from any worker that
+// advertises model (not draining); effectively forever when none does.
+func (c *Core) silentFor(model string, now time.Time) time.Duration {
+	var last time.Time
+	for _, w := range c.fleet.Workers() {
+		if w == nil || w.Draining || w.LastSeen.IsZero() {
+			continue
+		}
+		if _, ok := w.Model(model, ""); ok && w.LastSeen.After(last) {
+			last = w.LastSeen
+		}
+	}
+	if last.IsZero() {
+		return time.Duration(math.MaxInt64)
+	}
+	return now.Sub(last)
 }
 
 // delayed notes, once per request, that it waits and why.

@@ -214,8 +214,12 @@ func (c *Core) holdOrRefuse(h *Held, enqueued, now time.Time) bool {
 		if c.fleet.Len() == 0 && c.freshPools(now) == 0 {
 			return false
 		}
+		silent := ""
+		if d := c.silentFor(a.Model, now); d < ForgetAfter {
+			silent = fmt.Sprintf("; the workers serving it have been silent for %.1fs (an engine down?)", d.Seconds())
+		}
 		c.fail(h, schemas.Errf(schemas.CodeUnplaceable, "model",
-			"no live worker serves model %q and no scalable pool can warm one (%d workers, %d pools known)", a.Model, c.fleet.Len(), c.freshPools(now)))
+			"no live worker serves model %q and no scalable pool can warm one (%d workers, %d pools known)%s", a.Model, c.fleet.Len(), c.freshPools(now), silent))
 		return true
 	}
 	service := c.warmService(p, a)
