@@ -195,8 +195,57 @@ func TestTenantsCannotTouchServiceConsumers(t *testing.T) {
 	if late, err := globex.Result(ctx, "globex", "globex-9"); err != nil || late.Text != r.Text {
 		t.Fatalf("globex reading its own stored result: %+v %v", late, err)
 	}
-	if _, err := opsJS.Stream(ctx, subjects.StreamResults); err != nil {
+}
+
+// TestReusedIDAnsweredWithStoredResult: an id submitted again after SUBMIT's
+// duplicate window is not served twice; a client listening on it is
+// answered at once with the result already stored (marked Sy-Reused-Id),
+// and RESULTS still holds one result for the id.
+func TestReusedIDAnsweredWithStoredResult(t *testing.T) {
+	st := startStack(t, Config{Workers: 1, Streams: subjects.StreamOptions{DuplicateWindow: 500 * time.Millisecond}})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	nc, err := st.Connect("reuser")
+	if err != nil {
 		t.Fatal(err)
 	}
-	var _ jetstream.Stream // the operator's view above is JetStream's own
+	cl, err := client.New(nc, client.WithJSON())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := cl.Do(ctx, "acme", &schemas.Request{ID: "again", Model: "llama-3.1-8b", Prompt: "first ask", MaxTokens: 8})
+	if err != nil || first.Status != schemas.StatusOK {
+		t.Fatalf("first submission: %+v %v", first, err)
+	}
+	time.Sleep(time.Second) // past the duplicate window
+	live, err := nc.SubscribeSync(subjects.Result("acme", "again"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Submit(ctx, "acme", &schemas.Request{ID: "again", Model: "llama-3.1-8b", Prompt: "a different ask", MaxTokens: 32}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := live.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatalf("the reused id was not answered: %v", err)
+	}
+	got, err := client.DecodeResult(m.Header, m.Data)
+	if err != nil || m.Header.Get(subjects.HeaderReusedID) == "" || got.Text != first.Text || got.Usage != first.Usage {
+		t.Fatalf("reused id answered with %+v (headers %v, err %v), want the stored first result marked %s", got, m.Header, err, subjects.HeaderReusedID)
+	}
+	if extra, err := live.NextMsg(time.Second); err == nil {
+		t.Fatalf("a second answer for the reused id: %s", extra.Data)
+	}
+	opsJS, _ := bus.JetStream(nc)
+	rs, err := opsJS.Stream(ctx, subjects.StreamResults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := rs.Info(ctx, jetstream.WithSubjectFilter(subjects.Result("acme", "again")))
+	if err != nil || info.State.Subjects[subjects.Result("acme", "again")] != 1 {
+		t.Fatalf("RESULTS holds %v for the id, want 1 (%v)", info.State.Subjects, err)
+	}
 }

@@ -3,7 +3,9 @@
 // nothing but the subject contract:
 //   publish  sy.submit.<tenant>        JSON body, Nats-Msg-Id = request id
 //   receive  sy.result.<tenant>.<id>   core subscription, made before publishing
-//   re-read  the RESULTS stream        an ordered JetStream consumer, as a late reader would
+//   re-read  the RESULTS stream        a direct get on the result's own subject, as a late reader would
+//                                      ($JS.API.DIRECT.GET.RESULTS.sy.result.<tenant>.<id>: the one stored
+//                                      read `switchyard auth` lets a tenant make, confined to its subjects)
 //
 // usage: NATS_URL=nats://127.0.0.1:4222 node submit.mjs <tenant> <id> '<request json>'
 // optional: NATS_USER, NATS_PASSWORD, NATS_INBOX_PREFIX (needed under `switchyard auth`)
@@ -39,12 +41,11 @@ for await (const m of sub) {
   live = JSON.parse(sc.decode(m.data));
 }
 
-// A late reader gets the same result from the stream.
-const js = nc.jetstream();
-const consumer = await js.consumers.get("RESULTS", { filterSubjects: [`sy.result.${tenant}.${id}`] });
-const stored = await consumer.next({ expires: timeoutMs });
-if (!stored) {
-  console.error("result not found in RESULTS");
+// A late reader gets the same result from the stream: a direct get with
+// the subject in the API subject and an empty body.
+const stored = await nc.request(`$JS.API.DIRECT.GET.RESULTS.sy.result.${tenant}.${id}`, new Uint8Array(0), { timeout: timeoutMs });
+if (stored.headers && stored.headers.code >= 400) {
+  console.error("result not found in RESULTS:", stored.headers.code, stored.headers.description);
   process.exit(1);
 }
 const late = JSON.parse(sc.decode(stored.data));

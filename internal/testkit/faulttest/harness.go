@@ -82,6 +82,13 @@ func (p *Proc) Kill() {
 	p.done <- nil
 }
 
+// Pause freezes the process (SIGSTOP): alive, its connections open, doing
+// nothing — a worker wedged in a long GC pause or a stuck driver.
+func (p *Proc) Pause() { _ = p.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Resume lets a paused process run on (SIGCONT) from where it stopped.
+func (p *Proc) Resume() { _ = p.cmd.Process.Signal(syscall.SIGCONT) }
+
 // Stop asks the process to exit (SIGTERM) and kills it after grace.
 func (p *Proc) Stop(grace time.Duration) {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
