@@ -33,6 +33,7 @@ var registry = map[string]func(cost placement.CostModel) placement.Policy{
 	"least-loaded": func(placement.CostModel) placement.Policy { return NewLeastLoaded() },
 	"llm-d":        func(placement.CostModel) placement.Policy { return NewLLMD(LLMDDefaults) },
 	"llm-d-load":   func(placement.CostModel) placement.Policy { return NewLLMD(LLMDLoadOnly) },
+	"llm-d-slo":    func(cost placement.CostModel) placement.Policy { return NewLLMDSLO(LLMDSLODefaults, cost) },
 	"dynamo":       func(placement.CostModel) placement.Policy { return NewDynamo(DynamoDefaults) },
 	"sglang":       func(placement.CostModel) placement.Policy { return NewSGLang(SGLangDefaults) },
 }
@@ -47,8 +48,9 @@ func Names() []string {
 	return out
 }
 
-// New returns a fresh baseline by name. cost is accepted for symmetry with
-// the Placer; no baseline predicts latency.
+// New returns a fresh baseline by name. cost is the router's roofline
+// model: llm-d-slo predicts TTFT and TPOT with it (llm-d's latency
+// predictor, at its best); the others read no prediction.
 func New(name string, cost placement.CostModel) (placement.Policy, error) {
 	f, ok := registry[name]
 	if !ok {

@@ -99,21 +99,7 @@ func (p *LLMD) Gate(f *fleet.Fleet, req *placement.Request, enqueued time.Time, 
 }
 
 func (p *LLMD) saturated(f *fleet.Fleet, model string, now time.Time) bool {
-	fc := p.flow
-	ws := p.candidates(f, model, now)
-	if len(ws) == 0 {
-		return false
-	}
-	for _, w := range ws {
-		kv := 0.0
-		if w.KVBlocksTotal > 0 {
-			kv = 1 - float64(w.FreeBlocks())/float64(w.KVBlocksTotal)
-		}
-		if w.Waiting < fc.QueueDepthThreshold && kv < fc.KVCacheUtilThreshold {
-			return false
-		}
-	}
-	return true
+	return llmdSaturated(p.flow, p.candidates(f, model, now))
 }
 
 // DynamoRejection is Dynamo's request rejection (docs.nvidia.com/dynamo,
