@@ -18,6 +18,7 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/adapter/fleetlearn"
 	"github.com/switchyard-ai/switchyard/internal/adapter/workflowstore"
 	"github.com/switchyard-ai/switchyard/internal/core/admission"
+	"github.com/switchyard-ai/switchyard/internal/core/baselines"
 	"github.com/switchyard-ai/switchyard/internal/core/catalog"
 	"github.com/switchyard-ai/switchyard/internal/core/perf"
 	"github.com/switchyard-ai/switchyard/internal/core/routing"
@@ -149,7 +150,7 @@ func runRouter(ctx context.Context, args []string, _ io.Writer) error {
 	weights := fs.String("queue-weights", "", "class weights of the router's queue, e.g. interactive=4,standard=1 (default critical=8,interactive=4,standard=2,batch=1)")
 	pullBatch := fs.Int("pull-batch", 0, "admitted messages asked for per pull (default 64); peers pulling with different batches take different shares of the work")
 	pullRate := fs.Float64("pull-rate", 0, "most admitted messages a second this router pulls, over its classes (default no cap; at least 1): a capped peer takes a smaller share of the work")
-	policy := fs.String("policy", "switchyard", "placement policy: switchyard or a baseline (round-robin, least-loaded, llm-d, dynamo, sglang)")
+	policy := fs.String("policy", "switchyard", "placement policy: switchyard or a baseline ("+strings.Join(baselines.Names(), ", ")+")")
 	classes := fs.String("classes", "", "classes this router pulls, e.g. standard,batch (default every class)")
 	fairShare := fs.Bool("fair-share", true, "with --active-active: class weights and tenant shares count every peer's placements, not only this router's")
 	if err := fs.Parse(args); err != nil {

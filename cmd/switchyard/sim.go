@@ -36,7 +36,7 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	sgModels := fs.String("servegen-models", "", "servegen: the catalog model serving each ServeGen pool, e.g. m-large=llama-3.1-70b,mm-image=qwen2.5-7b (pools not named are served by --model; give pools of other models GPUs with --gpus h100:4@MODEL)")
 	gpus := fs.String("gpus", "h100:16", "replicas per GPU type: gpu:count[:tp],...")
 	model := fs.String("model", "llama-3.1-8b", "catalog model")
-	policies := fs.String("policies", "round-robin,least-loaded,llm-d,dynamo,sglang,switchyard", "comma-separated policies, or 'all'")
+	policies := fs.String("policies", "round-robin,least-loaded,llm-d,llm-d-slo,dynamo,sglang,switchyard", "comma-separated policies, or 'all'")
 	rate := fs.Float64("rate-scale", 1, "multiply the trace's arrival rate")
 	duration := fs.Duration("duration", 0, "use only arrivals in the first D of the (scaled) trace; 0 = all")
 	limit := fs.Int("limit", 0, "read only the first N trace rows")
