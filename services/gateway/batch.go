@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -386,29 +387,38 @@ func (b *batchAPI) render(ctx context.Context, tenant, batchID string, errorsFil
 	if aerr != nil {
 		return nil, rec, aerr
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
+	// Only the requests with a result: the files are named once every
+	// request has one, and a look before that sees what is final so far.
+	done := make([]batch.Item, 0, len(items))
 	for _, it := range items {
-		res, ok := results[it.RequestID]
-		if !ok {
-			continue
-		}
-		line, isOK := batch.FormatResult(it, res)
-		if isOK != errorsFile {
-			enc.Encode(line)
+		if _, ok := results[it.RequestID]; ok {
+			done = append(done, it)
 		}
 	}
+	var bad []batch.LineError
 	if errorsFile {
-		bad, err := b.store.LineErrors(ctx, rec)
-		if err != nil {
+		var err error
+		if bad, err = b.store.LineErrors(ctx, rec); err != nil {
 			e := gw.NewError(http.StatusServiceUnavailable, gw.TypeServer, gw.CodeUnavailable, "", err.Error())
 			return nil, rec, &e
 		}
-		for _, le := range bad {
-			enc.Encode(batch.FormatLineError(rec.ID, le))
-		}
 	}
-	return buf.Bytes(), rec, nil
+	// batch.WriteFiles, as `switchyard batch results` writes them: one
+	// order for both files, the input's, whether a line failed to parse
+	// or its request failed.
+	var out, errs bytes.Buffer
+	errOut := io.Writer(nil)
+	if errorsFile {
+		errOut = &errs
+	}
+	if _, err := batch.WriteFiles(&out, errOut, rec.ID, done, bad, results, false); err != nil {
+		e := gw.NewError(http.StatusInternalServerError, gw.TypeServer, schemas.CodeInternal, "", "rendering batch "+rec.ID+": "+err.Error())
+		return nil, rec, &e
+	}
+	if errorsFile {
+		return errs.Bytes(), rec, nil
+	}
+	return out.Bytes(), rec, nil
 }
 
 func (b *batchAPI) collect(ctx context.Context, tenant, id string) (batch.Record, []batch.Item, map[string]schemas.Result, *gw.APIError) {
@@ -558,8 +568,13 @@ func (b *batchAPI) object(_ context.Context, rec batch.Record, meta batchMeta) B
 				o.CompletedAt = &t
 			}
 		}
-		out := "file-" + rec.ID + outputSuffix
-		o.OutputFileID = &out
+		// An output file only when some request succeeded: a batch
+		// cancelled before any answer, or of invalid lines only, has
+		// none to name (OpenAI leaves output_file_id null then too).
+		if rec.Completed > 0 {
+			out := "file-" + rec.ID + outputSuffix
+			o.OutputFileID = &out
+		}
 		if rec.Failed+rec.Invalid > 0 {
 			errs := "file-" + rec.ID + errorSuffix
 			o.ErrorFileID = &errs

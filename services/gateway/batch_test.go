@@ -135,8 +135,21 @@ func TestBatchAPISurface(t *testing.T) {
 		t.Fatalf("cancel answered %+v", cancelled)
 	}
 	cancelled = c.waitBatch(hung.ID, "cancelled")
-	if cancelled.CancelledAt == nil || cancelled.RequestCounts.Failed != 2 || cancelled.ErrorFileID == nil {
-		t.Fatalf("cancelled batch %+v", cancelled)
+	// Nothing was answered, so no output file to name; the error file has
+	// both lines, as the HTTP API would answer them (499 cancelled), in
+	// input order.
+	if cancelled.CancelledAt == nil || cancelled.RequestCounts.Failed != 2 || cancelled.ErrorFileID == nil || cancelled.OutputFileID != nil {
+		t.Fatalf("cancelled batch %+v: want an error file and output_file_id null", cancelled)
+	}
+	_, errFile := c.do("GET", "/v1/files/"+*cancelled.ErrorFileID+"/content", "", nil)
+	lines := strings.Split(strings.TrimSpace(string(errFile)), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], `"custom_id":"h1"`) || !strings.Contains(lines[1], `"custom_id":"h2"`) {
+		t.Fatalf("cancelled error file not h1, h2: %s", errFile)
+	}
+	for _, l := range lines {
+		if !strings.Contains(l, `"status_code":499`) || !strings.Contains(l, `"code":"cancelled"`) {
+			t.Fatalf("cancelled line %s: want status_code 499, code cancelled", l)
+		}
 	}
 	if code, _ := c.do("POST", "/v1/batches/batch_nosuch/cancel", "", nil); code != 404 {
 		t.Fatalf("cancel of an unknown batch: %d", code)

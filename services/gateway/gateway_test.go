@@ -404,8 +404,8 @@ func TestBatch(t *testing.T) {
 	e := start(t, InstantConfig{}, Config{})
 	input := strings.Join([]string{
 		`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"llama-3.1-8b","messages":[{"role":"user","content":"first"}],"max_tokens":8}}`,
-		`{"custom_id":"b","method":"POST","url":"/v1/chat/completions","body":{"model":"llama-3.1-8b","messages":[{"role":"user","content":"second !shed"}],"max_tokens":8}}`,
 		`not json`,
+		`{"custom_id":"b","method":"POST","url":"/v1/chat/completions","body":{"model":"llama-3.1-8b","messages":[{"role":"user","content":"second !shed"}],"max_tokens":8}}`,
 	}, "\n") + "\n"
 	var form bytes.Buffer
 	mw := multipart.NewWriter(&form)
@@ -458,8 +458,10 @@ func TestBatch(t *testing.T) {
 	resp = do("GET", "/v1/files/"+*b.ErrorFileID+"/content", "", nil)
 	errs, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if lines := strings.Split(strings.TrimSpace(string(errs)), "\n"); len(lines) != 2 || !strings.Contains(string(errs), `"status_code":429`) {
-		t.Fatalf("error file %s", errs)
+	// In input order: the unparsable line 2 before line 3's shed request.
+	if lines := strings.Split(strings.TrimSpace(string(errs)), "\n"); len(lines) != 2 || !strings.Contains(lines[0], batch.CodeInvalidJSON) ||
+		!strings.Contains(lines[1], `"custom_id":"b"`) || !strings.Contains(lines[1], `"status_code":429`) {
+		t.Fatalf("error file not the two failures in input order: %s", errs)
 	}
 	req, _ := e.backend.Request(batchRequestID(b.ID, 1))
 	if req.Priority != schemas.PriorityBatch {

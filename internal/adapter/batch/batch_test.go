@@ -133,9 +133,16 @@ func TestFormatResult(t *testing.T) {
 		{"chat ok", EndpointChat, schemas.Result{ID: "r1", Status: schemas.StatusOK, Text: "hello", Model: "m", Usage: schemas.Usage{PromptTokens: 3, CompletionTokens: 1, CachedTokens: 2}, FinishedAt: fin}, true, 200,
 			`"body":{"id":"chatcmpl-r1","object":"chat.completion","created":1700000000,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hello"},"finish_reason":"stop","logprobs":null}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4,"prompt_tokens_details":{"cached_tokens":2}}}`},
 		{"completion ok", EndpointCompletion, schemas.Result{ID: "r2", Status: schemas.StatusOK, Text: "t", FinishReason: "length", FinishedAt: fin}, true, 200, `"object":"text_completion"`},
-		{"shed", EndpointChat, schemas.Result{ID: "r3", Status: schemas.StatusShed, Error: &schemas.Error{Code: schemas.CodeShed, Message: "busy"}}, false, 429, `"error":{"message":"busy","type":"shed","param":null,"code":"shed"}`},
-		{"rejected field", EndpointChat, schemas.Result{ID: "r4", Status: schemas.StatusRejected, Error: &schemas.Error{Code: schemas.CodeUnknownModel, Message: "no", Field: "model"}}, false, 404, `"param":"model"`},
+		{"shed", EndpointChat, schemas.Result{ID: "r3", Status: schemas.StatusShed, Error: &schemas.Error{Code: schemas.CodeShed, Message: "busy"}}, false, 429, `"error":{"message":"busy","type":"rate_limit_error","param":null,"code":"shed"}`},
+		// What the gateway answers the same result with: 404 not_found_error
+		// under OpenAI's code name, not "rejected".
+		{"unknown model", EndpointChat, schemas.Result{ID: "r4", Status: schemas.StatusRejected, Error: &schemas.Error{Code: schemas.CodeUnknownModel, Message: "no", Field: "model"}}, false, 404,
+			`"error":{"message":"no","type":"not_found_error","param":"model","code":"model_not_found"}`},
 		{"deadline", EndpointChat, schemas.Result{ID: "r5", Status: schemas.StatusFailed, Error: &schemas.Error{Code: schemas.CodeDeadlineExceeded}}, false, 504, `"status_code":504`},
+		// Cancelled is the client's doing (HTTP 499), not a server failure.
+		{"cancelled", EndpointChat, schemas.Result{ID: "r6", Status: schemas.StatusFailed, Error: &schemas.Error{Code: schemas.CodeCancelled, Message: "batch cancelled"}}, false, 499,
+			`"error":{"message":"batch cancelled","type":"invalid_request_error","param":null,"code":"cancelled"}`},
+		{"failed without an error", EndpointChat, schemas.Result{ID: "r7", Status: schemas.StatusFailed}, false, 500, `"type":"server_error"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

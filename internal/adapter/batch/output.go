@@ -32,50 +32,16 @@ type OutputError struct {
 	Message string `json:"message"`
 }
 
-// APIError is the body of a non-200 response, in OpenAI's shape.
-type APIError struct {
-	Error APIErrorDetail `json:"error"`
-}
-
-// APIErrorDetail names what went wrong.
-type APIErrorDetail struct {
-	Message string  `json:"message"`
-	Type    string  `json:"type"`
-	Param   *string `json:"param"`
-	Code    string  `json:"code"`
-}
-
-// StatusCode maps a Switchyard result to the HTTP status an OpenAI-style
-// server would have answered with, so batch tooling that branches on
-// status_code keeps working.
+// StatusCode is the HTTP status the gateway answers a result with
+// (gateway.FromResult), so a batch line and the same request through /v1
+// carry the same status — 499 for a cancelled request, 404 for an unknown
+// model — and batch tooling that branches on status_code sees what an
+// OpenAI client would.
 func StatusCode(r schemas.Result) int {
-	switch r.Status {
-	case schemas.StatusOK:
-		return http.StatusOK
-	case schemas.StatusShed:
-		return http.StatusTooManyRequests
-	case schemas.StatusRejected:
-		if r.Error != nil {
-			switch r.Error.Code {
-			case schemas.CodeQuotaExceeded, schemas.CodeBudgetExhausted:
-				return http.StatusTooManyRequests
-			case schemas.CodeUnknownTenant, schemas.CodePriorityNotAllowed, schemas.CodeModelNotAllowed:
-				return http.StatusForbidden
-			case schemas.CodeUnknownModel:
-				return http.StatusNotFound
-			}
-		}
-		return http.StatusBadRequest
+	if ae, failed := gateway.FromResult(r); failed {
+		return ae.Status
 	}
-	if r.Error != nil {
-		switch r.Error.Code {
-		case schemas.CodeDeadlineExceeded, schemas.CodeWorkflowDoomed:
-			return http.StatusGatewayTimeout
-		case schemas.CodeUnplaceable:
-			return http.StatusServiceUnavailable
-		}
-	}
-	return http.StatusInternalServerError
+	return http.StatusOK
 }
 
 // FormatResult turns a final result into an output line. ok reports
@@ -83,19 +49,12 @@ func StatusCode(r schemas.Result) int {
 // which is how OpenAI splits a batch's lines.
 func FormatResult(it Item, r schemas.Result) (line OutputLine, ok bool) {
 	line = OutputLine{ID: "batch_req_" + it.RequestID, CustomID: it.CustomID}
-	code := StatusCode(r)
-	resp := &Response{StatusCode: code, RequestID: r.ID}
+	resp := &Response{StatusCode: http.StatusOK, RequestID: r.ID}
 	line.Response = resp
-	if code != http.StatusOK {
-		d := APIErrorDetail{Type: r.Status, Code: r.Status, Message: r.Status}
-		if r.Error != nil {
-			d.Code, d.Message = r.Error.Code, r.Error.Message
-			if r.Error.Field != "" {
-				f := r.Error.Field
-				d.Param = &f
-			}
-		}
-		resp.Body = APIError{Error: d}
+	if ae, failed := gateway.FromResult(r); failed {
+		// The gateway's own error answer: its type (not_found_error,
+		// rate_limit_error, ...) and OpenAI's code names, not our status.
+		resp.StatusCode, resp.Body = ae.Status, ae.Body
 		return line, false
 	}
 	// The bodies are the gateway's own non-streaming answers, so a batch

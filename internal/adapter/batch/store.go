@@ -383,27 +383,22 @@ func Collect(ctx context.Context, js jetstream.JetStream, rec Record, items []It
 		if err != nil {
 			return got, fmt.Errorf("fetch results: %w", err)
 		}
+		// A fetch delivers messages as they arrive but ends only when it
+		// has 512 or its second is up; the loop below leaves it as soon as
+		// it has what it came for — every result, or (without follow)
+		// everything stored — so a look at a small batch answers in
+		// milliseconds, not a second (issue 31). The abandoned fetch
+		// expires on its own.
 		n, caughtUp := 0, false
 		for m := range mb.Messages() {
 			n++
 			if md, err := m.Metadata(); err == nil && md.NumPending == 0 {
 				caughtUp = true
 			}
-			_, id, err := subjects.ParseResult(m.Subject())
-			if err != nil || !want[id] {
-				continue
+			collectOne(m, rec, want, got)
+			if len(got) == len(want) || (!follow && caughtUp) {
+				break
 			}
-			if _, dup := got[id]; dup {
-				continue
-			}
-			r, err := bus.DecodeResult(m.Headers(), m.Data())
-			if err != nil {
-				// A result we cannot decode is still final for the request;
-				// report it as failed rather than waiting forever.
-				r = schemas.Result{ID: id, Tenant: rec.Tenant, Status: schemas.StatusFailed,
-					Error: schemas.Errf(schemas.CodeInternal, "", "undecodable result: %v", err)}
-			}
-			got[id] = r
 		}
 		if err := mb.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
 			return got, fmt.Errorf("fetch results: %w", err)
@@ -416,6 +411,25 @@ func Collect(ctx context.Context, js jetstream.JetStream, rec Record, items []It
 		}
 	}
 	return got, nil
+}
+
+// collectOne keeps m in got when it is the first result of a wanted id.
+func collectOne(m jetstream.Msg, rec Record, want map[string]bool, got map[string]schemas.Result) {
+	_, id, err := subjects.ParseResult(m.Subject())
+	if err != nil || !want[id] {
+		return
+	}
+	if _, dup := got[id]; dup {
+		return
+	}
+	r, err := bus.DecodeResult(m.Headers(), m.Data())
+	if err != nil {
+		// A result we cannot decode is still final for the request;
+		// report it as failed rather than waiting forever.
+		r = schemas.Result{ID: id, Tenant: rec.Tenant, Status: schemas.StatusFailed,
+			Error: schemas.Errf(schemas.CodeInternal, "", "undecodable result: %v", err)}
+	}
+	got[id] = r
 }
 
 // Tally counts results into the record and marks it finished when every
