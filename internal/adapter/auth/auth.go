@@ -233,6 +233,12 @@ func Render(users []User) string {
 			kind = "tenant"
 		}
 		fmt.Fprintf(&b, "      # %s %s\n", kind, u.Name)
+		if u.Tenant {
+			// The config says what confines the tenant, so an operator
+			// reading it need not take the docs' word.
+			fmt.Fprintf(&b, "      # no consumer API on any stream: every consumer a service owns (and any other\n")
+			fmt.Fprintf(&b, "      # tenant's) is refused to it; late reads only by direct get on sy.result.%s.>\n", u.Name)
+		}
 		fmt.Fprintf(&b, "      {\n        user: %q\n        password: %q\n        permissions: {\n", u.Name, u.Hash)
 		fmt.Fprintf(&b, "          publish: { allow: %s }\n", list(u.Permissions.Publish))
 		fmt.Fprintf(&b, "          subscribe: { allow: %s }\n", list(u.Permissions.Subscribe))

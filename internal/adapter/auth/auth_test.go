@@ -36,6 +36,10 @@ func TestGenerate(t *testing.T) {
 			t.Fatalf("plain password of %s in the config", u.Name)
 		}
 	}
+	// The config itself says what confines a tenant.
+	if !strings.Contains(g.Config, "no consumer API on any stream") || !strings.Contains(g.Config, "direct get on sy.result.a.>") {
+		t.Fatalf("the config does not say what confines tenants:\n%s", g.Config)
+	}
 	if g.Users[0].Password == g.Users[1].Password {
 		t.Fatal("passwords repeat")
 	}
