@@ -31,6 +31,10 @@ type remote struct {
 	metrics openai.Metrics
 	scraped bool
 	cancels map[string]context.CancelCauseFunc
+	// msgs are the dispatches held, from the wait for a slot to the final
+	// ack: kept alive (keepalive.go), counted by a drain, handed back when
+	// the drain times out.
+	msgs    map[string]jetstream.Msg
 	running int
 	// progress is when the engine last sent anything for a request (unix
 	// nanoseconds), and stalled is set while the watchdog (stall.go) holds
@@ -52,7 +56,7 @@ func newRemote(cfg Config) *remote {
 		model = cfg.Model
 	}
 	r := &remote{client: openai.New(cfg.OpenAIURL, model), sem: make(chan struct{}, max(1, cfg.MaxConcurrent)), cancels: map[string]context.CancelCauseFunc{},
-		engine: newEngineState()}
+		msgs: map[string]jetstream.Msg{}, engine: newEngineState()}
 	if info, err := nvml.Probe(); err == nil {
 		r.gpu, r.haveGPU = info, true
 	}
@@ -81,13 +85,16 @@ func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.
 	_, running := r.cancels[a.Request.ID]
 	if !running {
 		r.cancels[a.Request.ID] = stop
+		r.msgs[a.Request.ID] = m
 	}
 	w.mu.Unlock()
 	if running {
-		// A redelivery of a generation still running here (one longer
-		// than the dispatch's ack wait): a second copy would race it.
+		// A redelivery of a generation still running here (its keep-alive
+		// lapsed): a second copy would race it, and acking this delivery
+		// acked the stream message while the work ran — a crash then lost
+		// it. The running copy's in-progress and final acks count for the
+		// message whichever delivery they name.
 		cancel()
-		m.Ack()
 		return
 	}
 	select {
@@ -96,6 +103,7 @@ func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.
 		cancel()
 		w.mu.Lock()
 		delete(r.cancels, a.Request.ID)
+		delete(r.msgs, a.Request.ID)
 		w.mu.Unlock()
 		return // unacked: redelivered
 	}
@@ -113,6 +121,7 @@ func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.
 			cancel()
 			w.mu.Lock()
 			delete(r.cancels, a.Request.ID)
+			delete(r.msgs, a.Request.ID)
 			r.running--
 			w.mu.Unlock()
 			<-r.sem
@@ -159,6 +168,10 @@ func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.
 		r.noteProgress(now)
 		if err != nil && stalledCause(rctx) {
 			w.handBack(d, m, "the engine stalled under it", ts)
+			return
+		}
+		if err != nil && drainedCause(rctx) {
+			w.handBackDrained(d, m, ts)
 			return
 		}
 		if err != nil && rctx.Err() == nil && (unreachable(err) || errors.Is(err, io.ErrUnexpectedEOF)) {

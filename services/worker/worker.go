@@ -61,7 +61,22 @@ type Config struct {
 	EngineStallAfter time.Duration
 	// VLLMKV follows a vLLM engine's KV events (openai backend; vllmkv.go).
 	VLLMKV VLLMKVConfig
+	// AckWait is the dispatch consumer's ack wait (DefaultAckWait when 0):
+	// how long a dead worker's unacked dispatch waits before JetStream may
+	// deliver it again. Work that runs longer is kept alive with in-progress
+	// acks (keepalive.go), so it is never redelivered while it runs.
+	AckWait time.Duration
+	// DrainTimeout bounds how long a stopping worker waits for the work it
+	// holds, simulated or at a real engine (DefaultDrainTimeout when 0);
+	// what is still running then is handed back unacked and re-placed.
+	DrainTimeout time.Duration
 }
+
+// DefaultAckWait is the dispatch consumer's ack wait.
+const DefaultAckWait = 30 * time.Second
+
+// DefaultDrainTimeout is how long a stopping worker waits for its work.
+const DefaultDrainTimeout = 30 * time.Second
 
 // Worker is one simulated GPU worker.
 type Worker struct {
@@ -128,6 +143,12 @@ func New(sh *svc.Shell, cfg Config) (*Worker, error) {
 	if cfg.HeartbeatInterval == 0 {
 		cfg.HeartbeatInterval = 500 * time.Millisecond
 	}
+	if cfg.AckWait <= 0 {
+		cfg.AckWait = DefaultAckWait
+	}
+	if cfg.DrainTimeout <= 0 {
+		cfg.DrainTimeout = DefaultDrainTimeout
+	}
 	if !subjects.ValidToken(cfg.ID) || !subjects.ValidToken(cfg.Pool) {
 		return nil, fmt.Errorf("worker id %q and pool %q must be subject tokens", cfg.ID, cfg.Pool)
 	}
@@ -184,7 +205,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		Durable:       subjects.WorkerConsumer(w.cfg.ID), // survives a restart: a worker that comes back finds what it held
 		FilterSubject: subjects.Dispatch(w.cfg.ID),
 		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       30 * time.Second,
+		AckWait:       w.cfg.AckWait,
 		MaxAckPending: maxAck,
 		DeliverPolicy: jetstream.DeliverNewPolicy,
 		// A worker that is gone for good leaves nothing behind.
@@ -219,6 +240,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	go func() { defer close(loopDone); w.loop(runCtx) }()
 	hbDone := make(chan struct{})
 	go func() { defer close(hbDone); w.heartbeats(runCtx) }()
+	kaDone := make(chan struct{})
+	go func() { defer close(kaDone); w.keepAlive(runCtx) }()
 	w.heartbeat()
 
 	cc, err := cons.Consume(func(m jetstream.Msg) { w.onDispatch(ctx, m) }, jetstream.PullMaxMessages(maxAck), svc.PullExpiry)
@@ -233,21 +256,27 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.draining = true
 	w.mu.Unlock()
 	w.heartbeat()
-	// Drain: finish what is held (bounded), so a scale-down loses nothing.
-	drainUntil := time.Now().Add(30 * time.Second)
-	for time.Now().Before(drainUntil) {
-		w.mu.Lock()
-		n := len(w.inflight)
-		w.mu.Unlock()
-		if n == 0 {
-			break
-		}
+	// Drain: finish what is held (bounded), so a scale-down loses nothing:
+	// the simulated engine's sequences and the generations at a real
+	// engine alike (counting only the first let a real-engine worker return
+	// with generations running, and its streamed answers fail).
+	drainUntil := time.Now().Add(w.cfg.DrainTimeout)
+	n := w.holding()
+	if n > 0 {
+		w.sh.Log.Info("draining: waiting for the work held", "requests", n, "timeout", w.cfg.DrainTimeout)
+	}
+	for n > 0 && time.Now().Before(drainUntil) {
 		time.Sleep(20 * time.Millisecond)
+		n = w.holding()
+	}
+	if n > 0 {
+		w.handBackAll()
 	}
 	stopLoop()
 	<-loopDone
 	<-hbDone
-	w.sh.Log.Info("worker stopped", "completed", w.done)
+	<-kaDone
+	w.sh.Log.Info("worker stopped", "completed", w.done, "handed_back", n)
 	return nil
 }
 
@@ -311,7 +340,11 @@ func (w *Worker) onDispatch(ctx context.Context, m jetstream.Msg) {
 	_, dup := w.inflight[id]
 	w.mu.Unlock()
 	if dup {
-		m.Ack() // a redelivery of something already running here
+		// A redelivery of something running here. Not acked: that acked
+		// the stream message while the work ran, and a crash then lost it
+		// (restart recovery and adoption no longer saw it). The running
+		// copy's in-progress acks and final ack count for the message,
+		// whichever delivery they name (JetStream acks by stream sequence).
 		return
 	}
 	// A stream its lost worker had begun continues from what the client
@@ -346,8 +379,7 @@ func (w *Worker) onDispatch(ctx context.Context, m jetstream.Msg) {
 	if err == nil {
 		if _, dup = w.inflight[id]; dup {
 			w.mu.Unlock()
-			m.Ack()
-			return
+			return // as above: the running copy answers and acks
 		}
 		seq.Arrival = w.clock.now(w.sh.Now())
 		err = w.eng.Add(seq)
