@@ -74,6 +74,7 @@ func (f *serviceFlags) connect(ctx context.Context, service string) (*svc.Shell,
 	if f.metrics != "" {
 		reg := &svc.Registry{}
 		reg.Add(sh.Metrics)
+		reg.AddHealth(svc.ConnHealth(nc))
 		addr, err := reg.Serve(ctx, f.metrics)
 		if err != nil {
 			return nil, nil, err

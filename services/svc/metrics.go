@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -27,6 +28,41 @@ type Registry struct {
 	mu         sync.Mutex
 	sets       []*metrics.Set
 	collectors []func(ctx context.Context, w io.Writer)
+	health     []func() error
+}
+
+// AddHealth registers a check /healthz runs on every probe: any error
+// makes it answer 503 with the error's text, so a load balancer or a
+// Kubernetes probe sees a service that has lost what it needs (its NATS
+// connection) rather than a process that merely runs.
+func (r *Registry) AddHealth(check func() error) {
+	r.mu.Lock()
+	r.health = append(r.health, check)
+	r.mu.Unlock()
+}
+
+// Healthy runs every health check and returns the first failure.
+func (r *Registry) Healthy() error {
+	r.mu.Lock()
+	checks := append([]func() error(nil), r.health...)
+	r.mu.Unlock()
+	for _, c := range checks {
+		if err := c(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ConnHealth is the health check of a service's NATS connection: healthy
+// only while it is connected (not reconnecting, draining or closed).
+func ConnHealth(nc *nats.Conn) func() error {
+	return func() error {
+		if st := nc.Status(); st != nats.CONNECTED {
+			return fmt.Errorf("nats: not connected (%s)", st)
+		}
+		return nil
+	}
 }
 
 // Add registers a set.
@@ -243,7 +279,13 @@ func (r *Registry) Serve(ctx context.Context, addr string) (string, error) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		r.WritePrometheusContext(req.Context(), w)
 	})
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := r.Healthy(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ok\n")
+	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
