@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"sort"
@@ -69,7 +68,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if errors.Is(err, flag.ErrHelp) {
 			return 2
 		}
-		slog.Error("command failed", "command", args[0], "err", err)
+		// One line, once: the services' own logs already carry the
+		// structured context of what failed.
 		fmt.Fprintf(stderr, "switchyard %s: %v\n", args[0], err)
 		return 1
 	}

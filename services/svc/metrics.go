@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -295,7 +296,7 @@ func (r *Registry) Serve(ctx context.Context, addr string) (string, error) {
 	}()
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			fmt.Println("metrics server:", err)
+			slog.Error("metrics server stopped", "addr", ln.Addr().String(), "err", err)
 		}
 	}()
 	return ln.Addr().String(), nil
