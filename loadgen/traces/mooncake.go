@@ -90,7 +90,23 @@ func ReadMooncake(r io.Reader, o ReadOptions) (*Trace, error) {
 	if err := sc.Err(); err != nil {
 		return nil, err
 	}
+	// A slice cut from the middle of a trace keeps the whole trace's
+	// clock (its first line at 2,400 s, say); arrivals count from the
+	// slice's own start, so --duration and --rate-scale mean the same on
+	// a slice as on the whole trace.
+	base := 0.0
+	for i, row := range rows {
+		if i == 0 || row.Timestamp < base {
+			base = row.Timestamp
+		}
+	}
+	for i := range rows {
+		rows[i].Timestamp -= base
+	}
 	t := &Trace{Name: "mooncake", Requests: make([]Request, len(rows))}
+	if base > 0 {
+		t.Rules = append(t.Rules, fmt.Sprintf("mooncake: timestamps rebased to the slice's first (%.0f ms)", base))
+	}
 	rng := rand.New(rand.NewPCG(uint64(o.Seed), 0x6d6f6f6e))
 	keys := make([]uint64, len(rows))
 	for i, row := range rows {

@@ -201,3 +201,26 @@ func TestScaleAndWindow(t *testing.T) {
 		t.Errorf("window kept %d of %d", len(w.Requests), len(tr.Requests))
 	}
 }
+
+// TestMooncakeSliceRebased: a slice cut from the middle of the trace (its
+// first line at 2,400 s) arrives from 0, as the whole trace would, so
+// `sim --duration 60s` on it sees its first minute rather than nothing.
+func TestMooncakeSliceRebased(t *testing.T) {
+	in := `{"timestamp": 2403000, "input_length": 700, "output_length": 3, "hash_ids": [0, 7]}
+{"timestamp": 2400000, "input_length": 600, "output_length": 5, "hash_ids": [0, 1]}
+{"timestamp": 2406000, "input_length": 800, "output_length": 4, "hash_ids": [0, 9]}
+`
+	tr, err := ReadMooncake(strings.NewReader(in), ReadOptions{Seed: 1, NoJitter: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int]time.Duration{600: 0, 700: 3 * time.Second, 800: 6 * time.Second}
+	for _, r := range tr.Requests {
+		if r.Arrival != want[r.PromptTokens] {
+			t.Errorf("%d-token request at %v, want %v", r.PromptTokens, r.Arrival, want[r.PromptTokens])
+		}
+	}
+	if !strings.Contains(strings.Join(tr.Rules, "\n"), "rebased") {
+		t.Errorf("rules %q do not say the slice was rebased", tr.Rules)
+	}
+}
