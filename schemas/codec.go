@@ -3,7 +3,10 @@ package schemas
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"reflect"
 	"strings"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -93,9 +96,68 @@ func Unmarshal(f Format, data []byte, v any) error {
 		return fmt.Errorf("json decode %T: %w", v, err)
 	}
 	if dec.More() {
-		return fmt.Errorf("json decode %T: trailing data after the object", v)
+		return fmt.Errorf("json decode %T: %w", v, errTrailing)
 	}
 	return nil
+}
+
+var errTrailing = errors.New("trailing data after the object")
+
+// DecodeErrorText says what is wrong with bytes that did not decode, in a
+// client's terms — the field, and the JSON type it takes — rather than
+// encoding/json's, which names Go structs and types ("cannot unmarshal
+// string into Go struct field Request.max_tokens of type int") that mean
+// nothing to a client and tell it how the server is built.
+func DecodeErrorText(err error) string {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &te):
+		if te.Field == "" {
+			return fmt.Sprintf("the body must be %s, got %s", jsonKind(te.Type), te.Value)
+		}
+		return fmt.Sprintf("field %q must be %s, got %s", te.Field, jsonKind(te.Type), te.Value)
+	case errors.As(err, &se):
+		return fmt.Sprintf("invalid JSON at byte %d: %s", se.Offset, se.Error())
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return "the JSON ends before the value is complete"
+	case errors.Is(err, errTrailing):
+		return errTrailing.Error()
+	}
+	// msgpack's own words, without the "msgpack decode *T:" this package
+	// wraps them in.
+	if inner := errors.Unwrap(err); inner != nil {
+		return inner.Error()
+	}
+	return err.Error()
+}
+
+// jsonKind names the JSON value a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "a JSON value"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "a JSON value"
 }
 
 // MustMarshal is Marshal for values whose types are known to encode; it is

@@ -178,3 +178,41 @@ func TestAnswerParametersRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// A decode failure is described in JSON's terms, never Go's: no struct,
+// package or Go type name reaches a client.
+func TestDecodeErrorTextNamesNoGoTypes(t *testing.T) {
+	cases := []struct {
+		body string
+		want string
+	}{
+		{`{"model":"m","max_tokens":"16"}`, `field "max_tokens" must be an integer, got string`},
+		{`{"model":7}`, `field "model" must be a string, got number`},
+		{`{"messages":{"role":"user"}}`, `field "messages" must be an array, got object`},
+		{`{"temperature":true}`, `field "temperature" must be a number, got bool`},
+		{`[1]`, `the body must be an object, got array`},
+		{`{"model":}`, `invalid JSON at byte 10`},
+		{`{"model":"m"`, `ends before the value is complete`},
+		{`{"model":"m"} {}`, `trailing data`},
+	}
+	for _, c := range cases {
+		var r Request
+		err := Unmarshal(JSON, []byte(c.body), &r)
+		if err == nil {
+			t.Fatalf("%s decoded", c.body)
+		}
+		got := DecodeErrorText(err)
+		if !strings.Contains(got, c.want) {
+			t.Errorf("%s: %q, want it to say %q", c.body, got, c.want)
+		}
+		for _, goName := range []string{"Go ", "schemas.", "Request.", "int64", "*float64", "struct"} {
+			if strings.Contains(got, goName) {
+				t.Errorf("%s: %q names %q", c.body, got, goName)
+			}
+		}
+	}
+	var r Request
+	if err := Unmarshal(Msgpack, []byte{0xc1}, &r); err == nil || strings.Contains(DecodeErrorText(err), "schemas.") {
+		t.Errorf("msgpack: %v", DecodeErrorText(err))
+	}
+}

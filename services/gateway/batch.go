@@ -126,15 +126,24 @@ func newBatchAPI(ctx context.Context, s *Server) (*batchAPI, error) {
 }
 
 func (b *batchAPI) register(mux *http.ServeMux) {
-	mux.HandleFunc("POST /v1/files", b.s.auth(b.upload))
-	mux.HandleFunc("GET /v1/files", b.s.auth(b.listFiles))
-	mux.HandleFunc("GET /v1/files/{id}", b.s.auth(b.fileInfo))
-	mux.HandleFunc("DELETE /v1/files/{id}", b.s.auth(b.deleteFile))
-	mux.HandleFunc("GET /v1/files/{id}/content", b.s.auth(b.fileContent))
-	mux.HandleFunc("POST /v1/batches", b.s.auth(b.create))
-	mux.HandleFunc("GET /v1/batches", b.s.auth(b.list))
-	mux.HandleFunc("GET /v1/batches/{id}", b.s.auth(b.get))
-	mux.HandleFunc("POST /v1/batches/{id}/cancel", b.s.auth(b.cancel))
+	// Every files and batches endpoint reads or writes JetStream: with the
+	// bus down each answers 503 at once (busDown), not after a timeout.
+	bus := func(h http.HandlerFunc) http.HandlerFunc {
+		return b.s.auth(func(w http.ResponseWriter, r *http.Request) {
+			if !b.s.busDown(w) {
+				h(w, r)
+			}
+		})
+	}
+	mux.HandleFunc("POST /v1/files", bus(b.upload))
+	mux.HandleFunc("GET /v1/files", bus(b.listFiles))
+	mux.HandleFunc("GET /v1/files/{id}", bus(b.fileInfo))
+	mux.HandleFunc("DELETE /v1/files/{id}", bus(b.deleteFile))
+	mux.HandleFunc("GET /v1/files/{id}/content", bus(b.fileContent))
+	mux.HandleFunc("POST /v1/batches", bus(b.create))
+	mux.HandleFunc("GET /v1/batches", bus(b.list))
+	mux.HandleFunc("GET /v1/batches/{id}", bus(b.get))
+	mux.HandleFunc("POST /v1/batches/{id}/cancel", bus(b.cancel))
 }
 
 // metaPrefix names the batch metadata objects kept beside a tenant's

@@ -65,14 +65,22 @@ func (s *Server) complete(hw http.ResponseWriter, r *http.Request, ep endpoint) 
 	obs := observation{tenant: tenant, start: s.cfg.Now()}
 	defer func() {
 		obs.status = rec.status
-		if r.Context().Err() != nil || obs.status == 0 {
+		switch {
+		case r.Context().Err() != nil || obs.status == 0:
 			obs.status = StatusClientClosed
+		case obs.failed != 0:
+			// A stream that failed after its 200 went out is counted by
+			// the error it ended with, not as a success.
+			obs.status = obs.failed
 		}
 		s.stats.record(obs, s.cfg.Now())
 	}()
 	data, aerr := s.readBody(w, r)
 	if aerr != nil {
 		writeError(w, *aerr)
+		return
+	}
+	if s.busDown(w) {
 		return
 	}
 	id := client.NewID()
@@ -143,7 +151,7 @@ func (s *Server) complete(hw http.ResponseWriter, r *http.Request, ep endpoint) 
 	defer poll.Stop()
 
 	out := &responder{w: w, ep: ep, id: id, created: now.Unix(), model: req.Model, stream: req.Stream, includeUsage: includeUsage, now: s.cfg.Now}
-	defer func() { obs.firstToken, obs.lastToken = out.firstToken, out.lastToken }()
+	defer func() { obs.firstToken, obs.lastToken, obs.failed = out.firstToken, out.lastToken, out.failed }()
 	var state gw.StreamState
 	// A request that fails over mid-stream continues on another worker
 	// after the last stored chunk; a chunk already relayed, or one from an
@@ -253,6 +261,9 @@ type responder struct {
 	// firstToken and lastToken date the first and last content relayed,
 	// for the TTFT and inter-token latency metrics.
 	firstToken, lastToken time.Time
+	// failed is the status of the error a started stream ended with, 0
+	// when it did not fail after its headers went out.
+	failed int
 }
 
 func (o *responder) event(v any) error {
@@ -306,6 +317,7 @@ func (o *responder) fail(e gw.APIError) {
 		writeError(o.w, e)
 		return
 	}
+	o.failed = e.Status
 	// OpenAI clients raise an error event as an API error mid-stream.
 	if o.event(e.Body) == nil {
 		o.write([]byte(gw.SSEDone))

@@ -161,10 +161,36 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.batch.register(mux)
 	mux.HandleFunc("GET /healthz", s.health)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		// A path that exists under another method is a 405 naming the
+		// methods it takes, as HTTP asks, not a 404 that says the
+		// endpoint is missing (GET /v1/chat/completions).
+		if allow := s.allowed(r); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeError(w, gw.NewError(http.StatusMethodNotAllowed, gw.TypeInvalidRequest, gw.CodeMethodNotAllowed, "",
+				fmt.Sprintf("%s is not allowed on %s; use %s", r.Method, r.URL.Path, strings.Join(allow, " or "))))
+			return
+		}
 		writeError(w, gw.NewError(http.StatusNotFound, gw.TypeNotFound, gw.CodeNotFound, "", fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)))
 	})
 	s.mux = mux
 	return s, nil
+}
+
+// allowed lists the methods r's path is routed for, asking the mux itself
+// so the answer cannot drift from the routes registered.
+func (s *Server) allowed(r *http.Request) []string {
+	var out []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
+		if m == r.Method {
+			continue
+		}
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := s.mux.Handler(probe); pattern != "" && pattern != "/" {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // Metrics is the set the gateway's series are in, for a /metrics endpoint.
@@ -181,16 +207,39 @@ func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		key, ok := gw.BearerKey(r.Header.Get("Authorization"))
 		if !ok {
-			writeError(w, gw.Unauthorized("missing API key: send Authorization: Bearer <key>"))
+			s.refuseKey(w, r, "missing API key: send Authorization: Bearer <key>")
 			return
 		}
 		tenant, ok := s.cfg.Keys.Tenant(key)
 		if !ok {
-			writeError(w, gw.Unauthorized("incorrect API key provided"))
+			s.refuseKey(w, r, "incorrect API key provided")
 			return
 		}
 		h(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, tenant)))
 	}
+}
+
+// refuseKey answers 401 and, for a completion, counts it: a client whose
+// key is wrong is a request the gateway refused, and a dashboard of
+// requests by status that left it out would hide a broken deployment.
+func (s *Server) refuseKey(w http.ResponseWriter, r *http.Request, msg string) {
+	if r.URL.Path == "/v1/chat/completions" || r.URL.Path == "/v1/completions" {
+		s.stats.record(observation{status: http.StatusUnauthorized, start: s.cfg.Now()}, s.cfg.Now())
+	}
+	writeError(w, gw.Unauthorized(msg))
+}
+
+// busDown answers 503 bus_unavailable at once when the connection to NATS
+// is not up, rather than after a publish's ack timeout (11 s measured):
+// nothing the request needs can happen until it is back.
+func (s *Server) busDown(w http.ResponseWriter) bool {
+	if st := s.nc.Status(); st != nats.CONNECTED {
+		e := gw.NewError(http.StatusServiceUnavailable, gw.TypeServer, gw.CodeUnavailable, "", "not connected to NATS ("+st.String()+"); retry")
+		e.RetryAfter = 1
+		writeError(w, e)
+		return true
+	}
+	return false
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {

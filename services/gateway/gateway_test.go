@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/switchyard-ai/switchyard/internal/adapter/batch"
+	"github.com/switchyard-ai/switchyard/internal/adapter/bus"
 	gw "github.com/switchyard-ai/switchyard/internal/adapter/gateway"
 	"github.com/switchyard-ai/switchyard/internal/core/catalog"
 	"github.com/switchyard-ai/switchyard/internal/testkit/bustest"
@@ -31,6 +32,7 @@ type env struct {
 	url     string
 	backend *InstantBackend
 	nc      *nats.Conn // a connection of the test's own, to publish what the fleet would
+	srv     *bus.Server
 }
 
 // start runs an embedded JetStream server, the instant backend and the
@@ -65,7 +67,7 @@ func start(t *testing.T, icfg InstantConfig, gcfg Config) env {
 	}
 	ts := httptest.NewServer(g.Handler())
 	t.Cleanup(ts.Close)
-	return env{url: ts.URL, backend: backend, nc: bnc}
+	return env{url: ts.URL, backend: backend, nc: bnc, srv: srv}
 }
 
 func post(t *testing.T, ctx context.Context, url, key, body string, headers map[string]string) *http.Response {
@@ -470,3 +472,84 @@ func TestBatch(t *testing.T) {
 }
 
 func batchRequestID(batchID string, line int) string { return batch.RequestID(batchID, line) }
+
+// The rough edges of issue 31 a client meets first: a method the path does
+// not take is a 405 naming the ones it does; a body of the wrong JSON type
+// is described in JSON's terms, never Go's; a chat prompt over the limit
+// points at messages, the field the client sent.
+func TestErrorAnswersSayWhatTheClientSent(t *testing.T) {
+	e := start(t, InstantConfig{}, Config{})
+	cases := []struct {
+		name, method, path, body string
+		status                   int
+		code, param, allow       string
+	}{
+		{"GET on chat", http.MethodGet, "/v1/chat/completions", "", 405, gw.CodeMethodNotAllowed, "", "POST"},
+		{"DELETE on batches", http.MethodDelete, "/v1/batches", "", 405, gw.CodeMethodNotAllowed, "", "GET, POST"},
+		{"max_tokens as a string", http.MethodPost, "/v1/chat/completions",
+			`{"model":"m","max_tokens":"16","messages":[{"role":"user","content":"x"}]}`, 400, schemas.CodeMalformed, "", ""},
+		{"messages as an object", http.MethodPost, "/v1/chat/completions", `{"model":"m","messages":{"role":"user"}}`, 400, schemas.CodeMalformed, "", ""},
+		{"chat prompt too large", http.MethodPost, "/v1/chat/completions",
+			`{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", schemas.DefaultLimits.MaxPromptBytes+1) + `"}]}`,
+			413, schemas.CodePromptTooLarge, "messages", ""},
+		{"completion prompt too large", http.MethodPost, "/v1/completions",
+			`{"model":"m","prompt":"` + strings.Repeat("x", schemas.DefaultLimits.MaxPromptBytes+1) + `"}`,
+			413, schemas.CodePromptTooLarge, "prompt", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			req, _ := http.NewRequest(c.method, e.url+c.path, strings.NewReader(c.body))
+			req.Header.Set("Authorization", "Bearer "+testKey)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != c.status || resp.Header.Get("Allow") != c.allow {
+				b, _ := io.ReadAll(resp.Body)
+				t.Fatalf("status %d Allow %q, want %d %q: %s", resp.StatusCode, resp.Header.Get("Allow"), c.status, c.allow, b)
+			}
+			body := decode[gw.ErrorBody](t, resp)
+			param := ""
+			if body.Error.Param != nil {
+				param = *body.Error.Param
+			}
+			if body.Error.Code == nil || *body.Error.Code != c.code || param != c.param {
+				t.Fatalf("error %+v, want code %s param %q", body.Error, c.code, c.param)
+			}
+			for _, goName := range []string{"Go ", "struct", "gateway.", "ChatCompletionRequest", "*int"} {
+				if strings.Contains(body.Error.Message, goName) {
+					t.Fatalf("message %q names %q", body.Error.Message, goName)
+				}
+			}
+		})
+	}
+}
+
+// With NATS gone the gateway says so at once — 503 bus_unavailable with a
+// Retry-After — instead of holding the client for a publish timeout (11 s
+// in issue 31), for completions and batch endpoints alike.
+func TestBusDownAnswersAtOnce(t *testing.T) {
+	e := start(t, InstantConfig{}, Config{})
+	e.srv.Shutdown()
+	for _, c := range []struct{ method, path, body string }{
+		{http.MethodPost, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"x"}]}`},
+		{http.MethodPost, "/v1/completions", `{"model":"m","prompt":"x"}`},
+		{http.MethodGet, "/v1/batches", ""},
+	} {
+		req, _ := http.NewRequest(c.method, e.url+c.path, strings.NewReader(c.body))
+		req.Header.Set("Authorization", "Bearer "+testKey)
+		start := time.Now()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		took := time.Since(start)
+		body := decode[gw.ErrorBody](t, resp)
+		if resp.StatusCode != http.StatusServiceUnavailable || body.Error.Code == nil || *body.Error.Code != gw.CodeUnavailable || resp.Header.Get("Retry-After") != "1" {
+			t.Fatalf("%s %s: %d %+v, want 503 %s", c.method, c.path, resp.StatusCode, body.Error, gw.CodeUnavailable)
+		}
+		if took > 2*time.Second {
+			t.Fatalf("%s %s took %s to say the bus is down", c.method, c.path, took)
+		}
+	}
+}

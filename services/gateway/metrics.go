@@ -65,6 +65,7 @@ func (m *gatewayMetrics) modelLabel(model string) string {
 type observation struct {
 	tenant, model string
 	status        int
+	failed        int // the status of an error a started stream ended with
 	start         time.Time
 	firstToken    time.Time // zero when no token was relayed
 	lastToken     time.Time
@@ -75,6 +76,9 @@ func (m *gatewayMetrics) record(o observation, now time.Time) {
 	model := m.modelLabel(o.model)
 	labels := fmt.Sprintf(`tenant=%q,model=%q`, o.tenant, model)
 	m.set.GetOrCreateCounter(fmt.Sprintf(`%s{%s,status_code="%d"}`, metricRequests, labels, o.status)).Inc()
+	if o.status == http.StatusUnauthorized {
+		return // refused at the door: no tenant, no latency worth a bucket
+	}
 	m.set.GetOrCreatePrometheusHistogramExt(fmt.Sprintf(`%s{%s}`, metricE2E, labels), e2eBuckets).Update(now.Sub(o.start).Seconds())
 	var timing schemas.Timing
 	var usage schemas.Usage

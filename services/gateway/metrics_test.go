@@ -10,6 +10,10 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+
+	gw "github.com/switchyard-ai/switchyard/internal/adapter/gateway"
+	"github.com/switchyard-ai/switchyard/schemas"
+	"github.com/switchyard-ai/switchyard/subjects"
 )
 
 func scrapeSet(set *metrics.Set) map[string]float64 {
@@ -97,5 +101,56 @@ func TestGatewayMetricsClientClosed(t *testing.T) {
 	}
 	if got := scrapeSet(set)[`switchyard_gateway_time_to_first_token_seconds_count{tenant="acme",model="llama-3.1-8b"}`]; got != 1 {
 		t.Errorf("TTFT count %v, want 1", got)
+	}
+}
+
+// A stream that fails after its 200 went out is counted by the error it
+// ended with (here the cancel's 499 while the client still reads), and a
+// request refused for its key is counted as the 401 it got.
+func TestGatewayMetricsStreamFailureAndUnauthorized(t *testing.T) {
+	set := metrics.NewSet()
+	e := start(t, InstantConfig{TokenDelay: 5 * time.Millisecond}, Config{Metrics: set})
+	resp := post(t, context.Background(), e.url+"/v1/chat/completions", testKey,
+		`{"model":"llama-3.1-8b","stream":true,"messages":[{"role":"user","content":"x !hang"}],"max_tokens":8}`, nil)
+	defer resp.Body.Close()
+	buf := make([]byte, 1)
+	if _, err := resp.Body.Read(buf); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("stream did not start: %d %v", resp.StatusCode, err)
+	}
+	// The request is cancelled on the bus, not by the client: the stream
+	// ends with an error event the client reads.
+	id := resp.Header.Get(gw.HeaderRequestID)
+	c := schemas.Cancel{V: schemas.Version, RequestID: id, Tenant: "acme", Reason: "test", At: time.Now().UTC()}
+	if err := e.nc.Publish(subjects.Cancel("acme"), schemas.MustMarshal(schemas.JSON, c)); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(rest), `"code":"cancelled"`) {
+		t.Fatalf("stream did not end with the cancel: %s", rest)
+	}
+	for _, key := range []string{"", "sk-wrong"} {
+		r := post(t, context.Background(), e.url+"/v1/chat/completions", key, `{"model":"m","messages":[{"role":"user","content":"x"}]}`, nil)
+		r.Body.Close()
+	}
+	want := map[string]float64{
+		`switchyard_gateway_requests_total{tenant="acme",model="llama-3.1-8b",status_code="499"}`: 1,
+		`switchyard_gateway_requests_total{tenant="acme",model="llama-3.1-8b",status_code="200"}`: 0,
+		`switchyard_gateway_requests_total{tenant="",model="other",status_code="401"}`:            2,
+	}
+	for end := time.Now().Add(5 * time.Second); ; {
+		got, ok := scrapeSet(set), true
+		for k, v := range want {
+			ok = ok && got[k] == v
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(end) {
+			for k, v := range want {
+				t.Errorf("%s = %v, want %v", k, got[k], v)
+			}
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -181,7 +181,7 @@ func ParseLine(batchID string, line int, raw []byte, opts Options) (Item, *LineE
 	}
 	var in InputLine
 	if err := json.Unmarshal(raw, &in); err != nil {
-		return fail("", CodeInvalidJSON, "line is not a JSON object: %v", err)
+		return fail("", CodeInvalidJSON, "line is not a JSON object: %s", schemas.DecodeErrorText(err))
 	}
 	if strings.TrimSpace(in.CustomID) == "" {
 		return fail("", CodeMissingCustomID, "custom_id is required")
@@ -201,7 +201,7 @@ func ParseLine(batchID string, line int, raw []byte, opts Options) (Item, *LineE
 		Stream bool `json:"stream"`
 	}
 	if err := json.Unmarshal(in.Body, &probe); err != nil {
-		return fail(in.CustomID, CodeInvalidBody, "body: %v", err)
+		return fail(in.CustomID, CodeInvalidBody, "body: %s", schemas.DecodeErrorText(err))
 	}
 	if probe.Stream {
 		return fail(in.CustomID, CodeInvalidBody, "stream is not supported in a batch")

@@ -32,7 +32,7 @@ func DecodeJSON(data []byte, v any) *schemas.Error {
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(v); err != nil {
-		return schemas.Errf(schemas.CodeMalformed, "", "request body is not valid JSON for this endpoint: %v", err)
+		return schemas.Errf(schemas.CodeMalformed, "", "request body is not valid JSON for this endpoint: %s", schemas.DecodeErrorText(err))
 	}
 	if dec.More() {
 		return schemas.Errf(schemas.CodeMalformed, "", "trailing data after the JSON object")
@@ -165,7 +165,7 @@ func promptText(raw json.RawMessage) (string, *schemas.Error) {
 	var s string
 	if raw[0] == '"' {
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", schemas.Errf(schemas.CodeMalformed, "prompt", "prompt: %v", err)
+			return "", schemas.Errf(schemas.CodeMalformed, "prompt", "prompt: %s", schemas.DecodeErrorText(err))
 		}
 		return s, nil
 	}

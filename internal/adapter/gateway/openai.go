@@ -12,6 +12,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+
+	"github.com/switchyard-ai/switchyard/schemas"
 )
 
 // ChatMessage is one chat message as OpenAI clients send it. Content is a
@@ -178,7 +180,7 @@ func messageText(raw json.RawMessage) (string, error) {
 	if raw[0] == '"' {
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", fmt.Errorf("content: %w", err)
+			return "", fmt.Errorf("content: %s", schemas.DecodeErrorText(err))
 		}
 		return s, nil
 	}

@@ -84,7 +84,7 @@ func Decode(subject, contentType, headerID string, data []byte, maxBytes int) (S
 	}
 	var req schemas.Request
 	if err := schemas.Unmarshal(f, data, &req); err != nil {
-		return fail(schemas.CodeMalformed, "", "cannot decode "+f.String()+" request: "+err.Error(), true)
+		return fail(schemas.CodeMalformed, "", "cannot decode "+f.String()+" request: "+schemas.DecodeErrorText(err), true)
 	}
 	generated := false
 	switch {

@@ -1,6 +1,7 @@
 package intake
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -98,5 +99,17 @@ func TestAdmitCarriesTheLatencyObjective(t *testing.T) {
 				t.Fatalf("admitted targets %v/%v, want %v/%v", a.TTFTTargetMs, a.TPOTTargetMs, tc.ttft, tc.tpot)
 			}
 		})
+	}
+}
+
+// A NATS client's body of the wrong JSON type is refused in JSON's terms:
+// the field and the type it takes, no Go struct or type name.
+func TestMalformedNamesNoGoTypes(t *testing.T) {
+	_, fail := Decode("sy.submit.acme", "", "g1", []byte(`{"model":"m","prompt":"x","max_tokens":"16"}`), 0)
+	if fail == nil || fail.Err.Code != schemas.CodeMalformed {
+		t.Fatalf("failure %+v, want malformed", fail)
+	}
+	if msg := fail.Err.Message; !strings.Contains(msg, `"max_tokens" must be an integer`) || strings.Contains(msg, "Go ") || strings.Contains(msg, "schemas.") {
+		t.Fatalf("message %q", msg)
 	}
 }
