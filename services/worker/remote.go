@@ -34,8 +34,17 @@ type remote struct {
 	// msgs are the dispatches held, from the wait for a slot to the final
 	// ack: kept alive (keepalive.go), counted by a drain, handed back when
 	// the drain times out.
-	msgs    map[string]jetstream.Msg
-	running int
+	msgs map[string]jetstream.Msg
+	// unprefilled holds the prompt tokens of this worker's requests that
+	// have had no byte from the engine yet (waiting for a slot here or in
+	// the engine's queue, or prefilling): the heartbeat's queued tokens.
+	unprefilled map[string]int
+	// promptMean is the running mean prompt length of what this worker
+	// forwards, standing in for the requests other clients queued at the
+	// engine (promptSeen counts them).
+	promptMean float64
+	promptSeen int
+	running    int
 	// progress is when the engine last sent anything for a request (unix
 	// nanoseconds), and stalled is set while the watchdog (stall.go) holds
 	// the engine out of rotation.
@@ -56,7 +65,7 @@ func newRemote(cfg Config) *remote {
 		model = cfg.Model
 	}
 	r := &remote{client: openai.New(cfg.OpenAIURL, model), sem: make(chan struct{}, max(1, cfg.MaxConcurrent)), cancels: map[string]context.CancelCauseFunc{},
-		msgs: map[string]jetstream.Msg{}, engine: newEngineState()}
+		msgs: map[string]jetstream.Msg{}, unprefilled: map[string]int{}, engine: newEngineState()}
 	if info, err := nvml.Probe(); err == nil {
 		r.gpu, r.haveGPU = info, true
 	}
@@ -86,6 +95,9 @@ func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.
 	if !running {
 		r.cancels[a.Request.ID] = stop
 		r.msgs[a.Request.ID] = m
+		r.unprefilled[a.Request.ID] = a.PromptTokens
+		r.promptSeen++
+		r.promptMean += (float64(a.PromptTokens) - r.promptMean) / float64(min(r.promptSeen, promptMeanWindow))
 	}
 	w.mu.Unlock()
 	if running {
@@ -104,6 +116,7 @@ func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.
 		w.mu.Lock()
 		delete(r.cancels, a.Request.ID)
 		delete(r.msgs, a.Request.ID)
+		delete(r.unprefilled, a.Request.ID)
 		w.mu.Unlock()
 		return // unacked: redelivered
 	}
@@ -122,6 +135,7 @@ func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.
 			w.mu.Lock()
 			delete(r.cancels, a.Request.ID)
 			delete(r.msgs, a.Request.ID)
+			delete(r.unprefilled, a.Request.ID)
 			r.running--
 			w.mu.Unlock()
 			<-r.sem
@@ -156,8 +170,15 @@ func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.
 		}
 		w.ensureLoaded(rctx, req.Model)
 		r.noteProgress(w.sh.Now()) // a load is not the engine's silence
+		first := true
 		res, err := r.client.Generate(rctx, req, func(text string) {
 			r.noteProgress(w.sh.Now())
+			if first {
+				first = false
+				w.mu.Lock()
+				delete(r.unprefilled, a.Request.ID) // prefilled: decoding now
+				w.mu.Unlock()
+			}
 			// Each piece is one token for vLLM and Ollama, which stream
 			// token by token; chunks group them as the simulated path does.
 			if ts != nil && ts.add(text, 1, w.sh.Now()) {
@@ -324,8 +345,51 @@ func (w *Worker) scrape(ctx context.Context) {
 	}
 }
 
-// remoteHeartbeat is the real backend's telemetry. KV capacity comes from
-// the catalog's model of this GPU; its use from the server's own gauge.
+// promptMeanWindow bounds the running mean of prompt lengths to about the
+// last hundred requests, so it follows a workload that changes.
+const promptMeanWindow = 100
+
+// remoteQueue is the engine's queue as the heartbeat reports it: requests
+// running and waiting, and the prompt tokens not yet prefilled. Where the
+// engine reports its queue (vLLM, SGLang /metrics) running and waiting are
+// its own counts, and its waiting requests that are not this worker's
+// (another client's, or another worker's in front of the same engine)
+// count at the mean prompt length this worker has seen; this worker's own
+// requests count at their real prompt lengths until the engine sends
+// their first byte. Without that, a vLLM with hundreds of requests waiting
+// gave the placer a queue_s of 0. The tokens carry no per-class split: the
+// engines queue first come, first served, so all of them are ahead of a
+// new request whatever its class (fleet reads a missing split that way).
+// Callers hold w.mu.
+func (w *Worker) remoteQueue() (running, waiting, queuedTokens int) {
+	r := w.remote
+	own := 0
+	for _, n := range r.unprefilled {
+		own += n
+	}
+	running, waiting, queuedTokens = r.running, 0, own
+	if r.scraped && !r.engine.ollama { // Ollama has no metrics: count what is in flight here
+		running, waiting = int(r.metrics.Running), int(r.metrics.Waiting)
+		if foreign := waiting - len(r.unprefilled); foreign > 0 {
+			queuedTokens += int(float64(foreign) * max(r.promptMean, 1))
+		}
+	}
+	return running, waiting, queuedTokens
+}
+
+// remoteKVBlocks is the KV capacity in 16-token blocks: the engine's own
+// where its metrics give it (vLLM's cache_config_info, SGLang's
+// max_total_num_tokens), else the catalog's model of this GPU. Callers
+// hold w.mu.
+func (w *Worker) remoteKVBlocks() int {
+	if c := w.remote.metrics.KVCapacityTokens; w.remote.scraped && c > 0 {
+		return c / 16
+	}
+	return w.replica.KVBlocks(16, perf.DefaultMemUtil)
+}
+
+// remoteHeartbeat is the real backend's telemetry: the engine's queue and
+// KV capacity and use where it reports them (remoteQueue, remoteKVBlocks).
 // Callers hold w.mu.
 func (w *Worker) remoteHeartbeat() schemas.Heartbeat {
 	r := w.remote
@@ -336,18 +400,15 @@ func (w *Worker) remoteHeartbeat() schemas.Heartbeat {
 	if r.haveGPU {
 		total, free, name = r.gpu.MemoryTotal, r.gpu.MemoryFree, r.gpu.Name
 	}
-	blocks := w.replica.KVBlocks(16, perf.DefaultMemUtil)
-	running, waiting := r.running, 0
-	if r.scraped && !r.engine.ollama { // Ollama has no metrics: count what is in flight here
-		running, waiting = int(r.metrics.Running), int(r.metrics.Waiting)
-	}
+	blocks := w.remoteKVBlocks()
+	running, waiting, queued := w.remoteQueue()
 	return schemas.Heartbeat{
 		V: schemas.Version, WorkerID: w.cfg.ID, Pool: w.cfg.Pool, GPU: g.Name, GPUName: name, Arch: g.Arch,
 		Simulated: false, Backend: "openai", TP: w.cfg.TP,
 		HBMTotalBytes: total, HBMFreeBytes: free,
 		KVBlocksTotal: blocks, KVBlocksFree: int(float64(blocks) * (1 - r.metrics.KVUsage)), BlockSize: 16,
 		Models:  w.remoteModels(),
-		Running: running, Waiting: waiting, MaxBatch: cap(r.sem), Draining: w.draining || r.engine.down || r.stalled,
+		Running: running, Waiting: waiting, QueuedTokens: queued, MaxBatch: cap(r.sem), Draining: w.draining || r.engine.down || r.stalled,
 		Seq: w.hbSeq, SentAt: w.sh.Now(), PricePerHour: w.replica.PricePerHour(),
 		CompletedTotal: w.done, ErrorsTotal: w.errs,
 	}

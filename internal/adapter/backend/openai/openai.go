@@ -230,6 +230,10 @@ type Metrics struct {
 	// PrefixHitRate is prefix-cache hits/queries (vLLM counters, in tokens)
 	// or SGLang's cache_hit_rate; -1 when not reported.
 	PrefixHitRate float64
+	// KVCapacityTokens is the engine's own KV cache capacity in tokens
+	// (vLLM's cache_config_info num_gpu_blocks × block_size, SGLang's
+	// max_total_num_tokens); 0 when the page does not say.
+	KVCapacityTokens int
 }
 
 // ScrapeMetrics fetches and parses BaseURL/metrics.
@@ -258,6 +262,13 @@ func ParseMetrics(r io.Reader) (Metrics, error) {
 	if err != nil {
 		return Metrics{PrefixHitRate: -1}, fmt.Errorf("openai: metrics: %w", err)
 	}
+	capacity := 0
+	switch {
+	case s.KVBlocksTotal > 0 && s.BlockSize > 0:
+		capacity = s.KVBlocksTotal * s.BlockSize
+	case s.KVTokensTotal > 0:
+		capacity = int(s.KVTokensTotal)
+	}
 	return Metrics{Engine: s.Engine, KVUsage: max(0, s.KVUsage), Running: max(0, s.Running), Waiting: max(0, s.Waiting),
-		PrefixHitRate: s.PrefixHitRate}, nil
+		PrefixHitRate: s.PrefixHitRate, KVCapacityTokens: capacity}, nil
 }

@@ -56,6 +56,8 @@ sglang:num_queue_reqs{model_name="Qwen/Qwen2.5-7B-Instruct"} 2.0
 sglang:token_usage{model_name="Qwen/Qwen2.5-7B-Instruct"} 0.21
 # TYPE sglang:cache_hit_rate gauge
 sglang:cache_hit_rate{model_name="Qwen/Qwen2.5-7B-Instruct"} 0.5
+# TYPE sglang:max_total_num_tokens gauge
+sglang:max_total_num_tokens{model_name="Qwen/Qwen2.5-7B-Instruct"} 412000.0
 `
 
 func TestParseMetrics(t *testing.T) {
@@ -66,9 +68,9 @@ func TestParseMetrics(t *testing.T) {
 		want Metrics
 		err  bool
 	}{
-		{"vllm", vllmMetrics, Metrics{Engine: "vllm", KVUsage: 0.4375, Running: 3, Waiting: 7, PrefixHitRate: 0.25}, false},
-		{"vllm deprecated name", oldVLLM, Metrics{Engine: "vllm", KVUsage: 0.4375, Running: 3, Waiting: 7, PrefixHitRate: 0.25}, false},
-		{"sglang", sglangMetrics, Metrics{Engine: "sglang", KVUsage: 0.21, Running: 5, Waiting: 2, PrefixHitRate: 0.5}, false},
+		{"vllm", vllmMetrics, Metrics{Engine: "vllm", KVUsage: 0.4375, Running: 3, Waiting: 7, PrefixHitRate: 0.25, KVCapacityTokens: 27153 * 16}, false},
+		{"vllm deprecated name", oldVLLM, Metrics{Engine: "vllm", KVUsage: 0.4375, Running: 3, Waiting: 7, PrefixHitRate: 0.25, KVCapacityTokens: 27153 * 16}, false},
+		{"sglang", sglangMetrics, Metrics{Engine: "sglang", KVUsage: 0.21, Running: 5, Waiting: 2, PrefixHitRate: 0.5, KVCapacityTokens: 412000}, false},
 		{"foreign", "# TYPE up gauge\nup 1\n", Metrics{PrefixHitRate: -1}, true},
 		{"garbage", "vllm:num_requests_running{x=\"1\"} abc\n", Metrics{}, true},
 	}
