@@ -344,6 +344,9 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 		if err := f.Close(); err != nil {
 			return err
 		}
+		// On stderr: with --json, stdout must end with the JSON object.
+		where, _ := filepath.Abs(*htmlOut)
+		fmt.Fprintf(os.Stderr, "report: %s\n", where)
 	}
 	if *jsonOut {
 		out := struct {

@@ -185,7 +185,7 @@ func attainmentChart(b *strings.Builder, ss []Series) {
 		return padL + float64(i)/float64(n-1)*plotW
 	}
 	py := func(v float64) float64 { return padT + (1-v)*plotH }
-	b.WriteString("<h3>SLO attainment per bucket</h3>")
+	b.WriteString("<h3>SLO attainment per bucket</h3><p>Lines are drawn up to 6 px apart and dashed differently so that series at the same value (all at 1.0, say) stay visible; hover a point for its exact value.</p>")
 	fmt.Fprintf(b, `<svg width="%g" height="%g" viewBox="0 0 %g %g" xmlns="http://www.w3.org/2000/svg" role="img">`, W, H, W, H)
 	fmt.Fprintf(b, `<line x1="%g" y1="%g" x2="%g" y2="%g" stroke="#000"/><line x1="%g" y1="%g" x2="%g" y2="%g" stroke="#000"/>`,
 		padL, padT+plotH, padL+plotW, padT+plotH, padL, padT, padL, padT+plotH)
@@ -201,12 +201,19 @@ func attainmentChart(b *strings.Builder, ss []Series) {
 		}
 	}
 	fmt.Fprintf(b, `<text x="%g" y="%g" font-size="11" text-anchor="middle">time (UTC)</text>`, padL+plotW/2, H-4)
+	// Series often share a value (every class at 1.0): each is drawn a
+	// pixel or two apart, and dashed differently, so none hides another.
+	step := math.Min(2, 12/math.Max(1, float64(len(ss)-1)))
+	dashes := []string{"", "6 3", "2 2", "8 2 2 2"}
 	for k, s := range ss {
 		col := seriesPalette[k%len(seriesPalette)]
+		dy := (float64(k) - float64(len(ss)-1)/2) * step
+		dash := dashes[(k/len(seriesPalette)+k)%len(dashes)]
+		py := func(v float64) float64 { return py(v) + dy }
 		var pts strings.Builder
 		flush := func() {
 			if pts.Len() > 0 {
-				fmt.Fprintf(b, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`, col, strings.TrimSpace(pts.String()))
+				fmt.Fprintf(b, `<polyline fill="none" stroke="%s" stroke-width="1.5" stroke-dasharray="%s" points="%s"/>`, col, dash, strings.TrimSpace(pts.String()))
 				pts.Reset()
 			}
 		}

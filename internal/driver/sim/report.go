@@ -50,7 +50,7 @@ func WriteHTML(w io.Writer, rep Report) error {
 	// Laid out for a 1000 px window: the results table has 15 columns, so
 	// it is set small with headers that wrap, and wide content scrolls in
 	// its own box rather than widening the page.
-	b.WriteString(`<style>body{font:14px system-ui,sans-serif;margin:1.5em;max-width:960px}table{border-collapse:collapse;font-size:12px;max-width:100%}td,th{border:1px solid #ccc;padding:2px 4px;text-align:right}th{background:#f4f4f4;font-weight:600}td:first-child{text-align:left;word-break:break-word}pre{background:#f8f8f8;padding:1em;white-space:pre-wrap;word-break:break-all}svg{margin:1em 0;background:#fff;max-width:100%}.wrap{max-width:100%;overflow-x:auto}</style></head><body>`)
+	b.WriteString(`<style>body{font:14px system-ui,sans-serif;margin:1.5em;max-width:960px}table{border-collapse:collapse;font-size:12px;max-width:100%}td,th{border:1px solid #ccc;padding:2px 4px;text-align:right}th{background:#f4f4f4;font-weight:600}td:first-child{text-align:left;white-space:nowrap}pre{background:#f8f8f8;padding:1em;white-space:pre-wrap;word-break:break-all}svg{margin:1em 0;background:#fff;max-width:100%}.wrap{max-width:100%;overflow-x:auto}</style></head><body>`)
 	fmt.Fprintf(&b, "<h1>%s</h1>", esc(rep.Title))
 	if rep.Command != "" {
 		fmt.Fprintf(&b, "<pre>%s</pre>", esc(rep.Command))
