@@ -44,7 +44,10 @@ type remote struct {
 	// engine (promptSeen counts them).
 	promptMean float64
 	promptSeen int
-	running    int
+	// busy splits the engine's time among this worker's generations
+	// (busyMeter): their GPU-seconds.
+	busy    busyMeter
+	running int
 	// progress is when the engine last sent anything for a request (unix
 	// nanoseconds), and stalled is set while the watchdog (stall.go) holds
 	// the engine out of rotation.
@@ -171,10 +174,16 @@ func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.
 		w.ensureLoaded(rctx, req.Model)
 		r.noteProgress(w.sh.Now()) // a load is not the engine's silence
 		first := true
+		var firstAt time.Time
+		w.mu.Lock()
+		sentAt := w.sh.Now()
+		r.busy.start(a.Request.ID, sentAt)
+		w.mu.Unlock()
 		res, err := r.client.Generate(rctx, req, func(text string) {
 			r.noteProgress(w.sh.Now())
 			if first {
 				first = false
+				firstAt = w.sh.Now()
 				w.mu.Lock()
 				delete(r.unprefilled, a.Request.ID) // prefilled: decoding now
 				w.mu.Unlock()
@@ -186,6 +195,9 @@ func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.
 			}
 		})
 		now := w.sh.Now()
+		w.mu.Lock()
+		busySeconds := r.busy.end(a.Request.ID, now)
+		w.mu.Unlock()
 		r.noteProgress(now)
 		if err != nil && stalledCause(rctx) {
 			w.handBack(d, m, "the engine stalled under it", ts)
@@ -232,14 +244,24 @@ func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.
 			w.finish(ctx, d, m, out)
 			return
 		}
-		queue := d.PlacedAt.Sub(a.SubmittedAt)
+		queue := sentAt.Sub(a.SubmittedAt) // placement, transit, a slot here, a load
 		itl := 0.0
 		if res.CompletionTokens > 1 {
 			itl = float64((res.Total - res.TTFT).Microseconds()) / 1000 / float64(res.CompletionTokens-1)
 		}
-		gpuSec := res.Total.Seconds() * float64(max(1, w.cfg.TP))
+		// GPU time is this request's share of the engine's busy time, not
+		// its wall time: n generations at once share the GPU, and wall
+		// time × TP each counted the GPU n times (busyMeter).
+		gpuSec := busySeconds * float64(max(1, w.cfg.TP))
 		usage := schemas.Usage{PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens, CachedTokens: res.CachedTokens}
-		text, ttft := res.Text, queue+res.TTFT
+		// Time to first token is from submission to the first token's
+		// chunk: the queue before placement, the dispatch's transit, the
+		// wait for a slot here, a weight load and the engine's own time to
+		// first token — the engine's figure alone left out all but the last.
+		if firstAt.IsZero() {
+			firstAt = now // nothing streamed: the answer's first token came with its end
+		}
+		text, ttft := res.Text, firstAt.Sub(a.SubmittedAt)
 		var rel *schemas.Reliability
 		if k := resumed.tokens; resumed.seq > 0 {
 			// The engine was sent the streamed text as prompt: it counted
@@ -256,13 +278,13 @@ func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.
 			ID: a.Request.ID, Tenant: a.Tenant, Status: schemas.StatusOK, Model: a.Model, Text: text,
 			FinishReason: res.FinishReason, Reliability: rel,
 			Usage:    usage,
-			Timing:   schemas.Timing{QueueMs: ms(queue), TTFTMs: ms(ttft), ITLMs: itl, TotalMs: ms(queue + res.Total)},
+			Timing:   schemas.Timing{QueueMs: ms(queue), TTFTMs: ms(ttft), ITLMs: itl, TotalMs: ms(now.Sub(a.SubmittedAt))},
 			WorkerID: w.cfg.ID, GPU: w.replica.GPU.Name, Simulated: false, Priority: a.Priority, Attempt: a.Attempt,
-			GPUSeconds: gpuSec, CostUSD: res.Total.Seconds() / 3600 * w.replica.PricePerHour(), FinishedAt: now,
+			GPUSeconds: gpuSec, CostUSD: busySeconds / 3600 * w.replica.PricePerHour(), FinishedAt: now,
 		}
 		dl := a.Deadline
 		out.Deadline = &dl
-		out.SLOMet = !a.Deadline.IsZero() && !now.After(a.Deadline)
+		out.SLOMet = sloMet(&a, ttft, itl, now)
 		w.finish(ctx, d, m, out)
 	}()
 }

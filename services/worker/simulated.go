@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/switchyard-ai/switchyard/internal/core/engine"
-	"github.com/switchyard-ai/switchyard/internal/core/slo"
 	"github.com/switchyard-ai/switchyard/schemas"
 )
 
@@ -179,7 +178,7 @@ func (w *Worker) complete(ctx context.Context, j *job, f engine.Finished) {
 	}
 	dl := a.Deadline
 	res.Deadline = &dl
-	res.SLOMet = slo.Met(slo.Observed{OK: true, TTFT: firstToken, ITL: time.Duration(itl * float64(time.Millisecond)), Finished: finished}, slo.TargetOf(&a))
+	res.SLOMet = sloMet(&a, firstToken, itl, finished)
 	if j.tokens != nil {
 		w.flush(j.tokens, true)
 	}
@@ -212,6 +211,6 @@ func (w *Worker) instantResult(d schemas.Dispatch) schemas.Result {
 		FinishReason: "length", Usage: schemas.Usage{PromptTokens: a.PromptTokens},
 		Timing:   schemas.Timing{QueueMs: float64(d.PlacedAt.Sub(a.SubmittedAt).Microseconds()) / 1000, TTFTMs: total, TotalMs: total},
 		WorkerID: w.cfg.ID, GPU: w.replica.GPU.Name, Simulated: true, Priority: a.Priority,
-		SLOMet: !now.After(a.Deadline), FinishedAt: now,
+		FinishedAt: now, SLOMet: sloMet(&a, now.Sub(a.SubmittedAt), 0, now),
 	}
 }

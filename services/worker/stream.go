@@ -121,6 +121,7 @@ type streamed struct {
 	text    string
 	done    bool      // the final marker was sent
 	firstAt time.Time // when the first token went out
+	lastAt  time.Time // when the last chunk with tokens went out
 	attempt int       // the latest attempt that streamed
 }
 
@@ -181,6 +182,9 @@ func readStreamed(ctx context.Context, js jetstream.JetStream, tenant, id string
 			}
 			if out.seq == 0 {
 				out.firstAt = ch.At
+			}
+			if ch.Tokens > 0 {
+				out.lastAt = ch.At
 			}
 			out.seq = ch.Seq
 			out.attempt = max(out.attempt, ch.Attempt)
@@ -271,7 +275,12 @@ func (w *Worker) answerFromRecord(ctx context.Context, d schemas.Dispatch, m jet
 	}
 	dl := a.Deadline
 	res.Deadline = &dl
-	res.SLOMet = !now.After(a.Deadline)
+	itl := 0.0
+	if r.tokens > 1 && r.lastAt.After(r.firstAt) {
+		itl = ms(r.lastAt.Sub(r.firstAt)) / float64(r.tokens-1)
+	}
+	res.Timing.ITLMs = itl
+	res.SLOMet = sloMet(&a, r.firstAt.Sub(a.SubmittedAt), itl, now)
 	w.finish(ctx, d, m, res)
 }
 
