@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/switchyard-ai/switchyard/internal/core/stats"
 	"io"
 	"math"
 	"os"
@@ -290,8 +291,8 @@ func runBenchBus(ctx context.Context, args []string, stdout io.Writer) error {
 				}
 			}
 		}
-		res.OverheadP50Ms = lat[len(lat)/2]
-		res.OverheadP99Ms = lat[min(len(lat)-1, len(lat)*99/100)]
+		res.OverheadP50Ms = stats.Quantile(lat, 0.5)
+		res.OverheadP99Ms = stats.Quantile(lat, 0.99)
 	}
 	mu.Unlock()
 	if raw > 0 {

@@ -6,10 +6,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/switchyard-ai/switchyard/internal/core/stats"
 	"io"
 	"log/slog"
-	"math"
-	"slices"
 	"sync"
 	"time"
 
@@ -143,11 +142,11 @@ func runBenchEngine(ctx context.Context, args []string, stdout io.Writer) error 
 		dTotal, sTotal = append(dTotal, msOf(d.Total)), append(sTotal, msOf(s.total))
 		addTotal = append(addTotal, msOf(s.total-d.Total))
 	}
-	res.DirectTTFTP50Ms, res.DirectTTFTP99Ms = quantile(dTTFT, 0.5), quantile(dTTFT, 0.99)
-	res.SwitchyardTTFTP50Ms, res.SwitchyardTTFTP99Ms = quantile(sTTFT, 0.5), quantile(sTTFT, 0.99)
-	res.AddedTTFTP50Ms, res.AddedTTFTP99Ms = quantile(addTTFT, 0.5), quantile(addTTFT, 0.99)
-	res.DirectTotalP50Ms, res.SwitchyardTotalP50Ms = quantile(dTotal, 0.5), quantile(sTotal, 0.5)
-	res.AddedTotalP50Ms, res.AddedTotalP99Ms = quantile(addTotal, 0.5), quantile(addTotal, 0.99)
+	res.DirectTTFTP50Ms, res.DirectTTFTP99Ms = stats.QuantileOf(dTTFT, 0.5), stats.QuantileOf(dTTFT, 0.99)
+	res.SwitchyardTTFTP50Ms, res.SwitchyardTTFTP99Ms = stats.QuantileOf(sTTFT, 0.5), stats.QuantileOf(sTTFT, 0.99)
+	res.AddedTTFTP50Ms, res.AddedTTFTP99Ms = stats.QuantileOf(addTTFT, 0.5), stats.QuantileOf(addTTFT, 0.99)
+	res.DirectTotalP50Ms, res.SwitchyardTotalP50Ms = stats.QuantileOf(dTotal, 0.5), stats.QuantileOf(sTotal, 0.5)
+	res.AddedTotalP50Ms, res.AddedTotalP99Ms = stats.QuantileOf(addTotal, 0.5), stats.QuantileOf(addTotal, 0.99)
 	fmt.Fprintf(stdout, "engine: %s, model %s, %d request pairs of %d tokens\n", engine, *model, *requests, *maxTokens)
 	fmt.Fprintf(stdout, "TTFT   direct p50 %.2f ms p99 %.2f ms | through Switchyard p50 %.2f ms p99 %.2f ms | added p50 %.2f ms p99 %.2f ms\n",
 		res.DirectTTFTP50Ms, res.DirectTTFTP99Ms, res.SwitchyardTTFTP50Ms, res.SwitchyardTTFTP99Ms, res.AddedTTFTP50Ms, res.AddedTTFTP99Ms)
@@ -203,16 +202,3 @@ func throughSwitchyard(ctx context.Context, cl *client.Client, id, model, prompt
 }
 
 func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-// quantile is the q-quantile of xs by linear interpolation (NaN if empty).
-func quantile(xs []float64, q float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	pos := q * float64(len(s)-1)
-	lo := int(math.Floor(pos))
-	hi := min(lo+1, len(s)-1)
-	return s[lo] + (s[hi]-s[lo])*(pos-float64(lo))
-}

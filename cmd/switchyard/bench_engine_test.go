@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"math"
 	"os"
 	"strings"
 	"testing"
@@ -43,25 +42,5 @@ func TestBenchEngineRejectsFlags(t *testing.T) {
 		if err := runBenchEngine(context.Background(), args, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "must be >= 1") {
 			t.Errorf("%v: err = %v", args, err)
 		}
-	}
-}
-
-func TestQuantile(t *testing.T) {
-	for _, tc := range []struct {
-		xs   []float64
-		q    float64
-		want float64
-	}{
-		{[]float64{3, 1, 2}, 0.5, 2},
-		{[]float64{1, 2, 3, 4}, 0.5, 2.5},
-		{[]float64{1, 2, 3, 4}, 0.99, 3.97},
-		{[]float64{7}, 0.99, 7},
-	} {
-		if got := quantile(tc.xs, tc.q); math.Abs(got-tc.want) > 1e-9 {
-			t.Errorf("quantile(%v, %v) = %v, want %v", tc.xs, tc.q, got, tc.want)
-		}
-	}
-	if !math.IsNaN(quantile(nil, 0.5)) {
-		t.Error("quantile of nothing is not NaN")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/switchyard-ai/switchyard/internal/core/stats"
 	"io"
 	"os"
 	"runtime"
@@ -98,7 +99,11 @@ func runBenchPlacement(ctx context.Context, args []string, stdout io.Writer) err
 	slices.Sort(lat)
 	slices.Sort(best)
 	pct := func(s []time.Duration, q float64) float64 {
-		return float64(s[int(q*float64(len(s)-1))].Nanoseconds()) / 1e3
+		us := make([]float64, len(s))
+		for i, d := range s {
+			us[i] = float64(d.Nanoseconds()) / 1e3
+		}
+		return stats.Quantile(us, q)
 	}
 	us := func(q float64) float64 { return pct(lat, q) }
 

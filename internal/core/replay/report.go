@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"github.com/switchyard-ai/switchyard/internal/core/stats"
 	"math"
 	"sort"
 	"time"
@@ -327,7 +328,7 @@ func series(results []schemas.Result) ([]Series, time.Duration) {
 		for i, xs := range lat[k] {
 			if len(xs) > 0 {
 				sort.Float64s(xs)
-				s.Points[i].P95Ms = xs[min(len(xs)-1, int(math.Ceil(0.95*float64(len(xs))))-1)]
+				s.Points[i].P95Ms = stats.Quantile(xs, 0.95)
 			}
 		}
 		s.SLOAttainment = float64(s.SLOMet) / float64(s.Requests)

@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/switchyard-ai/switchyard/internal/core/stats"
 	"math"
 	"sort"
 	"strings"
@@ -855,10 +856,10 @@ func Diagnose(cfg Config, tr *traces.Trace, policy string) (*Result, []ClassDiag
 		sort.Float64s(a.ttft)
 		sort.Float64s(a.itl)
 		a.d.QueueWaitMeanMs = 1000 * mean(a.wait)
-		a.d.QueueWaitP99Ms = 1000 * Quantile(a.wait, 0.99)
-		a.d.TTFTP99Ms = 1000 * Quantile(a.ttft, 0.99)
+		a.d.QueueWaitP99Ms = 1000 * stats.Quantile(a.wait, 0.99)
+		a.d.TTFTP99Ms = 1000 * stats.Quantile(a.ttft, 0.99)
 		a.d.ITLMeanMs = 1000 * mean(a.itl)
-		a.d.ITLP99Ms = 1000 * Quantile(a.itl, 0.99)
+		a.d.ITLP99Ms = 1000 * stats.Quantile(a.itl, 0.99)
 		out = append(out, a.d)
 	}
 	rank := map[string]int{}

@@ -1,7 +1,7 @@
 package sim
 
 import (
-	"math"
+	"github.com/switchyard-ai/switchyard/internal/core/stats"
 	"sort"
 
 	"github.com/switchyard-ai/switchyard/schemas"
@@ -184,17 +184,17 @@ func (r *runner) result(name string) *Result {
 	}
 	sort.Float64s(res.TTFTs)
 	sort.Float64s(res.ITLs)
-	res.TTFTP50ms = 1000 * Quantile(res.TTFTs, 0.5)
-	res.TTFTP90ms = 1000 * Quantile(res.TTFTs, 0.9)
-	res.TTFTP99ms = 1000 * Quantile(res.TTFTs, 0.99)
+	res.TTFTP50ms = 1000 * stats.Quantile(res.TTFTs, 0.5)
+	res.TTFTP90ms = 1000 * stats.Quantile(res.TTFTs, 0.9)
+	res.TTFTP99ms = 1000 * stats.Quantile(res.TTFTs, 0.99)
 	res.TTFTMeanms = 1000 * mean(res.TTFTs)
-	res.ITLP50ms = 1000 * Quantile(res.ITLs, 0.5)
-	res.ITLP99ms = 1000 * Quantile(res.ITLs, 0.99)
+	res.ITLP50ms = 1000 * stats.Quantile(res.ITLs, 0.5)
+	res.ITLP99ms = 1000 * stats.Quantile(res.ITLs, 0.99)
 	for p, c := range res.ByPriority {
 		c.SLOAttainment = ratio(c.Succeeded, c.Requests)
 		xs := ttftByClass[p]
 		sort.Float64s(xs)
-		c.TTFTP99ms = 1000 * Quantile(xs, 0.99)
+		c.TTFTP99ms = 1000 * stats.Quantile(xs, 0.99)
 		res.ByPriority[p] = c
 	}
 	for _, p := range schemas.Priorities {
@@ -221,18 +221,6 @@ func mean(xs []float64) float64 {
 		s += x
 	}
 	return s / float64(len(xs))
-}
-
-// Quantile of sorted xs with linear interpolation; 0 for no data, so JSON
-// stays valid.
-func Quantile(xs []float64, q float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	pos := q * float64(len(xs)-1)
-	lo := int(math.Floor(pos))
-	hi := int(math.Ceil(pos))
-	return xs[lo] + (xs[hi]-xs[lo])*(pos-float64(lo))
 }
 
 // Reliability is what the router core's reliability machinery did in a

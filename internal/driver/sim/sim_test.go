@@ -2,6 +2,7 @@ package sim
 
 import (
 	"encoding/json"
+	"github.com/switchyard-ai/switchyard/internal/core/stats"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -290,7 +291,7 @@ func TestPriorityUnderOverload(t *testing.T) {
 		}
 		res := run(t, cfg, tr, "switchyard")
 		sort.Float64s(waits)
-		return res, Quantile(waits, 0.9)
+		return res, stats.Quantile(waits, 0.9)
 	}
 	edf, edfWait := wait(-1)
 	lifo, lifoWait := wait(0)
