@@ -12,7 +12,15 @@ import (
 	"os/signal"
 	"sort"
 	"syscall"
+
+	"github.com/VictoriaMetrics/metrics"
 )
+
+// Every /metrics this binary serves carries a # HELP and # TYPE line per
+// metric family, as Prometheus's text format expects and as promtool and
+// metadata-aware tools (Grafana's metric browser, VictoriaMetrics) read;
+// svc's merge of several services' sets keeps each line once.
+func init() { metrics.ExposeMetadata(true) }
 
 // command is one subcommand. run gets the arguments after the command name
 // and writes human output to stdout; --json output's last line is one

@@ -206,10 +206,25 @@ func TestUpMetricsOneSeriesEach(t *testing.T) {
 	}
 	text := scrape(t, r.upMetrics)
 	seen := map[string]bool{}
+	typed := map[string]int{} // metric family -> its # TYPE lines
 	var ok float64
 	for _, line := range strings.Split(text, "\n") {
+		if f, found := strings.CutPrefix(line, "# TYPE "); found {
+			name, _, _ := strings.Cut(f, " ")
+			typed[name]++
+			continue
+		}
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
+		}
+		// Every sample of ours and the Go runtime's is typed, once, however
+		// many services in the process count into its family. (The
+		// JetStream collector's exporter-named series are written as
+		// plain lines.)
+		if !strings.HasPrefix(line, "jetstream_") {
+			if fam := metricFamily(line, typed); typed[fam] != 1 {
+				t.Errorf("%s: %d # TYPE lines for %s before it, want 1", line, typed[fam], fam)
+			}
 		}
 		i := strings.LastIndexByte(line, ' ')
 		if seen[line[:i]] {
@@ -228,4 +243,23 @@ func TestUpMetricsOneSeriesEach(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^jetstream_consumer_num_pending\{stream_name="ADMITTED",consumer_name="[^"]+"\} \d+$`).MatchString(text) {
 		t.Errorf("no jetstream_consumer_num_pending for ADMITTED:\n%s", text)
 	}
+}
+
+// metricFamily is a sample line's metric family: its name without labels,
+// and without a histogram's _bucket, _sum or _count suffix unless the
+// name itself was typed (a counter may end in _count).
+func metricFamily(line string, typed map[string]int) string {
+	name := line
+	if i := strings.IndexAny(line, "{ "); i >= 0 {
+		name = line[:i]
+	}
+	if typed[name] > 0 {
+		return name
+	}
+	for _, suf := range []string{"_bucket", "_sum", "_count"} {
+		if base, ok := strings.CutSuffix(name, suf); ok {
+			return base
+		}
+	}
+	return name
 }
