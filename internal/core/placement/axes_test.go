@@ -222,6 +222,10 @@ var perturbations = map[string]perturbation{
 		base:   onL4,
 		change: func(s *axisScenario) { s.hb.KVBlocksByClass = map[string]int{schemas.PriorityBatch: 750} },
 	},
+	"interference/Heartbeat.QueuedTokensByClass": {
+		base:   onL4,
+		change: func(s *axisScenario) { s.hb.QueuedTokensByClass = map[string]int{schemas.PriorityBatch: 40000} },
+	},
 	"interference/Worker.BookedRequests": {base: onL4, change: func(s *axisScenario) { s.booked = 10 }},
 	"interference/Worker.BookedPromptByClass": {
 		base:   func(s *axisScenario) { onL4(s); s.booked = 10 },

@@ -23,8 +23,10 @@ import "github.com/switchyard-ai/switchyard/internal/core/fleet"
 // the stall (prefill_s + load_s, all of which its steps wait through)
 // spread over Options.NeighbourTokens of its output; interference_usd,
 // for each class k with n_k sequences there, n_k × (P(miss TPOT_k) after
-// − before) × the class's miss penalty, with P(miss) from the step at the
-// worker's batch (decode_s per token) against the class's TPOT target
+// − before) × the class's miss penalty, with P(miss) from their time per
+// token before it — the step at the worker's batch (decode_s per token)
+// plus the prefill already queued there, spread as the stall is, since
+// their steps carry it too — against the class's TPOT target
 // (Options.Targets) under the GPU's TPOT prediction error. It adds to
 // total_usd and only adds, so it is not in the scan's bound. No filter: a
 // neighbour pushed past its target is a cost, weighed against the
@@ -50,8 +52,12 @@ func interferenceTerm(p *Placer, c *cand, r *Request) {
 	if !p.rp.interference || c.batch <= 1 || !(stall > 0) {
 		return
 	}
-	step := t.DecodeSeconds / float64(r.OutputTokens)
-	delta := stall / float64(p.opts.NeighbourTokens)
+	// The neighbours' time per token before this request: the step at
+	// the batch, plus the prefill queued on the worker, which their steps
+	// will carry whatever this placement does.
+	perToken := 1 / float64(p.opts.NeighbourTokens)
+	step := t.DecodeSeconds/float64(r.OutputTokens) + queueFor(c.row.queue[fleet.NumClasses-1], c.c)*perToken
+	delta := stall * perToken
 	t.ITLDeltaSeconds = delta
 	usd := 0.0
 	relErr := c.c.errTPOT

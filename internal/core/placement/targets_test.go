@@ -236,3 +236,36 @@ func TestWorkflowSplitIsPricedNotRefused(t *testing.T) {
 		})
 	}
 }
+
+// A short output's time per token is one stall away from its target: on
+// a worker with prefill pending, its P(miss TPOT) is higher than a long
+// output's at the same predicted step, and with nothing pending the two
+// are alike.
+func TestShortOutputsRiskTheStallPending(t *testing.T) {
+	cases := []struct {
+		name    string
+		queued  int
+		shorter bool // the short output's P(miss) is the higher
+	}{
+		{"prefill pending", 8000, true},
+		{"nothing pending", 0, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			pmiss := func(out int) float64 {
+				f := build(spec{gpu: "slow", queued: c.queued})
+				r := withTargets(req(schemas.PriorityCritical), 30*time.Second, 40*time.Millisecond)
+				r.OutputTokens = out
+				d := place(t, f, r, testOpts())
+				if !d.OK() {
+					t.Fatalf("out %d: not placed (%v)", out, d.Counts)
+				}
+				return d.Terms.TPOTPMiss
+			}
+			short, long := pmiss(5), pmiss(400)
+			if got := short > long+0.01; got != c.shorter {
+				t.Fatalf("P(miss TPOT) short %v, long %v: want the short one higher = %v", short, long, c.shorter)
+			}
+		})
+	}
+}
