@@ -5,7 +5,7 @@
 //
 // The pipeline is Filter → Score → Pick, in the style of the Kubernetes
 // scheduler framework and Nomad's feasibility-then-rank iterators. Each of
-// the seven axes of DESIGN.md lives in its own axis_*.go file with its hard
+// the seven axes of DESIGN.md, and interference, lives in its own axis_*.go file with its hard
 // filter (if any) and its cost term, and is declared as a row of the table
 // in axes.go: the fleet and request fields it reads, its filters, terms
 // and bound, and its hooks, which the evaluator runs stage by stage. Every
@@ -18,6 +18,7 @@
 //	             + gpu_usd
 //	             + miss_usd
 //	             + reclaim_s × (value_of_time[next lower class] + gpu $/s)
+//	             + interference_usd
 //
 //	queue_s     prefill work queued or booked on the worker, net of cached
 //	            prefixes, of the request's class and higher only (rank ≤
@@ -36,7 +37,11 @@
 //	value_of_time  tenant priority: what a second of this request's latency is worth
 //	workflow_factor  workflow context: later steps of a workflow carry its sunk spend
 //	gpu_usd     GPU generation: GPU-seconds used × that GPU's $/hour
-//	miss_usd    latency budget: P(miss deadline) × the class's miss penalty
+//	miss_usd    latency budget: P(miss the deadline, the TTFT target or the TPOT target) × the
+//	            class's miss penalty; ttft_s and tpot_s are the predictions the targets are
+//	            held to (ttft_target, tpot_target filter them while any worker meets both)
+//	interference_usd  interference: the rise in P(miss TPOT) of the sequences decoding on
+//	            the worker that this request's prefill (and load) causes, × their miss penalty
 //
 // The router books the chosen worker with Decision.Booking: prompt tokens
 // net of the cached prefix, so queue_s counts only work still to do.
