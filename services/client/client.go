@@ -175,7 +175,10 @@ func (c *Client) Result(ctx context.Context, tenant, id string) (schemas.Result,
 	defer sub.Unsubscribe()
 	// The interest must reach the server before the lookup: a result
 	// stored after the lookup is then delivered live, not missed between.
-	if err := c.nc.FlushWithContext(ctx); err != nil {
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second) // nats.go's flush needs a deadline
+	err = c.nc.FlushWithContext(fctx)
+	cancel()
+	if err != nil {
 		return schemas.Result{}, fmt.Errorf("result %s: flush: %w", id, err)
 	}
 	for {

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -138,5 +139,39 @@ func TestReadResultsReadsTheStoredRecordOnce(t *testing.T) {
 			}
 			t.Logf("%s: %d results in %s", tc.tenant, len(ids), time.Since(start).Round(time.Millisecond))
 		})
+	}
+}
+
+// TestResultStoredAndLive: Result finds a result stored before the call
+// (with a context that has no deadline, as a caller's often has not) and
+// one published after it, and a missing one waits until the context ends.
+func TestResultStoredAndLive(t *testing.T) {
+	env := bustest.StartProvisioned(t, subjects.StreamOptions{})
+	cl, err := New(env.NC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(id string) {
+		m := nats.NewMsg(subjects.Final("acme", id))
+		m.Data = schemas.MustMarshal(schemas.JSON, schemas.Result{ID: id, Tenant: "acme", Status: schemas.StatusOK, Text: "answer " + id})
+		m.Header.Set(schemas.HeaderContentType, schemas.JSON.String())
+		if _, err := env.JS.PublishMsg(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("before")
+	if r, err := cl.Result(context.Background(), "acme", "before"); err != nil || r.Text != "answer before" {
+		t.Fatalf("stored result: %+v %v", r, err)
+	}
+	go func() { time.Sleep(200 * time.Millisecond); put("after") }()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if r, err := cl.Result(ctx, "acme", "after"); err != nil || r.Text != "answer after" {
+		t.Fatalf("live result: %+v %v", r, err)
+	}
+	short, cancel2 := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel2()
+	if _, err := cl.Result(short, "acme", "never"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("missing result: err %v, want the context's deadline", err)
 	}
 }
