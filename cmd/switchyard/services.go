@@ -257,6 +257,8 @@ func runWorker(ctx context.Context, args []string, _ io.Writer) error {
 		"openai backend: take the engine out of rotation when generations wait this long with no byte from it (it answers, but serves nothing); 0 turns the watchdog off")
 	drainTimeout := fs.Duration("drain-timeout", worker.DefaultDrainTimeout,
 		"on SIGTERM or scale-down, wait this long for the work held (simulated or at the engine), then hand what still runs back for re-placement")
+	ackWait := fs.Duration("ack-wait", worker.DefaultAckWait,
+		"the dispatch consumer's ack wait: how long a dead worker's unacked dispatch waits before it may be delivered again; longer work is kept alive with in-progress acks")
 	var vkv worker.VLLMKVConfig
 	fs.StringVar(&vkv.Endpoint, "vllm-kv-endpoint", "", "openai backend: follow the vLLM engine's KV events on its ZMQ PUB socket, e.g. tcp://127.0.0.1:5557 (docs/engines.md)")
 	fs.StringVar(&vkv.Replay, "vllm-kv-replay", "", "openai backend: the vLLM engine's KV event replay socket, e.g. tcp://127.0.0.1:5558")
@@ -284,7 +286,7 @@ func runWorker(ctx context.Context, args []string, _ io.Writer) error {
 	}
 	w, err := worker.New(sh, worker.Config{ID: f.id, Pool: *pool, GPU: *gpu, Model: *model, Dtype: *dtype, TP: *tp, SpeedUp: *speed, Catalog: cat,
 		Backend: *backend, OpenAIURL: *openaiURL, OpenAIModel: *openaiModel, MaxConcurrent: *maxConc, Fault: fault,
-		VLLMKV: vkv, EngineStallAfter: stallOrOff(*stallAfter), DrainTimeout: *drainTimeout})
+		VLLMKV: vkv, EngineStallAfter: stallOrOff(*stallAfter), DrainTimeout: *drainTimeout, AckWait: *ackWait})
 	if err != nil {
 		return err
 	}
