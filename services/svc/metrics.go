@@ -238,7 +238,8 @@ func formatFloat(f float64) string {
 // backlog under the names prometheus-nats-exporter gives them
 // (jetstream_consumer_num_pending, jetstream_consumer_num_ack_pending,
 // jetstream_consumer_num_redelivered, labelled stream_name and
-// consumer_name), plus jetstream_stream_messages per stream. A process
+// consumer_name), plus jetstream_stream_total_messages per stream (the
+// exporter's name too). A process
 // that runs its own NATS server (`switchyard up`) thus has a source for
 // the dashboard's consumer-lag panel and KEDA's signal without running
 // the exporter beside it. Ephemeral consumers (ordered readers, the
@@ -253,7 +254,7 @@ func JetStreamCollector(js jetstream.JetStream, streams ...string) func(ctx cont
 				continue
 			}
 			if info := st.CachedInfo(); info != nil {
-				fmt.Fprintf(w, "jetstream_stream_messages{stream_name=%q} %d\n", name, info.State.Msgs)
+				fmt.Fprintf(w, "jetstream_stream_total_messages{stream_name=%q} %d\n", name, info.State.Msgs)
 			}
 			lister := st.ListConsumers(ctx)
 			for ci := range lister.Info() {

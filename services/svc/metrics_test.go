@@ -108,7 +108,7 @@ func TestJetStreamCollectorExportsConsumerPending(t *testing.T) {
 	if got[key] != "3" {
 		t.Errorf("%s = %q, want 3\n%s", key, got[key], buf.String())
 	}
-	if got[`jetstream_stream_messages{stream_name="ADMITTED"}`] != "3" {
-		t.Errorf("stream messages = %q, want 3", got[`jetstream_stream_messages{stream_name="ADMITTED"}`])
+	if got[`jetstream_stream_total_messages{stream_name="ADMITTED"}`] != "3" {
+		t.Errorf("stream messages = %q, want 3", got[`jetstream_stream_total_messages{stream_name="ADMITTED"}`])
 	}
 }

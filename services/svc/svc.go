@@ -210,13 +210,16 @@ func (s *Shell) countFinal(res schemas.Result) {
 	s.handles.results.Get(Labels{res.Status, res.Priority}, func() *metrics.Counter {
 		return s.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_results_total{service=%q,status=%q,class=%q}`, s.Service, res.Status, res.Priority))
 	}).Inc()
-	met := "false"
-	if res.Status == schemas.StatusOK && res.SLOMet {
-		met = "true"
+	// A client's mistake or its own cancel is not a service-level miss.
+	if res.Error == nil || !schemas.ClientError(res.Error.Code) {
+		met := "false"
+		if res.Status == schemas.StatusOK && res.SLOMet {
+			met = "true"
+		}
+		s.handles.slo.Get(Labels{res.Priority, met}, func() *metrics.Counter {
+			return s.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_slo_total{class=%q,met=%q}`, res.Priority, met))
+		}).Inc()
 	}
-	s.handles.slo.Get(Labels{res.Priority, met}, func() *metrics.Counter {
-		return s.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_slo_total{class=%q,met=%q}`, res.Priority, met))
-	}).Inc()
 	if res.CostUSD > 0 {
 		s.handles.cost.Get(Labels{res.Priority}, func() *metrics.FloatCounter {
 			return s.Metrics.GetOrCreateFloatCounter(fmt.Sprintf(`switchyard_cost_usd_total{class=%q}`, res.Priority))

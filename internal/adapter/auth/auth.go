@@ -107,7 +107,8 @@ func ServicePermissions(service string) (Permissions, error) {
 		sub = []string{subjects.DispatchAll}
 	case "gateway":
 		pub = []string{subjects.SubmitAll, subjects.BatchSubmitAll}
-		sub = []string{subjects.ResultAll, subjects.TokensAll}
+		// HeartbeatAll: /v1/models lists the models the live fleet serves.
+		sub = []string{subjects.ResultAll, subjects.TokensAll, subjects.HeartbeatAll}
 	case "ops":
 		return Permissions{Publish: []string{">"}, Subscribe: []string{">"}}, nil
 	default:
