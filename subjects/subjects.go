@@ -59,8 +59,20 @@ func Journal(service, instance string) string { return join(Prefix, "journal", s
 
 // ValidToken reports whether s can stand as one subject token: non-empty,
 // no '.', '*', '>' or whitespace.
-func ValidToken(s string) bool {
-	if s == "" || len(s) > 128 {
+func ValidToken(s string) bool { return validToken(s, 128) }
+
+// MaxAnswerTokenLen bounds an id that is too long to be a request id but
+// can still carry its own refusal: a client that sent a 129-character id
+// listens on sy.result.<tenant>.<that id>, and an invalid_id answered under
+// a generated id would never reach it.
+const MaxAnswerTokenLen = 255
+
+// ValidAnswerToken reports whether s, though maybe too long for a request
+// id, is a subject token a refusal can be published under.
+func ValidAnswerToken(s string) bool { return validToken(s, MaxAnswerTokenLen) }
+
+func validToken(s string, max int) bool {
+	if s == "" || len(s) > max {
 		return false
 	}
 	for i := 0; i < len(s); i++ {

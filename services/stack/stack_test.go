@@ -65,6 +65,7 @@ func TestWalkingSkeleton(t *testing.T) {
 		{name: "unknown model", id: "um-1", body: []byte(`{"id":"um-1","model":"gpt-17","prompt":"hi","max_tokens":8}`), wantStatus: schemas.StatusRejected, wantCode: schemas.CodeUnknownModel},
 		{name: "max_tokens zero", id: "mt-0", body: []byte(`{"id":"mt-0","model":"llama-3.1-8b","prompt":"hi","max_tokens":0}`), wantStatus: schemas.StatusRejected, wantCode: schemas.CodeInvalidMaxTokens},
 		{name: "max_tokens negative", id: "mt-neg", body: []byte(`{"id":"mt-neg","model":"llama-3.1-8b","prompt":"hi","max_tokens":-3}`), wantStatus: schemas.StatusRejected, wantCode: schemas.CodeInvalidMaxTokens},
+		{name: "129-character id answered under itself", id: strings.Repeat("x", 129), headerID: strings.Repeat("x", 129), body: []byte(`{"model":"llama-3.1-8b","prompt":"hi","max_tokens":4}`), wantStatus: schemas.StatusRejected, wantCode: schemas.CodeInvalidID},
 		{name: "unsupported content type", id: "ct-1", headerID: "ct-1", contentType: "application/protobuf", body: []byte{1, 2, 3}, wantStatus: schemas.StatusRejected, wantCode: schemas.CodeUnsupportedContentType},
 	}
 	for _, tc := range tests {

@@ -72,8 +72,12 @@ func Decode(subject, contentType, headerID string, data []byte, maxBytes int) (S
 	}
 	if headerID != "" && id == "" {
 		// Replacing it silently would leave the client waiting on a
-		// result subject that never comes; the refusal goes out under a
-		// generated id and names the header's value.
+		// result subject that never comes: the refusal goes out under the
+		// header's own value when that can stand as a subject token (too
+		// long, say), else under a generated id, and names the value.
+		if subjects.ValidAnswerToken(headerID) {
+			id = headerID
+		}
 		return fail(schemas.CodeInvalidID, schemas.HeaderMsgID, fmt.Sprintf("%s %q is not a valid request id: use 1-128 characters of [A-Za-z0-9_-]", schemas.HeaderMsgID, headerID), false)
 	}
 	if maxBytes > 0 && len(data) > maxBytes {
@@ -90,6 +94,9 @@ func Decode(subject, contentType, headerID string, data []byte, maxBytes int) (S
 	switch {
 	case req.ID != "":
 		if !schemas.ValidID(req.ID) {
+			if id == "" && subjects.ValidAnswerToken(req.ID) {
+				id = req.ID // answered where the client listens
+			}
 			return fail(schemas.CodeInvalidID, "id", "id must be 1-128 characters of [A-Za-z0-9_-]", false)
 		}
 		id = req.ID

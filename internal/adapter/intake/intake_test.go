@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/switchyard-ai/switchyard/schemas"
+	"github.com/switchyard-ai/switchyard/subjects"
 )
 
 func TestDecode(t *testing.T) {
@@ -111,5 +112,36 @@ func TestMalformedNamesNoGoTypes(t *testing.T) {
 	}
 	if msg := fail.Err.Message; !strings.Contains(msg, `"max_tokens" must be an integer`) || strings.Contains(msg, "Go ") || strings.Contains(msg, "schemas.") {
 		t.Fatalf("message %q", msg)
+	}
+}
+
+// TestInvalidIDAnsweredWhereTheClientListens: an id that is no request id
+// (129 characters, say) but can stand as a subject token gets its
+// invalid_id refusal under itself, so a client subscribed to
+// sy.result.<tenant>.<its id> hears why; one that cannot (a '.') gets a
+// generated id, and the message names what was sent.
+func TestInvalidIDAnsweredWhereTheClientListens(t *testing.T) {
+	long := strings.Repeat("a", 129)
+	for _, tc := range []struct {
+		name, header, body string
+		wantID             string // "" means generated
+	}{
+		{"129-character header id", long, `{"model":"m","prompt":"p","max_tokens":1}`, long},
+		{"129-character body id", "", `{"id":"` + long + `","model":"m","prompt":"p","max_tokens":1}`, long},
+		{"header id with a dot", "a.b", `{"model":"m","prompt":"p","max_tokens":1}`, ""},
+		{"id past any subject token", strings.Repeat("b", 300), `{"model":"m","prompt":"p","max_tokens":1}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, f := Decode("sy.submit.acme", "", tc.header, []byte(tc.body), 0)
+			if f == nil || f.Err.Code != schemas.CodeInvalidID {
+				t.Fatalf("failure %+v, want invalid_id", f)
+			}
+			if tc.wantID != "" && f.ID != tc.wantID {
+				t.Fatalf("answered under %q, want the client's own id", f.ID)
+			}
+			if tc.wantID == "" && (f.ID == tc.header || !subjects.ValidToken(f.ID)) {
+				t.Fatalf("answered under %q, want a generated id", f.ID)
+			}
+		})
 	}
 }

@@ -80,7 +80,11 @@ func New(js jetstream.JetStream, opts ...Option) (*Ledger, error) {
 // emitted a duplicate_suppressed event). An error means the outcome is
 // unknown and Finish may be called again with the same result.
 func (l *Ledger) Finish(ctx context.Context, res schemas.Result, format schemas.Format) (published bool, err error) {
-	if !subjects.ValidToken(res.Tenant) || !subjects.ValidToken(res.ID) {
+	// An id too long for a request id still carries its own invalid_id
+	// refusal, so the client listening on it hears why.
+	idOK := subjects.ValidToken(res.ID) ||
+		(res.Error != nil && res.Error.Code == schemas.CodeInvalidID && subjects.ValidAnswerToken(res.ID))
+	if !subjects.ValidToken(res.Tenant) || !idOK {
 		return false, fmt.Errorf("ledger: result tenant %q / id %q are not subject tokens", res.Tenant, res.ID)
 	}
 	body, err := schemas.Marshal(format, res)
