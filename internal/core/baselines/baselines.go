@@ -28,14 +28,15 @@ import (
 const Seed = 42
 
 var registry = map[string]func(cost placement.CostModel) placement.Policy{
-	"round-robin":  func(placement.CostModel) placement.Policy { return NewRoundRobin() },
-	"random":       func(placement.CostModel) placement.Policy { return NewRandom(Seed) },
-	"least-loaded": func(placement.CostModel) placement.Policy { return NewLeastLoaded() },
-	"llm-d":        func(placement.CostModel) placement.Policy { return NewLLMD(LLMDDefaults) },
-	"llm-d-load":   func(placement.CostModel) placement.Policy { return NewLLMD(LLMDLoadOnly) },
-	"llm-d-slo":    func(cost placement.CostModel) placement.Policy { return NewLLMDSLO(LLMDSLODefaults, cost) },
-	"dynamo":       func(placement.CostModel) placement.Policy { return NewDynamo(DynamoDefaults) },
-	"sglang":       func(placement.CostModel) placement.Policy { return NewSGLang(SGLangDefaults) },
+	"round-robin":     func(placement.CostModel) placement.Policy { return NewRoundRobin() },
+	"random":          func(placement.CostModel) placement.Policy { return NewRandom(Seed) },
+	"least-loaded":    func(placement.CostModel) placement.Policy { return NewLeastLoaded() },
+	"llm-d":           func(placement.CostModel) placement.Policy { return NewLLMD(LLMDDefaults) },
+	"llm-d-load":      func(placement.CostModel) placement.Policy { return NewLLMD(LLMDLoadOnly) },
+	"llm-d-slo":       func(cost placement.CostModel) placement.Policy { return NewLLMDSLO(LLMDSLODefaults, cost) },
+	"llm-d-slo-least": func(cost placement.CostModel) placement.Policy { return NewLLMDSLO(LLMDSLOLeast, cost) },
+	"dynamo":          func(placement.CostModel) placement.Policy { return NewDynamo(DynamoDefaults) },
+	"sglang":          func(placement.CostModel) placement.Policy { return NewSGLang(SGLangDefaults) },
 }
 
 // Names lists the baselines New knows, sorted.

@@ -60,20 +60,30 @@ func TestLLMDSLOPrefersHeadroom(t *testing.T) {
 		ttft, tpot time.Duration
 		want       string
 		minShare   float64
+		least      bool // the chart's default strategy instead of "most"
 	}{
-		{"only one meets TTFT", []sloWorker{queued, free}, time.Second, time.Second, "free", 0.97},
-		{"only one meets TPOT", []sloWorker{crowded, free}, time.Minute, 30 * time.Millisecond, "free", 0.97},
-		{"only one meets both", []sloWorker{queued, crowded, free}, time.Second, 30 * time.Millisecond, "free", 0.97},
-		// Both meet a loose TPOT: "least" bin-packs onto the one with less
-		// headroom, the L40S, keeping the H100 free.
-		{"least packs the tighter fit", []sloWorker{free, slowGPU}, 30 * time.Second, 200 * time.Millisecond, "l40s", 0.6},
+		{"only one meets TTFT", []sloWorker{queued, free}, time.Second, time.Second, "free", 0.97, false},
+		{"only one meets TPOT", []sloWorker{crowded, free}, time.Minute, 30 * time.Millisecond, "free", 0.97, false},
+		{"only one meets both", []sloWorker{queued, crowded, free}, time.Second, 30 * time.Millisecond, "free", 0.97, false},
+		// Both meet loose targets: "most" spreads onto the one with more
+		// headroom, the H100; "least" bin-packs onto the one with less, the
+		// L40S, keeping the H100 free.
+		{"most takes the most headroom", []sloWorker{free, slowGPU}, 30 * time.Second, 200 * time.Millisecond, "free", 0.6, false},
+		{"least packs the tighter fit", []sloWorker{free, slowGPU}, 30 * time.Second, 200 * time.Millisecond, "l40s", 0.6, true},
 		// No SLO headers: headroom is −predicted, the fastest scores
 		// highest; the weighted random picker still spreads (the crowded
 		// worker's TTFT is as good, its TPOT worse: 0.8 of the score).
-		{"no targets: the fastest most often", []sloWorker{queued, crowded, free}, 0, 0, "free", 0.45},
+		{"no targets: the fastest most often", []sloWorker{queued, crowded, free}, 0, 0, "free", 0.45, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := NewLLMDSLO(LLMDSLODefaults, perf.NewPredictor(nil))
+			cfg := LLMDSLODefaults
+			if tc.least {
+				cfg = LLMDSLOLeast
+			}
+			p := NewLLMDSLO(cfg, perf.NewPredictor(nil))
+			if p.Name() != cfg.Name {
+				t.Fatalf("name %q, want %q", p.Name(), cfg.Name)
+			}
 			f := sloFleet(tc.fleet...)
 			n, got := 1000, 0
 			for i := 0; i < n; i++ {
