@@ -5,6 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/switchyard-ai/switchyard/internal/core/control"
+	"github.com/switchyard-ai/switchyard/internal/driver/sim"
 
 	"github.com/switchyard-ai/switchyard/services/stack"
 )
@@ -16,6 +21,7 @@ type autoscaleFlags struct {
 	util     *float64
 	planFor  *string
 	fromZero *bool
+	planner  *string
 }
 
 func addAutoscaleFlags(fs *flag.FlagSet, usage string) *autoscaleFlags {
@@ -25,13 +31,20 @@ func addAutoscaleFlags(fs *flag.FlagSet, usage string) *autoscaleFlags {
 		max:      fs.Int("autoscale-max", 0, "autoscale: most workers per pool (0 = twice the starting fleet, at least 4)"),
 		util:     fs.Float64("target-utilization", 0, "autoscale: share of a replica's modelled capacity the controller plans to use (0 = the controller's default)"),
 		planFor:  fs.String("autoscale-for", "all", "autoscale: size the fleet to serve all classes, or only the high classes (critical, interactive) with the rest on spare capacity: all|high"),
+		planner:  fs.String("planner", control.PlannerSwitchyard, "autoscale: what sizes the pools, live: "+strings.Join(sim.PlannerNames(), "|")),
 		fromZero: fs.Bool("autoscale-from-zero", false, "autoscale: start no workers; the fleet names the pools, each at minimum 0, and requests for a pool are held while its first worker cold-starts"),
 	}
 }
 
 // config is the stack's control configuration, nil without --autoscale.
 func (a *autoscaleFlags) config() (*stack.ControlConfig, error) {
+	if !slices.Contains(sim.PlannerNames(), *a.planner) {
+		return nil, fmt.Errorf("--planner %q: want one of %s", *a.planner, strings.Join(sim.PlannerNames(), ", "))
+	}
 	if !*a.on {
+		if *a.planner != control.PlannerSwitchyard {
+			return nil, errors.New("--planner needs --autoscale: without it nothing sizes the fleet")
+		}
 		if *a.fromZero {
 			return nil, errors.New("--autoscale-from-zero needs --autoscale: nothing else starts a worker")
 		}
@@ -44,7 +57,7 @@ func (a *autoscaleFlags) config() (*stack.ControlConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	cc := &stack.ControlConfig{Min: *a.min, Max: *a.max, FromZero: *a.fromZero}
+	cc := &stack.ControlConfig{Min: *a.min, Max: *a.max, FromZero: *a.fromZero, Planner: *a.planner}
 	cc.Control.TargetUtilization = *a.util
 	cc.Control.PlanHighOnly = highOnly
 	return cc, nil

@@ -13,12 +13,17 @@ func TestAutoscaleFlags(t *testing.T) {
 	tests := []struct {
 		args     []string
 		fromZero bool
+		planner  string
 		err      string
 	}{
 		{args: []string{"--autoscale"}},
 		{args: []string{"--autoscale", "--autoscale-from-zero"}, fromZero: true},
 		{args: []string{"--autoscale-from-zero"}, err: "needs --autoscale"},
 		{args: []string{"--autoscale", "--autoscale-min", "-1"}, err: "--autoscale-min -1"},
+		{args: []string{"--autoscale", "--planner", "keda-hpa"}, planner: "keda-hpa"},
+		{args: []string{"--autoscale", "--planner", "dynamo-throughput"}, planner: "dynamo-throughput"},
+		{args: []string{"--autoscale", "--planner", "nope"}, err: `--planner "nope"`},
+		{args: []string{"--planner", "keda-hpa"}, err: "--planner needs --autoscale"},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -35,7 +40,10 @@ func TestAutoscaleFlags(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || cc == nil || cc.FromZero != tc.fromZero {
+			if tc.planner == "" {
+				tc.planner = "switchyard"
+			}
+			if err != nil || cc == nil || cc.FromZero != tc.fromZero || cc.Planner != tc.planner {
 				t.Fatalf("config %+v, err %v; want from zero %v", cc, err, tc.fromZero)
 			}
 		})

@@ -111,6 +111,9 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	// Read together, so GPU-hours and the replica count cover one span.
 	sum.GPUHours = st.GPUHours()
 	rep := demoReport{Summary: sum, Scenario: *scenario, Policy: *policy, Fleet: watch()}
+	if *scale.on {
+		rep.Planner = *scale.planner
+	}
 	if !*jsonOut {
 		printSummary(stdout, sum, took)
 		printFleet(stdout, rep.Fleet)
@@ -134,8 +137,10 @@ type demoReport struct {
 	tally.Summary
 	Scenario string `json:"scenario"`
 	// Policy is the router's placement policy (demo --policy).
-	Policy string     `json:"policy"`
-	Fleet  fleetStats `json:"fleet"`
+	Policy string `json:"policy"`
+	// Planner is what sized the fleet under --autoscale (demo --planner).
+	Planner string     `json:"planner,omitempty"`
+	Fleet   fleetStats `json:"fleet"`
 }
 
 // demoTenants are the demo's tenant profiles, one per priority class:

@@ -22,6 +22,7 @@ import (
 
 	"github.com/switchyard-ai/switchyard/internal/core/control"
 	"github.com/switchyard-ai/switchyard/schemas"
+	"github.com/switchyard-ai/switchyard/internal/core/baselines"
 	"github.com/switchyard-ai/switchyard/services/svc"
 	"github.com/switchyard-ai/switchyard/subjects"
 )
@@ -37,13 +38,18 @@ type Config struct {
 	// Starting, when set, reports replicas started but not yet
 	// heartbeating per pool key (the in-process Scaler's Starting).
 	Starting func() map[string]int
+	// Planner names what sizes the pools: "" or "switchyard" for
+	// Switchyard's controller, or a baseline (baselines.PlannerNames:
+	// Dynamo's planner, llm-d's WVA, KEDA's HPA) — the same planners
+	// `sim --autoscale --planner` compares, run live.
+	Planner string
 }
 
 // Controller is the running service.
 type Controller struct {
 	sh  *svc.Shell
 	cfg Config
-	ctl *control.Controller
+	ctl control.Planner
 
 	mu      sync.Mutex
 	hbs     map[string]hbSeen
@@ -69,11 +75,17 @@ func New(sh *svc.Shell, cfg Config) (*Controller, error) {
 	if cfg.SLOWindow <= 0 {
 		cfg.SLOWindow = time.Minute
 	}
-	ctl, err := control.New(cfg.Control)
+	own, err := control.New(cfg.Control)
 	if err != nil {
 		return nil, err
 	}
-	cfg.Control = ctl.Config()
+	cfg.Control = own.Config()
+	var ctl control.Planner = own
+	if cfg.Planner != "" && cfg.Planner != control.PlannerSwitchyard {
+		if ctl, err = baselines.NewPlanner(cfg.Planner, cfg.Control); err != nil {
+			return nil, err
+		}
+	}
 	c := &Controller{sh: sh, cfg: cfg, ctl: ctl, hbs: map[string]hbSeen{}, desired: map[string]int{}, recent: control.Recent{Window: cfg.SLOWindow}}
 	for _, p := range cfg.Control.Pools {
 		key := p.Key()
@@ -91,6 +103,9 @@ func New(sh *svc.Shell, cfg Config) (*Controller, error) {
 	}
 	return c, nil
 }
+
+// Planner is the name of what sizes the pools.
+func (c *Controller) Planner() string { return c.ctl.Name() }
 
 // Desired returns the last desired replicas per pool key.
 func (c *Controller) Desired() map[string]int {

@@ -33,6 +33,9 @@ type ControlConfig struct {
 	// Control is the controller's configuration; its Pools and Catalog are
 	// filled from the stack. Interval defaults to 2 s.
 	Control control.Config
+	// Planner is the controller's planner (controller.Config.Planner);
+	// empty is Switchyard's.
+	Planner string
 }
 
 // Controller returns the running controller service (nil without Control).
@@ -111,7 +114,7 @@ func (s *Stack) startControl(cc ControlConfig) error {
 	if err != nil {
 		return err
 	}
-	ctl, err := controller.New(sh, controller.Config{Control: cfg, Starting: sc.Starting})
+	ctl, err := controller.New(sh, controller.Config{Control: cfg, Starting: sc.Starting, Planner: cc.Planner})
 	if err != nil {
 		return err
 	}
