@@ -5,11 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/switchyard-ai/switchyard/internal/core/control"
+	"github.com/switchyard-ai/switchyard/internal/driver/sim"
 	"github.com/switchyard-ai/switchyard/services/controller"
 )
 
@@ -22,8 +24,12 @@ func runController(ctx context.Context, args []string, _ io.Writer) error {
 	pools := fs.String("pools", "h100:llama-3.1-8b:1:8", "autoscaled pools: gpu:model:min:max[,...]")
 	itl := fs.Duration("itl-target", 50*time.Millisecond, "inter-token latency the batch sizing protects")
 	slo := fs.Float64("slo-target", 0.99, "high-priority SLO attainment to hold")
+	planner := fs.String("planner", control.PlannerSwitchyard, "what sizes the pools: "+strings.Join(sim.PlannerNames(), "|"))
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if !slices.Contains(sim.PlannerNames(), *planner) {
+		return fmt.Errorf("--planner %q: want one of %s", *planner, strings.Join(sim.PlannerNames(), ", "))
 	}
 	ps, err := parsePools(*pools)
 	if err != nil {
@@ -36,7 +42,7 @@ func runController(ctx context.Context, args []string, _ io.Writer) error {
 	defer sh.NC.Drain()
 	c, err := controller.New(sh, controller.Config{Control: control.Config{
 		Pools: ps, Catalog: cat, Interval: *interval, ITLTarget: *itl, SLOTarget: *slo,
-	}})
+	}, Planner: *planner})
 	if err != nil {
 		return err
 	}
