@@ -116,6 +116,19 @@ func TestQuotaExhaustion(t *testing.T) {
 			}
 			return q.Check(p, 1, 0, t0)
 		}, schemas.CodeQuotaExceeded},
+		{"a refunded charge is as if never taken: three burst requests, one refunded, leave room for a fourth", func(q *Quotas) *schemas.Error {
+			for i := 0; i < 3; i++ {
+				q.Charge(p, 1, 0.003, t0)
+			}
+			q.Refund(p, Charge{Requests: 1, Tokens: 1, CostUSD: 0.003}, t0)
+			return q.Check(p, 1, 0.003, t0)
+		}, ""},
+		{"without the refund the fourth is refused", func(q *Quotas) *schemas.Error {
+			for i := 0; i < 3; i++ {
+				q.Charge(p, 1, 0.003, t0)
+			}
+			return q.Check(p, 1, 0.003, t0)
+		}, schemas.CodeQuotaExceeded},
 		{"the bucket refills with time", func(q *Quotas) *schemas.Error {
 			for i := 0; i < 3; i++ {
 				q.Charge(p, 1, 0, t0)

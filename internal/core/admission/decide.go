@@ -107,6 +107,20 @@ type Decision struct {
 	// Reasons explain the decision, one line per step that mattered; the
 	// shell publishes them as the event's reason.
 	Reasons []string
+	// Charged is what Decide took from the tenant's quota and budget. It
+	// is taken inside Decide, so concurrent decisions cannot both pass a
+	// quota one of them exhausts; the shell gives it back (Quotas.Refund)
+	// when what it decided never took effect — the publish failed and the
+	// submission will be redelivered, or the stream answered it as a
+	// duplicate of one already charged.
+	Charged Charge
+}
+
+// Charge is one decision's take from a tenant's quota and budget.
+type Charge struct {
+	Requests int
+	Tokens   int
+	CostUSD  float64
 }
 
 // Decide runs the admission checks in this order, stopping at the first
@@ -252,6 +266,7 @@ func Decide(in Input) Decision {
 		if in.Quotas != nil {
 			// A replay uses a request slot but no GPU tokens or spend.
 			in.Quotas.Charge(p, 0, 0, in.Now)
+			d.Charged = Charge{Requests: 1}
 		}
 		return d
 	}
@@ -284,6 +299,7 @@ func Decide(in Input) Decision {
 	}
 	if in.Quotas != nil {
 		in.Quotas.Charge(p, need, d.EstimatedCostUSD, in.Now)
+		d.Charged = Charge{Requests: 1, Tokens: need, CostUSD: d.EstimatedCostUSD}
 	}
 	return d
 }

@@ -44,6 +44,12 @@ func (b *TokenBucket) Take(n float64, now time.Time) {
 	b.Level = math.Max(0, b.Level-n)
 }
 
+// Give returns n tokens taken earlier (never above Capacity).
+func (b *TokenBucket) Give(n float64, now time.Time) {
+	b.Refill(now)
+	b.Level = math.Min(b.Capacity, b.Level+n)
+}
+
 // RetryAfter is how long until n tokens are available.
 func (b *TokenBucket) RetryAfter(n float64, now time.Time) time.Duration {
 	b.Refill(now)
@@ -152,6 +158,25 @@ func (q *Quotas) Charge(p Profile, tokens int, costUSD float64, now time.Time) {
 		s.tok.Take(float64(tokens), now)
 	}
 	s.spent += costUSD
+}
+
+// Refund gives back a charge whose decision never took effect, so a
+// submission redelivered after a failed publish, or answered as a
+// duplicate, is charged once.
+func (q *Quotas) Refund(p Profile, c Charge, now time.Time) {
+	if c == (Charge{}) {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	s := q.state(p, now)
+	if s.req != nil && c.Requests > 0 {
+		s.req.Give(float64(c.Requests), now)
+	}
+	if s.tok != nil && c.Tokens > 0 {
+		s.tok.Give(float64(c.Tokens), now)
+	}
+	s.spent = math.Max(0, s.spent-c.CostUSD)
 }
 
 // Reconcile replaces an admission-time cost estimate with the actual cost
