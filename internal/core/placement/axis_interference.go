@@ -67,8 +67,11 @@ func interferenceTerm(p *Placer, c *cand, r *Request) {
 			continue
 		}
 		target := p.neighbourTPOT[k]
-		rise := missProbability(relErr, target-step-delta, step+delta) - missProbability(relErr, target-step, step)
-		if rise > 0 {
+		after := missProbability(relErr, target-step-delta, step+delta)
+		if after == 0 {
+			continue // far from the target even after: no rise
+		}
+		if rise := after - missProbability(relErr, target-step, step); rise > 0 {
 			usd += float64(n) * rise * p.neighbourPenalty[k]
 		}
 	}

@@ -2,7 +2,6 @@ package placement
 
 import (
 	"math"
-	"time"
 
 	"github.com/switchyard-ai/switchyard/internal/core/fleet"
 )
@@ -88,30 +87,29 @@ func latencyPrepare(p *Placer, _ *fleet.Fleet, r *Request) {
 	if !p.on[axLatency] {
 		return
 	}
-	ttft, tpot := r.TTFTTarget, r.TPOTTarget
-	if def, ok := p.opts.Targets[r.Priority]; ok {
-		if ttft <= 0 {
-			ttft = def.TTFTBase + time.Duration(r.PromptTokens)*def.PerPromptToken
-		}
-		if tpot <= 0 {
-			tpot = def.TPOT
-		}
+	// The class's defaults are in rp (params), looked up once per class.
+	ttft, tpot := r.TTFTTarget.Seconds(), r.TPOTTarget.Seconds()
+	if ttft <= 0 {
+		ttft = rp.defTTFTBase + float64(r.PromptTokens)*rp.defTTFTPerToken
+	}
+	if tpot <= 0 {
+		tpot = rp.defTPOT
 	}
 	if ttft > 0 {
-		from := r.Submitted
-		if from.IsZero() {
-			from = p.now
+		if !r.Submitted.IsZero() {
+			ttft -= p.now.Sub(r.Submitted).Seconds()
 		}
 		// Past already: no worker can change it (see the axis comment).
-		if in := from.Add(ttft).Sub(p.now).Seconds(); in > 0 {
-			rp.ttftIn = in
+		if ttft > 0 {
+			rp.ttftIn = ttft
 		}
 	}
 	if tpot > 0 && r.OutputTokens > 1 {
-		rp.tpotTarget = tpot.Seconds()
+		rp.tpotTarget = tpot
 	}
 	rp.targets = !math.IsInf(rp.ttftIn, 1) || !math.IsInf(rp.tpotTarget, 1)
 	rp.invOutput = 1 / float64(r.OutputTokens)
+	rp.chunks = float64((r.PromptTokens + p.opts.ChunkTokens - 1) / p.opts.ChunkTokens)
 	rp.boundTargets = rp.targets && !p.relaxed
 }
 
@@ -139,7 +137,7 @@ func latencyFilter(p *Placer, c *cand, r *Request) Reason {
 		pd = missProbability(p.opts.PredictionError, t.SlackSeconds, t.CompletionSeconds)
 	}
 	t.PMiss = pd
-	miss := 1 - pd
+	miss := pd
 	if p.rp.targets {
 		targetTerms(p, c, r)
 		if !p.relaxed {
@@ -150,11 +148,16 @@ func latencyFilter(p *Placer, c *cand, r *Request) Reason {
 				return ReasonTPOTTarget
 			}
 		}
-		miss *= (1 - t.TTFTPMiss) * (1 - t.TPOTPMiss)
+		miss = orMiss(orMiss(miss, t.TTFTPMiss), t.TPOTPMiss)
 	}
-	t.MissUSD = (1 - miss) * p.rp.missPenalty
+	t.MissUSD = miss * p.rp.missPenalty
 	return ReasonNone
 }
+
+// orMiss is P(a or b) for independent misses of P(a) and P(b), written so
+// that it is exactly a when b is 0 (the scan's bounds compare it with the
+// deadline's term alone).
+func orMiss(a, b float64) float64 { return a + (1-a)*b }
 
 // targetTerms predicts the first token and the time per token on c's
 // worker and prices each against its target (see the axis comment).
@@ -163,10 +166,8 @@ func targetTerms(p *Placer, c *cand, r *Request) {
 	inv := p.rp.invOutput
 	step := t.DecodeSeconds * inv
 	ttft := t.QueueSeconds + t.LoadSeconds + t.PrefillSeconds
-	if others := step - c.c.stepAlone; c.batch > 1 && others > 0 {
-		uncached := max(r.PromptTokens-t.CachedTokens, 1)
-		chunks := (uncached + p.opts.ChunkTokens - 1) / p.opts.ChunkTokens
-		ttft += float64(chunks) * others
+	if c.batch > 1 {
+		ttft += chunkShare(p, c.c, r, t.CachedTokens, t.DecodeSeconds)
 	}
 	t.TTFTSeconds = ttft
 	t.TTFTSlackSeconds = math.Inf(1)
@@ -188,6 +189,22 @@ func targetTerms(p *Placer, c *cand, r *Request) {
 		sigma := c.c.errTPOT*tpot + stall/float64(max(r.OutputTokens-1, 1))
 		t.TPOTPMiss = tailProbability(target-tpot, sigma)
 	}
+}
+
+// chunkShare is what the decodes of a batch add to the request's prefill:
+// for each chunk of its uncached prompt, the part of a step at that batch
+// beyond the request's own step alone, from decode (its decode_s there).
+// r nil means nothing cached (a group's bound), whose chunks are in rp.
+func chunkShare(p *Placer, cl *class, r *Request, cached int, decode float64) float64 {
+	others := decode*p.rp.invOutput - cl.stepAlone
+	if !(others > 0) {
+		return 0
+	}
+	chunks := p.rp.chunks
+	if r != nil && cached > 0 {
+		chunks = float64((max(r.PromptTokens-cached, 1) + p.opts.ChunkTokens - 1) / p.opts.ChunkTokens)
+	}
+	return chunks * others
 }
 
 // missProbability is P(miss) for a prediction with slack seconds to spare

@@ -200,14 +200,21 @@ type reqParams struct {
 	ttftIn, tpotTarget    float64
 	targets, boundTargets bool
 	invOutput             float64
-	interference          bool // the interference axis is on
+	interference          bool    // the interference axis is on
+	chunks                float64 // the prompt's prefill chunks with nothing cached (Options.ChunkTokens)
+	// The class's default targets (Options.Targets), in seconds: TTFT is
+	// defTTFTBase + defTTFTPerToken × prompt tokens; 0 for none. They are
+	// the request's own class's even with the priority axis off.
+	defTTFTBase, defTTFTPerToken, defTPOT float64
 }
 
 func (p *Placer) params(prio string) reqParams {
+	tg := p.opts.Targets[prio]
 	if !p.on[axPriority] {
 		prio = schemas.PriorityStandard
 	}
 	rp := reqParams{valueOfTime: p.opts.ValueOfTime[prio], missPenalty: p.opts.MissPenalty[prio], ceiling: 1}
+	rp.defTTFTBase, rp.defTTFTPerToken, rp.defTPOT = tg.TTFTBase.Seconds(), tg.PerPromptToken.Seconds(), tg.TPOT.Seconds()
 	if c, ok := p.opts.KVCeiling[prio]; ok && c > 0 {
 		rp.ceiling = c
 	}

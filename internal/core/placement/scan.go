@@ -183,7 +183,7 @@ func (p *Placer) bound(d *Decision, i int32, r *Request, cutoff time.Time) {
 		if cl.rowsEpoch != p.epoch {
 			p.prepareRows(cl, r)
 		}
-		lb, _, _ := p.lowerBound(h, cl, i, r)
+		lb, _, _, _ := p.lowerBound(h, cl, i, r)
 		p.order = append(p.order, bounded{lb: lb, i: i})
 	}
 }
@@ -315,8 +315,14 @@ func (p *Placer) groupBoundAt(cl *class, gr *group, lo int, queuedTokens int) fl
 		}
 	}
 	// Every member must miss a target: as lowerBound has it.
-	if p.rp.boundTargets && (queue+prefill > p.rp.ttftIn || decode*p.rp.invOutput > p.rp.tpotTarget) {
-		return math.Inf(1)
+	if p.rp.boundTargets {
+		ttft := queue + prefill
+		if gr.minOthers > 0 {
+			ttft += chunkShare(p, cl, nil, 0, decode)
+		}
+		if ttft > p.rp.ttftIn || decode*p.rp.invOutput > p.rp.tpotTarget {
+			return math.Inf(1)
+		}
 	}
 	return b
 }
@@ -337,10 +343,12 @@ func (p *Placer) visit(d *Decision, b bounded, r *Request, weight uint64) {
 
 // refinedBound is lowerBound plus miss_usd at the bound's completion:
 // P(miss) only rises as completion does (see missProbability), so that
-// too is no more than the worker's own.
+// too is no more than the worker's own. (The targets' P(miss) would bound
+// the same way, but priced here they pruned no evaluation on the synthetic
+// fleets and cost two tails a visit.)
 func (p *Placer) refinedBound(i int32, r *Request) float64 {
 	h := &p.view.hot[i]
-	lb, completion, deadline := p.lowerBound(h, &p.classes[h.class], i, r)
+	lb, completion, deadline, _ := p.lowerBound(h, &p.classes[h.class], i, r)
 	if deadline < math.Inf(1) && lb < math.Inf(1) {
 		lb += missProbability(p.opts.PredictionError, deadline-completion, completion) * p.rp.missPenalty * (1 - 1e-12)
 	}
@@ -375,16 +383,18 @@ func insertAscending(s []bounded, b bounded, k int) []bounded {
 // prefill_s and decode_s are computed as evaluate computes them, and the
 // terms left out only add (preempt_s and miss_usd are non-negative). It is
 // shaved by a part in 10^12 so that rounding can never skip the true best.
-// It also returns the completion and effective deadline it bounded with.
+// It also returns the completion, effective deadline and first token it
+// bounded with.
 // A worker that those terms alone already put over its queue ceiling,
 // past its hard deadline or over a TTFT or TPOT target the latency axis
 // filters on, or whose model cannot be loaded, will be
 // rejected by a filter whatever the rest says, so its bound is +Inf: it is
 // evaluated, and its reason recorded, only if too few workers pass to fill
 // the list.
-func (p *Placer) lowerBound(h *hotRow, cl *class, i int32, r *Request) (lb, completion, deadline float64) {
+func (p *Placer) lowerBound(h *hotRow, cl *class, i int32, r *Request) (lb, completion, deadline, ttft float64) {
 	queue := queueSeconds(p, h, cl)
-	prefill := prefillSeconds(p, cl, r, cachedTokens(p, h, i, r))
+	cached := cachedTokens(p, h, i, r)
+	prefill := prefillSeconds(p, cl, r, cached)
 	decode := decodeInterp(cl, h.decodeLo, h.decodeFrac)
 	load := warmLoad(cl, p.residencyAt(i, r))
 	comp := queue + load + prefill + decode
@@ -405,8 +415,14 @@ func (p *Placer) lowerBound(h *hotRow, cl *class, i int32, r *Request) (lb, comp
 	lb = infIf(comp > p.rp.hardIn && p.rp.boundDeadlines, lb)
 	// A worker that must miss the TTFT or TPOT target: ttft_s and tpot_s
 	// are at least these (the latency axis adds to both).
-	lb = infIf(p.rp.boundTargets && (queue+load+prefill > p.rp.ttftIn || decode*p.rp.invOutput > p.rp.tpotTarget), lb)
-	return infIf(!(lb < math.Inf(1)), lb), comp, deadline
+	ttft = queue + load + prefill
+	if p.rp.boundTargets {
+		if h.others > 0 { // its chunks share steps with the batch's decodes: as targetTerms adds
+			ttft += chunkShare(p, cl, r, cached, decode)
+		}
+		lb = infIf(ttft > p.rp.ttftIn || decode*p.rp.invOutput > p.rp.tpotTarget, lb)
+	}
+	return infIf(!(lb < math.Inf(1)), lb), comp, deadline, ttft
 }
 
 const infBits = 0x7FF0000000000000

@@ -29,7 +29,7 @@ func TestLowerBoundNeverExceedsTheTotal(t *testing.T) {
 			p.mark(p.touched, rowTouched, true)
 			for _, c := range d.Candidates {
 				h := &p.view.hot[c.Worker.Idx]
-				lb, _, _ := p.lowerBound(h, &p.classes[h.class], c.Worker.Idx, &reqs[i])
+				lb, _, _, _ := p.lowerBound(h, &p.classes[h.class], c.Worker.Idx, &reqs[i])
 				refined := p.refinedBound(c.Worker.Idx, &reqs[i])
 				if !(lb <= refined && refined <= c.Terms.TotalUSD) || lb <= 0 {
 					t.Fatalf("request %d worker %s: bound %v, refined %v, total %v", i, c.Worker.ID, lb, refined, c.Terms.TotalUSD)
