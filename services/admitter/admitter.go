@@ -333,12 +333,14 @@ func (a *Admitter) handle(ctx context.Context, m jetstream.Msg) {
 	switch d.Action {
 	case admission.ActionAdmit, admission.ActionDefer:
 		if err := a.admit(ctx, sub, d, now); err != nil {
+			a.quotas.Refund(d.Profile, d.Charged, now) // charged again when it comes back
 			a.retry(m, "publish admitted", sub.ID, err)
 			return
 		}
 		a.holdIfWarming(sub.ID, d, offers)
 	case admission.ActionCacheHit:
 		if err := a.sh.PublishResult(ctx, d.CacheHit.Result, sub.Format); err != nil {
+			a.quotas.Refund(d.Profile, d.Charged, now)
 			a.retry(m, "publish cached result", sub.ID, err)
 			return
 		}
@@ -466,9 +468,15 @@ func (a *Admitter) admit(ctx context.Context, sub intake.Submission, d admission
 	a.inflight.put(sub.Tenant, sub.ID, pendingReq{model: sub.Request.Model, req: sub.Request, profile: d.Profile,
 		estUSD: d.EstimatedCostUSD, expires: d.Deadline.Add(time.Minute),
 		class: d.Priority, predictedWait: d.PredictedWait, deferred: deferred}, now)
-	if _, err := a.sh.JS.PublishMsg(ctx, out); err != nil {
+	ack, err := a.sh.JS.PublishMsg(ctx, out)
+	if err != nil {
 		a.inflight.take(sub.Tenant, sub.ID)
 		return err
+	}
+	if ack.Duplicate {
+		// ADMITTED already holds this request (an earlier delivery's ack
+		// was lost): it was charged then, and runs once.
+		a.quotas.Refund(d.Profile, d.Charged, now)
 	}
 	a.mu.Lock()
 	a.since[d.Priority]++

@@ -303,3 +303,26 @@ func TestAdmissionDoomedWorkflow(t *testing.T) {
 		t.Fatal("no workflow_cancelled event")
 	}
 }
+
+// TestDuplicateSubmissionChargedOnce: one request id submitted three times
+// without a Nats-Msg-Id (so SUBMIT keeps all three) runs once — ADMITTED's
+// dedupe answers the second and third as duplicates — and is charged once:
+// a tenant with room for two requests per burst still has room for another.
+func TestDuplicateSubmissionChargedOnce(t *testing.T) {
+	_, nc, cl := admissionStack(t, `{"tenants":{"acme":{"priority":"standard","quota":{"requests_per_min":60,"burst_s":2}}}}`, Config{Workers: 1, SpeedUp: 1})
+	body := []byte(`{"id":"twice","model":"llama-3.1-8b","prompt":"a long one","max_tokens":300}`)
+	for range 3 {
+		if err := nc.Publish(subjects.Submit("acme"), body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// The three decisions are made well before the 300-token answer.
+	time.Sleep(500 * time.Millisecond)
+	res := do(t, cl, "acme", schemas.Request{Model: "llama-3.1-8b", Prompt: "one more", MaxTokens: 4})
+	if res.Status != schemas.StatusOK {
+		t.Fatalf("the next request was refused (%+v): the duplicates were charged", res.Error)
+	}
+}

@@ -164,7 +164,7 @@ func (q *Quotas) Charge(p Profile, tokens int, costUSD float64, now time.Time) {
 // submission redelivered after a failed publish, or answered as a
 // duplicate, is charged once.
 func (q *Quotas) Refund(p Profile, c Charge, now time.Time) {
-	if c == (Charge{}) {
+	if q == nil || c == (Charge{}) {
 		return
 	}
 	q.mu.Lock()
