@@ -54,6 +54,10 @@ func (w *Worker) onSpec(m *nats.Msg) {
 		w.sh.Log.Warn("undecodable spec control", "err", err)
 		return
 	}
+	if w.remote != nil {
+		w.notApplied("speculative decoding", "on", c.On, "reason", c.Reason)
+		return
+	}
 	w.mu.Lock()
 	w.eng.SetSpecDecode(c.On)
 	w.mu.Unlock()
@@ -66,10 +70,33 @@ func (w *Worker) onBudget(m *nats.Msg) {
 		w.sh.Log.Warn("undecodable budget control", "err", err)
 		return
 	}
+	if w.remote != nil {
+		w.notApplied("batch and token budgets", "max_batch", c.MaxBatch, "token_budget", c.TokenBudget, "reason", c.Reason)
+		return
+	}
 	w.mu.Lock()
 	w.eng.SetBudgets(c.MaxBatch, c.TokenBudget)
 	w.mu.Unlock()
 	w.sh.Log.Info("budgets set", "max_batch", c.MaxBatch, "token_budget", c.TokenBudget, "reason", c.Reason)
+}
+
+// notApplied answers a controller setting a real engine does not take at
+// run time (vLLM, SGLang and Ollama fix speculative decoding and batch
+// limits at start): it used to be applied to the worker's unused
+// simulated engine and logged as set. Logged once per kind at info, then
+// at debug.
+func (w *Worker) notApplied(what string, args ...any) {
+	w.mu.Lock()
+	first := !w.remote.notApplied[what]
+	w.remote.notApplied[what] = true
+	w.mu.Unlock()
+	msg := what + " not applied: the engine takes it only at its own start"
+	args = append(args, "server", w.remote.client.BaseURL)
+	if first {
+		w.sh.Log.Info(msg, args...)
+		return
+	}
+	w.sh.Log.Debug(msg, args...)
 }
 
 func (w *Worker) onWarmth(m *nats.Msg) {

@@ -48,6 +48,9 @@ type remote struct {
 	// (busyMeter): their GPU-seconds.
 	busy    busyMeter
 	running int
+	// notApplied marks the controller settings already logged as not
+	// applied (control.go). Guarded by Worker.mu.
+	notApplied map[string]bool
 	// progress is when the engine last sent anything for a request (unix
 	// nanoseconds), and stalled is set while the watchdog (stall.go) holds
 	// the engine out of rotation.
@@ -68,7 +71,7 @@ func newRemote(cfg Config) *remote {
 		model = cfg.Model
 	}
 	r := &remote{client: openai.New(cfg.OpenAIURL, model), sem: make(chan struct{}, max(1, cfg.MaxConcurrent)), cancels: map[string]context.CancelCauseFunc{},
-		msgs: map[string]jetstream.Msg{}, unprefilled: map[string]int{}, engine: newEngineState()}
+		msgs: map[string]jetstream.Msg{}, unprefilled: map[string]int{}, notApplied: map[string]bool{}, engine: newEngineState()}
 	if info, err := nvml.Probe(); err == nil {
 		r.gpu, r.haveGPU = info, true
 	}
