@@ -7,7 +7,6 @@ import (
 	"sync"
 	"testing"
 
-
 	"github.com/switchyard-ai/switchyard/internal/core/control"
 	"github.com/switchyard-ai/switchyard/internal/testkit/bustest"
 	"github.com/switchyard-ai/switchyard/schemas"
