@@ -86,11 +86,20 @@ func (r *Router) dispatch(ctx context.Context, in routing.Input, a routing.Actio
 	d := schemas.Dispatch{V: schemas.Version, Admitted: h.Adm, WorkerID: a.Worker, RouterID: r.sh.Instance, PlacedAt: in.At,
 		PredictedSeconds: a.Terms.CompletionSeconds, CachedTokens: a.Terms.CachedTokens}
 	m, err := svc.Encode(subjects.Dispatch(a.Worker), schemas.Msgpack, d, a.ID+"-a"+strconv.Itoa(h.Adm.Attempt))
+	if r.cfg.ActiveActive {
+		// Its own before it is published: a worker's result can come back
+		// before this goroutine gets past the publish, and a result for an
+		// id not yet recorded as this router's is dropped as a peer's.
+		r.mine.Store(a.ID, struct{}{})
+	}
 	var fut jetstream.PubAckFuture
 	if err == nil {
 		fut, err = r.sh.JS.PublishMsgAsync(m)
 	}
 	if err != nil {
+		if r.cfg.ActiveActive {
+			r.mine.Delete(a.ID)
+		}
 		r.sh.Log.Warn("dispatch publish failed; holding it again", "id", a.ID, "err", err)
 		adm := h.Adm
 		r.apply(ctx, routing.Input{Kind: routing.InDispatchFailed, ID: a.ID, Admitted: &adm}, msg)
@@ -104,7 +113,6 @@ func (r *Router) dispatch(ctx context.Context, in routing.Input, a routing.Actio
 	}
 	if r.cfg.ActiveActive {
 		r.peerOut = append(r.peerOut, a.Booking)
-		r.mine.Store(a.ID, struct{}{})
 	}
 	r.sh.Metrics.GetOrCreatePrometheusHistogramExt(`switchyard_router_queue_seconds`, queueWaitBuckets).Update(in.At.Sub(h.Adm.SubmittedAt).Seconds())
 	r.dispatchedCounter(h.Adm.Priority, a.GPU).Inc()

@@ -128,30 +128,51 @@ func (r *Router) runPeer(ctx context.Context) error {
 // of the in-flight dispatches placed by routers no longer live. The first
 // view also adopts what routers of an earlier run left behind.
 func (r *Router) adoptOrphans(ctx context.Context, views <-chan []string) {
-	var prev []string
+	r.adoptLoop(ctx, views, adoptRetry, func(live []string) ([]schemas.Dispatch, error) {
+		return r.inflightDispatches(ctx, func(d *schemas.Dispatch) bool {
+			return !slices.Contains(live, d.RouterID) && Owner(d.Admitted.Request.ID, live) == r.sh.Instance
+		})
+	})
+}
+
+// adoptRetry is how soon a failed scan for a dead peer's dispatches is
+// tried again.
+const adoptRetry = time.Second
+
+// adoptLoop runs adoption over the views with scan. The live set counts as
+// seen only once its scan succeeded: a scan that failed (a timeout listing
+// the consumers) is retried every retry, and a newer view meanwhile still
+// compares against the last view scanned — setting it before the scan
+// dropped a dead peer's work for good when that one scan failed.
+func (r *Router) adoptLoop(ctx context.Context, views <-chan []string, retry time.Duration, scan func(live []string) ([]schemas.Dispatch, error)) {
+	var prev, pending []string
+	var again <-chan time.Time
 	for {
 		var live []string
 		select {
 		case <-ctx.Done():
 			return
 		case live = <-views:
+			r.sh.Log.Info("router peers", "live", live)
+		case <-again:
+			live = pending
 		}
-		r.sh.Log.Info("router peers", "live", live)
+		again = nil
 		left := prev == nil
 		for _, p := range prev {
 			left = left || !slices.Contains(live, p)
 		}
-		prev = live
 		if !left {
+			prev = live
 			continue
 		}
-		orphans, err := r.inflightDispatches(ctx, func(d *schemas.Dispatch) bool {
-			return !slices.Contains(live, d.RouterID) && Owner(d.Admitted.Request.ID, live) == r.sh.Instance
-		})
+		orphans, err := scan(live)
 		if err != nil {
-			r.sh.Log.Warn("reading a dead peer's in-flight dispatches", "err", err)
+			r.sh.Log.Warn("reading a dead peer's in-flight dispatches; retrying", "err", err, "in", retry)
+			pending, again = live, time.After(retry)
 			continue
 		}
+		prev = live
 		if len(orphans) > 0 {
 			r.sh.Log.Info("adopting in-flight dispatches of routers gone", "count", len(orphans), "live", live)
 			r.sh.Metrics.GetOrCreateCounter(`switchyard_router_adopted_total`).Add(len(orphans))
