@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchyard-ai/switchyard/internal/testkit/bustest"
+	"github.com/switchyard-ai/switchyard/internal/testkit/waitfor"
 	"github.com/switchyard-ai/switchyard/services/svc"
 	"github.com/switchyard-ai/switchyard/subjects"
 )
@@ -101,10 +102,18 @@ func TestJetStreamCollectorExportsConsumerPending(t *testing.T) {
 	}
 	var reg svc.Registry
 	reg.AddCollector(svc.JetStreamCollector(env.JS, subjects.StreamAdmitted, "NO_SUCH_STREAM"))
-	var buf bytes.Buffer
-	reg.WritePrometheus(&buf)
-	got := samples(t, buf.String())
 	key := `jetstream_consumer_num_pending{stream_name="ADMITTED",consumer_name="router-standard"}`
+	var buf bytes.Buffer
+	var got map[string]string
+	// The server counts a consumer's pending messages a moment after the
+	// publish is acknowledged: scrape until it has (a failed run read 0
+	// with the stream already holding 3).
+	waitfor.True(t, "the consumer's pending count", 5*time.Second, func() bool {
+		buf.Reset()
+		reg.WritePrometheus(&buf)
+		got = samples(t, buf.String())
+		return got[key] == "3"
+	})
 	if got[key] != "3" {
 		t.Errorf("%s = %q, want 3\n%s", key, got[key], buf.String())
 	}
