@@ -441,6 +441,7 @@ func (a *Admitter) estimator(now time.Time) admission.Estimator {
 // drops it as a duplicate and the request still runs once.
 func (a *Admitter) admit(ctx context.Context, sub intake.Submission, d admission.Decision, now time.Time) error {
 	adm := intake.Admit(sub, d.Priority, d.Model, now, d.Deadline)
+	d.Profile.SLO.FillTargets(&adm)
 	if d.Workflow != nil {
 		adm.WorkflowStartedAt = d.Workflow.StartedAt
 	}

@@ -30,6 +30,19 @@ type SLO struct {
 	TPOTMs int64 `json:"tpot_ms,omitempty"`
 }
 
+// FillTargets gives an admitted request that names no TTFT or TPOT target
+// of its own the tenant's (its profile's slo): the router places it
+// against them (placement.Request) and its result's slo_met holds them
+// (internal/core/slo). A request's own targets stand.
+func (s SLO) FillTargets(a *schemas.Admitted) {
+	if a.TTFTTargetMs <= 0 && s.TTFTMs > 0 {
+		a.TTFTTargetMs = float64(s.TTFTMs)
+	}
+	if a.TPOTTargetMs <= 0 && s.TPOTMs > 0 {
+		a.TPOTTargetMs = float64(s.TPOTMs)
+	}
+}
+
 // Quota is a tenant's rate limit; 0 means unlimited.
 type Quota struct {
 	RequestsPerMin float64 `json:"requests_per_min,omitempty"`
