@@ -152,21 +152,23 @@ func RunMember(ctx context.Context, kv jetstream.KeyValue, holder string, ttl ti
 		return fmt.Errorf("watch %s: %w", MemberBucket, err)
 	}
 	defer w.Stop()
-	seen := map[string]time.Time{} // member -> when its latest write was heard
+	// seen holds each member's latest write time as the server stamped it;
+	// skew is the server's clock minus ours, measured on our own writes, so
+	// a server whose clock runs ahead or behind this host's neither keeps
+	// the dead alive nor kills the living.
+	seen := map[string]time.Time{}
+	var skew time.Duration
+	var wroteAt time.Time // our clock when we last wrote our own key
+	replayed := false     // past the watch's initial values (an old incarnation's key among them)
 	var last []string
 	view := func() {
-		live := []string{holder}
-		for m, at := range seen {
-			if m != holder && time.Since(at) < ttl+tick {
-				live = append(live, m)
-			}
-		}
-		slices.Sort(live)
+		live := liveMembers(holder, seen, skew, time.Now(), ttl+tick)
 		if !slices.Equal(live, last) {
 			last = live
 			onView(live)
 		}
 	}
+	wroteAt = time.Now()
 	rev = refreshKey(ctx, kv, holder, 0)
 	refresh := time.NewTicker(tick)
 	defer refresh.Stop()
@@ -179,22 +181,43 @@ func RunMember(ctx context.Context, kv jetstream.KeyValue, holder string, ttl ti
 				return fmt.Errorf("watch %s ended", MemberBucket)
 			}
 			if e == nil {
-				continue // the initial values are all in
+				replayed = true // the initial values are all in
+				continue
 			}
 			if e.Operation() == jetstream.KeyValuePut {
 				// The write's own time, so a replayed old key (a member
 				// killed just before we started) counts from when it was
 				// written, not from when we heard of it.
 				seen[e.Key()] = e.Created()
+				if e.Key() == holder && replayed {
+					// Our own write: the server's stamp against our clock
+					// at the write (off by at most half a round trip).
+					skew = e.Created().Sub(wroteAt)
+				}
 			} else {
 				delete(seen, e.Key())
 			}
 			view()
 		case <-refresh.C:
 			view() // members whose writes stopped age out
+			wroteAt = time.Now()
 			rev = refreshKey(ctx, kv, holder, rev)
 		}
 	}
+}
+
+// liveMembers is holder and every member whose latest write, stamped by
+// the server at written and moved onto this host's clock by skew (server
+// minus local), is younger than maxAge at now; sorted.
+func liveMembers(holder string, written map[string]time.Time, skew time.Duration, now time.Time, maxAge time.Duration) []string {
+	live := []string{holder}
+	for m, at := range written {
+		if m != holder && now.Sub(at.Add(-skew)) < maxAge {
+			live = append(live, m)
+		}
+	}
+	slices.Sort(live)
+	return live
 }
 
 // refreshKey rewrites holder's key, returning its new revision (0 when

@@ -68,3 +68,32 @@ func TestMembersSeeJoinAndDeath(t *testing.T) {
 	waitView("b", []string{"b", "c"}, ttl+2*time.Second)
 	t.Logf("a silent member left the view %s after its last write (ttl %s)", time.Since(start).Round(10*time.Millisecond), ttl)
 }
+
+// TestLiveMembersAcrossClockSkew: a member's liveness is judged on the
+// server's stamps moved onto this host's clock, so a server clock 30 s
+// behind (or ahead of) the router's neither reads every peer as dead nor a
+// dead one as live.
+func TestLiveMembersAcrossClockSkew(t *testing.T) {
+	now := time.Date(2026, 12, 2, 1, 0, 0, 0, time.UTC)
+	const maxAge = 4 * time.Second
+	for _, tc := range []struct {
+		name string
+		skew time.Duration // server minus local
+	}{
+		{"clocks agree", 0},
+		{"server 30 s behind", -30 * time.Second},
+		{"server 30 s ahead", 30 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			server := now.Add(tc.skew)
+			written := map[string]time.Time{
+				"fresh": server.Add(-time.Second),     // wrote a second ago
+				"dead":  server.Add(-10 * time.Second), // silent for 10 s
+			}
+			got := liveMembers("me", written, tc.skew, now, maxAge)
+			if want := []string{"fresh", "me"}; !slices.Equal(got, want) {
+				t.Fatalf("live %v, want %v", got, want)
+			}
+		})
+	}
+}
