@@ -116,7 +116,7 @@ var axes = [numAxes]axis{
 	},
 	{
 		name: AxisLatency, id: axLatency,
-		reads:   []string{"Request.Deadline", "Request.TTFTTarget", "Request.TPOTTarget", "Request.Submitted", "Heartbeat.QueuedTokensByClass"},
+		reads:   []string{"Request.Deadline", "Request.TTFTTarget", "Request.TPOTTarget", "Request.Submitted", "Request.HardDeadline", "Heartbeat.QueuedTokensByClass"},
 		filters: []Reason{ReasonDeadlineUnreachable, ReasonDeadlineBusy, ReasonTTFTTarget, ReasonTPOTTarget},
 		terms:   []string{"slack_s", "p_miss", "miss_usd", "ttft_s", "ttft_slack_s", "ttft_p_miss", "tpot_s", "tpot_p_miss"},
 		bound: "the hard deadline, and (unless relaxed) the TTFT and TPOT targets: a worker that must miss one bounds +Inf; " +

@@ -213,6 +213,10 @@ var perturbations = map[string]perturbation{
 	"Request.TTFTTarget": {change: func(s *axisScenario) { s.req.TTFTTarget = 5 * time.Second }},
 	"Request.TPOTTarget": {change: func(s *axisScenario) { s.req.TPOTTarget = 9 * time.Millisecond }},
 	"Request.Submitted":  {change: func(s *axisScenario) { s.req.Submitted = now.Add(-time.Second) }},
+	"Request.HardDeadline": {
+		base:   func(s *axisScenario) { s.req.Deadline = now.Add(100 * time.Millisecond) },
+		change: func(s *axisScenario) { s.req.HardDeadline = now.Add(time.Minute) },
+	},
 
 	// The interference axis prices neighbours' TPOT risk, which an L4
 	// decoding near the critical class's 50 ms target has (BenchCost: a

@@ -28,15 +28,18 @@ import (
 // lower classes, spread over its output: the engine prefills those in the
 // steps it decodes in, after the request's own prefill.
 //
-// Filters: against the hard deadline (the request's own, or its
-// workflow's when that is sooner), a worker whose
+// Filters: against the hard deadline (the request's own; for a workflow
+// step whose deadline admission narrowed to its share of the workflow's,
+// Request.HardDeadline), a worker whose
 // predicted completion misses it is rejected, as deadline_unreachable when
 // even the bare prefill (with the prefix the KV axis finds cached there)
 // and decode at a batch of one miss (no amount of waiting helps there) and
 // deadline_busy when queueing or loading is to blame. A workflow step that
-// would miss only its share of the workflow's deadline is not rejected:
-// it is priced (its P(miss) against the split), since the chain may still
-// finish and every baseline serves it. ttft_target and tpot_target reject
+// would miss only its share of the workflow's deadline, or the workflow's
+// deadline itself, is not rejected: it is priced (its P(miss) against the
+// split), since the chain may still finish, the step's own answer is still
+// on time, and every baseline serves it (on agentic-overload at 0.59×,
+// 13 steps refused so, 7 of them interactive, broke the high bar). ttft_target and tpot_target reject
 // a worker predicted to miss the request's TTFT or TPOT target, busy-now;
 // when every worker misses one, the placer places again with them priced
 // instead of filtered (Decision.Relaxed): a late first token is still an
@@ -75,12 +78,13 @@ import (
 func latencyPrepare(p *Placer, _ *fleet.Fleet, r *Request) {
 	rp := &p.rp
 	rp.boundDeadlines = p.on[axLatency]
-	// The hard deadline: the request's own, or its workflow's when that
-	// is sooner (a step finishing after it fails its workflow whatever it
-	// returns); the split of the workflow's over the steps left is not.
+	// The hard deadline is the request's own: neither the split of its
+	// workflow's over the steps left nor the workflow's itself, which a
+	// step is priced against (its slo_met is its own deadline's, and
+	// refusing it killed steps every baseline serves).
 	rp.hardIn = rp.deadlineIn
-	if rp.stepped {
-		rp.hardIn = min(rp.hardIn, rp.workflowDeadlineIn)
+	if !r.HardDeadline.IsZero() {
+		rp.hardIn = max(rp.hardIn, r.HardDeadline.Sub(p.now).Seconds())
 	}
 	rp.ttftIn, rp.tpotTarget = math.Inf(1), math.Inf(1)
 	rp.targets = false

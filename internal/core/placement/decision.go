@@ -41,6 +41,14 @@ type Request struct {
 	// Submitted is when the request was submitted, which TTFTTarget
 	// counts from; zero means the time it is placed.
 	Submitted time.Time
+	// HardDeadline, when set, is the deadline past which the request is
+	// refused (deadline_unreachable, deadline_busy), later than Deadline:
+	// a workflow step's Deadline is its share of the workflow's when
+	// admission narrowed it so (workflow.StepDeadline), and missing that
+	// share is priced, not refused (see the latency axis); its hard
+	// deadline is the client's own, or the workflow's. Zero means
+	// Deadline.
+	HardDeadline time.Time
 }
 
 // FromAdmitted builds a Request from the admitter's envelope. The expected
@@ -56,8 +64,33 @@ func FromAdmitted(a *schemas.Admitted, dtype string, workflowStart time.Time) Re
 	}
 	if w := a.Request.Workflow; w != nil && w.DeadlineMs > 0 && !workflowStart.IsZero() {
 		r.WorkflowDeadline = workflowStart.Add(time.Duration(w.DeadlineMs) * time.Millisecond)
+		// The step's own deadline may be its split of the workflow's: it
+		// is refused only past the client's own deadline, or without one
+		// past the workflow's.
+		hard := clientDeadline(a)
+		if hard.IsZero() {
+			hard = r.WorkflowDeadline
+		}
+		if !a.Deadline.IsZero() && hard.After(a.Deadline) {
+			r.HardDeadline = hard
+		}
 	}
 	return r
+}
+
+// clientDeadline is the deadline the client's request itself set
+// (deadline_ms from submission, or an absolute deadline, the earlier),
+// zero for none: what admission's own deadline was before a workflow split
+// narrowed it.
+func clientDeadline(a *schemas.Admitted) time.Time {
+	var d time.Time
+	if ms := a.Request.DeadlineMs; ms > 0 && !a.SubmittedAt.IsZero() {
+		d = a.SubmittedAt.Add(time.Duration(ms) * time.Millisecond)
+	}
+	if at := a.Request.Deadline; at != nil && !at.IsZero() && (d.IsZero() || at.Before(d)) {
+		d = *at
+	}
+	return d
 }
 
 // msDuration turns the envelope's milliseconds into a Duration.

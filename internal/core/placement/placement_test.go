@@ -234,7 +234,9 @@ func TestFilterReasons(t *testing.T) {
 		{"model larger than HBM", spec{gpu: "fast", state: schemas.WeightAbsent}, req(schemas.PriorityStandard), weights, ReasonModelTooLarge, true},
 		{"GPU the cost model cannot run", spec{gpu: "tpu"}, req(schemas.PriorityStandard), nil, ReasonCannotRun, true},
 		{"deadline missed even idle", spec{gpu: "slow"}, withDeadline(req(schemas.PriorityStandard), 3*time.Second), nil, ReasonDeadlineUnreachable, true},
-		{"a workflow's last step misses its deadline", spec{gpu: "slow"}, withWorkflow(req(schemas.PriorityStandard), 4, 4, 3*time.Second), nil, ReasonDeadlineUnreachable, true},
+		// (Missing only the workflow's deadline is priced, not refused:
+		// TestWorkflowSplitIsPricedNotRefused.)
+		{"a workflow's last step misses its own deadline", spec{gpu: "slow"}, withDeadline(withWorkflow(req(schemas.PriorityStandard), 4, 4, 3*time.Second), 3*time.Second), nil, ReasonDeadlineUnreachable, true},
 		{"deadline missed because of the queue", spec{gpu: "fast", queued: 20000}, withDeadline(req(schemas.PriorityCritical), 3*time.Second), nil, ReasonDeadlineBusy, false},
 		{"standard may not join a long queue", spec{gpu: "fast", queued: 20000}, req(schemas.PriorityStandard), nil, ReasonPriorityReserve, false},
 		{"deadline missed because of a cold load", spec{gpu: "fast", state: schemas.WeightCold}, withDeadline(req(schemas.PriorityStandard), 3*time.Second), nil, ReasonDeadlineBusy, false},

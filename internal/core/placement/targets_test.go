@@ -203,24 +203,37 @@ func TestFP8FollowsTheCatalog(t *testing.T) {
 }
 
 // A workflow step that would miss only its share of the workflow's
-// deadline is placed and priced, not refused; one that would miss the
-// workflow's deadline itself is refused as before.
+// deadline, or the workflow's itself, is placed and priced, not refused;
+// one that would miss its own deadline is refused as before.
 func TestWorkflowSplitIsPricedNotRefused(t *testing.T) {
 	cases := []struct {
 		name     string
 		deadline time.Duration // the workflow's
+		own      time.Duration // the step's own deadline; 0 for none
+		narrowed bool          // the step's Deadline is admission's split
 		placed   bool
 		reason   Reason
 	}{
 		// Step 2 of 4 on the slow GPU takes 4.5 s; the 10 s workflow
 		// deadline leaves it 10 − 2 × 4.5 = 1 s: its split is missed, its
 		// workflow's deadline is not.
-		{"misses only the split", 10 * time.Second, true, ReasonNone},
-		{"misses the workflow's deadline", 4 * time.Second, false, ReasonDeadlineUnreachable},
+		{"misses only the split", 10 * time.Second, 0, false, true, ReasonNone},
+		{"misses only the split admission set as its deadline", 10 * time.Second, 0, true, true, ReasonNone},
+		{"misses the workflow's deadline, not its own", 4 * time.Second, 0, false, true, ReasonNone},
+		{"misses its own deadline", 10 * time.Second, 3 * time.Second, false, false, ReasonDeadlineUnreachable},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			d := place(t, build(spec{gpu: "slow"}), withWorkflow(req(schemas.PriorityStandard), 2, 4, c.deadline), testOpts())
+			r := withWorkflow(req(schemas.PriorityStandard), 2, 4, c.deadline)
+			if c.own > 0 {
+				r = withDeadline(r, c.own)
+			}
+			if c.narrowed {
+				// Admission narrowed the step's own deadline to its split
+				// (2 s); FromAdmitted keeps the workflow's as the hard one.
+				r.Deadline, r.HardDeadline = now.Add(2*time.Second), r.WorkflowDeadline
+			}
+			d := place(t, build(spec{gpu: "slow"}), r, testOpts())
 			if d.OK() != c.placed {
 				t.Fatalf("placed %v, want %v (%v)", d.OK(), c.placed, d.Counts)
 			}
@@ -265,6 +278,35 @@ func TestShortOutputsRiskTheStallPending(t *testing.T) {
 			short, long := pmiss(5), pmiss(400)
 			if got := short > long+0.01; got != c.shorter {
 				t.Fatalf("P(miss TPOT) short %v, long %v: want the short one higher = %v", short, long, c.shorter)
+			}
+		})
+	}
+}
+
+// FromAdmitted keeps a workflow step's hard deadline — the client's own,
+// or without one the workflow's — when admission narrowed its deadline to
+// its share of the workflow's.
+func TestFromAdmittedHardDeadline(t *testing.T) {
+	start := now.Add(-time.Second)
+	cases := []struct {
+		name       string
+		deadlineMs int64 // the client's own
+		narrowed   time.Duration
+		want       time.Time
+	}{
+		{"without its own, the workflow's", 0, 2 * time.Second, start.Add(30 * time.Second)},
+		{"the client's own", 10000, 2 * time.Second, now.Add(10 * time.Second)},
+		{"the client's own, past the workflow's", 60000, 2 * time.Second, now.Add(60 * time.Second)},
+		{"not narrowed: none", 0, 40 * time.Second, time.Time{}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := &schemas.Admitted{
+				Request:     schemas.Request{ID: "s", MaxTokens: 10, DeadlineMs: c.deadlineMs, Workflow: &schemas.Workflow{ID: "wf", Step: 2, Of: 4, DeadlineMs: 30000}},
+				SubmittedAt: now, Deadline: now.Add(c.narrowed), PromptTokens: 100,
+			}
+			if r := FromAdmitted(a, "", start); !r.HardDeadline.Equal(c.want) {
+				t.Fatalf("hard deadline %v, want %v", r.HardDeadline, c.want)
 			}
 		})
 	}
