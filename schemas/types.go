@@ -197,8 +197,21 @@ type ModelState struct {
 	Name  string `json:"name"`
 	Dtype string `json:"dtype,omitempty"`
 	// State is one of WeightHot, WeightSleeping, WeightLoading, WeightCold.
-	State       string  `json:"state"`
+	State string `json:"state"`
+	// LoadSeconds is the worker's own estimate of the time until the model
+	// serves from where its weights are now: the wake for a sleeping one,
+	// what is left of a load in progress, the load from disk for a cold one
+	// (a hot one gives its cold load, what an unload would cost).
 	LoadSeconds float64 `json:"load_s,omitempty"`
+	// Tier says where the weights sit (TierHBM, TierHost, TierPageCache,
+	// TierDisk, TierRemote; the catalog's weight tiers): State says what the
+	// engine does with them, Tier what a load would read from. Empty from
+	// workers that do not say; WeightTier gives the tier a state implies.
+	Tier string `json:"tier,omitempty"`
+	// TierSeconds is the worker's estimate of the load from each tier it
+	// can fall to (key: tier name), so the controller can price a sleep or
+	// an unload before commanding it. Optional.
+	TierSeconds map[string]float64 `json:"tier_s,omitempty"`
 	// ContextLength is the model's context window in tokens as this worker
 	// serves it (vLLM's max_model_len), 0 when the worker does not know.
 	// The admitter checks prompt + max_tokens against it for models the
@@ -216,6 +229,51 @@ const (
 	WeightCold     = "cold" // on local disk only
 	WeightAbsent   = "absent"
 )
+
+// Weight tiers (ModelState.Tier), hottest first: in HBM and serving; asleep
+// in host memory (a wake of about a second, the GPU still held); in the
+// host's page cache or on local NVMe (the engine starts and reads them at
+// disk speed); in a registry or object store only (downloaded first).
+const (
+	TierHBM       = "hbm"
+	TierHost      = "host"
+	TierPageCache = "page_cache"
+	TierDisk      = "disk"
+	TierRemote    = "remote"
+)
+
+// WeightTier is the tier a weight state implies when a worker names none:
+// hot and loading weights are (or are becoming) HBM-resident, sleeping ones
+// sit in host memory, cold ones on local disk, absent ones remotely.
+func WeightTier(state string) string {
+	switch state {
+	case WeightHot, WeightLoading:
+		return TierHBM
+	case WeightSleeping:
+		return TierHost
+	case WeightCold:
+		return TierDisk
+	case WeightAbsent:
+		return TierRemote
+	}
+	return ""
+}
+
+// TierState is the weight state of weights that sit in tier: the inverse
+// of WeightTier (the page cache is cold, as local disk is).
+func TierState(tier string) string {
+	switch tier {
+	case TierHBM:
+		return WeightHot
+	case TierHost:
+		return WeightSleeping
+	case TierPageCache, TierDisk:
+		return WeightCold
+	case TierRemote:
+		return WeightAbsent
+	}
+	return ""
+}
 
 // Heartbeat is what a worker publishes on sy.hb.<pool>.<worker> about once a
 // second. The router's fleet view is built from these and from KV events.

@@ -133,6 +133,8 @@ func (m Model) SupportsDtype(dtype string) bool {
 type Catalog struct {
 	gpus   map[string]GPU
 	models map[string]Model
+	// tiers are the weight tiers (tiers.go), keyed by name.
+	tiers map[string]Tier
 	// learned is nil for catalogs that cannot learn (the shared default).
 	learned *learnedModels
 }
@@ -140,10 +142,11 @@ type Catalog struct {
 type fileFormat struct {
 	GPUs   map[string]json.RawMessage `json:"gpus"`
 	Models map[string]json.RawMessage `json:"models"`
+	Tiers  map[string]json.RawMessage `json:"weight_tiers,omitempty"`
 }
 
 var defaultCatalog = func() *Catalog {
-	c := &Catalog{gpus: map[string]GPU{}, models: map[string]Model{}}
+	c := &Catalog{gpus: map[string]GPU{}, models: map[string]Model{}, tiers: map[string]Tier{}}
 	if err := c.merge(defaultsJSON); err != nil {
 		panic("catalog: embedded defaults.json: " + err.Error())
 	}
@@ -155,7 +158,8 @@ func Default() *Catalog { return defaultCatalog }
 
 // Merge returns the defaults with a JSON document merged over them; an
 // empty document returns the defaults. It has the shape of defaults.json:
-// {"gpus": {"name": {...}}, "models": {"name": {...}}}. An entry with a known
+// {"gpus": {"name": {...}}, "models": {"name": {...}}, "weight_tiers":
+// {"name": {...}}}. An entry with a known
 // name overrides only the fields it sets (e.g. {"gpus":{"h100":
 // {"price_per_hour":2.1}}}); a new name adds an entry, which must then be
 // complete enough to validate. Reading the file is the caller's
@@ -172,7 +176,10 @@ func Merge(data []byte) (*Catalog, error) {
 }
 
 func (c *Catalog) clone() *Catalog {
-	n := &Catalog{gpus: make(map[string]GPU, len(c.gpus)), models: make(map[string]Model, len(c.models))}
+	n := &Catalog{gpus: make(map[string]GPU, len(c.gpus)), models: make(map[string]Model, len(c.models)), tiers: make(map[string]Tier, len(c.tiers))}
+	for k, v := range c.tiers {
+		n.tiers[k] = v
+	}
 	for k, v := range c.gpus {
 		n.gpus[k] = v
 	}
@@ -212,6 +219,18 @@ func (c *Catalog) merge(data []byte) error {
 			return fmt.Errorf("model %q: %w", name, err)
 		}
 		c.models[key] = m
+	}
+	for name, raw := range f.Tiers {
+		key := strings.ToLower(name)
+		t := c.tiers[key]
+		if err := strictUnmarshal(raw, &t); err != nil {
+			return fmt.Errorf("weight tier %q: %w", name, err)
+		}
+		t.Name = key
+		if err := t.validate(); err != nil {
+			return fmt.Errorf("weight tier %q: %w", name, err)
+		}
+		c.tiers[key] = t
 	}
 	return nil
 }

@@ -110,3 +110,51 @@ func TestMerge(t *testing.T) {
 		t.Errorf("Merge(nil) = %v, %v", c, err)
 	}
 }
+
+// The weight tiers' load times come from the catalog and order hottest
+// first; an override file changes them (a loading-optimised format read
+// at ServerlessLLM's speed-up).
+func TestWeightTiers(t *testing.T) {
+	c := Default()
+	const gb16 = 16.06e9 // llama-3.1-8b in bf16
+	want := map[string]float64{
+		TierHBM: 0, TierHost: 0.3 + gb16/20e9, TierPageCache: 24 + gb16/4e9,
+		TierDisk: 24 + gb16/3e9, TierRemote: gb16/1.5e9 + 24 + gb16/3e9, "nowhere": math.Inf(1),
+	}
+	for tier, w := range want {
+		if got := c.TierLoadSeconds(tier, gb16, 1); math.Abs(got-w) > 1e-9 && !(math.IsInf(w, 1) && math.IsInf(got, 1)) {
+			t.Errorf("%s: %.3f s, want %.3f", tier, got, w)
+		}
+		if tr, ok := c.Tier(tier); ok && tr.Source == "" {
+			t.Errorf("%s: no source", tier)
+		}
+	}
+	// Each GPU of a TP-4 replica wakes its own shard.
+	if got, w := c.TierLoadSeconds(TierHost, gb16, 4), 0.3+gb16/4/20e9; math.Abs(got-w) > 1e-9 {
+		t.Errorf("host tp4: %.3f, want %.3f", got, w)
+	}
+	prev := -1.0
+	for _, tr := range c.Tiers() {
+		s := c.TierLoadSeconds(tr.Name, gb16, 1)
+		if s <= prev {
+			t.Errorf("tier %s loads in %.2f s, no slower than the tier before it (%.2f)", tr.Name, s, prev)
+		}
+		prev = s
+	}
+	if h, _ := c.Tier(TierHost); !h.GPUHeld {
+		t.Error("a sleeping replica must hold its GPU")
+	}
+	if d, _ := c.Tier(TierDisk); d.GPUHeld {
+		t.Error("weights on disk hold no GPU")
+	}
+	o, err := Merge([]byte(`{"weight_tiers":{"disk":{"gbps":15}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, w := o.TierLoadSeconds(TierDisk, gb16, 1), 24+gb16/15e9; math.Abs(got-w) > 1e-9 {
+		t.Errorf("override: disk %.3f, want %.3f", got, w)
+	}
+	if _, err := Merge([]byte(`{"weight_tiers":{"disk":{"gbs":15}}}`)); err == nil {
+		t.Error("a misspelt tier field was accepted")
+	}
+}

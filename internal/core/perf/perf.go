@@ -42,24 +42,6 @@ const (
 	DefaultMemUtil = 0.9
 )
 
-// Weight-load constants (gpu-model.md §7).
-const (
-	// hostToGPUBytesPerSec: waking a sleeping (level-1, weights in host RAM)
-	// engine copies weights over PCIe at 10-25 GB/s.
-	hostToGPUBytesPerSec = 20e9
-	// wakeSeconds is the fixed part of a wake (0.1-0.8 s measured small).
-	wakeSeconds = 0.3
-	// diskBytesPerSec: NVMe with a streaming loader (Run:ai streamer 2-6 GB/s).
-	diskBytesPerSec = 3e9
-	// processStartSeconds: engine process and CUDA context (5-10 s).
-	processStartSeconds = 7
-	// compileAndGraphSeconds: cached torch.compile (7.5 s) plus CUDA-graph
-	// capture (5-20 s).
-	compileAndGraphSeconds = 17
-	// downloadBytesPerSec: object store / registry pull (1-2 GB/s S3 class).
-	downloadBytesPerSec = 1.5e9
-)
-
 // Serving engines whose host-side overheads differ (gpu-model.md §4).
 const (
 	EngineVLLM   = "vllm" // the default
@@ -96,6 +78,9 @@ type Replica struct {
 	// Engine is the serving engine (EngineVLLM when empty); it sets the
 	// host-side overheads. Use WithEngine to change it.
 	Engine string
+	// cat is the catalog the replica was built from: its weight tiers price
+	// LoadSeconds (nil: the default catalog's).
+	cat *catalog.Catalog
 }
 
 // WithEngine returns r served by engine (vllm, sglang or trtllm).
@@ -154,7 +139,7 @@ func NewReplica(c *catalog.Catalog, gpu, model, dtype string, tp int) (Replica, 
 	if m.Heads%tp != 0 {
 		return Replica{}, fmt.Errorf("perf: tp %d does not divide %s's %d attention heads", tp, m.Name, m.Heads)
 	}
-	r := Replica{GPU: g, Model: m, Dtype: dtype, TP: tp, Engine: EngineVLLM}
+	r := Replica{GPU: g, Model: m, Dtype: dtype, TP: tp, Engine: EngineVLLM, cat: c}
 	// Require room for at least one max-length-ish sequence (or 4k tokens),
 	// which is what vLLM checks at start-up before it serves anything.
 	need := m.MaxContext
@@ -349,29 +334,40 @@ func (r Replica) SteadyState(input, output, batch int) (stepSeconds, outputToken
 	return step, float64(batch) / step
 }
 
-// LoadSeconds is the time until the model can serve, from a weight state
-// (gpu-model.md §7): hot 0; sleeping = copy weights back from host RAM;
-// cold = process start + read from local NVMe + compile (cached) and CUDA
-// graphs; absent = cold plus the download. "loading" is treated as cold,
-// since the caller does not know how far the load has got. Unknown states
-// return +Inf.
+// LoadSeconds is the time until the model can serve from a weight state:
+// the load from the tier the state implies (schemas.WeightTier: sleeping
+// from host memory, cold from local disk, absent from remote), priced by
+// the catalog's weight tiers (catalog/tiers.go, gpu-model.md §7). A load in
+// progress is priced as one from disk; a model learned from the fleet
+// cannot be fetched by a worker that does not have it.
 func (r Replica) LoadSeconds(fromState string) float64 {
-	w := r.WeightBytes()
 	switch fromState {
 	case schemas.WeightHot, "":
 		return 0
-	case schemas.WeightSleeping:
-		// Each GPU copies its own shard in parallel.
-		return wakeSeconds + w/float64(r.TP)/hostToGPUBytesPerSec
-	case schemas.WeightCold, schemas.WeightLoading:
-		return processStartSeconds + w/diskBytesPerSec + compileAndGraphSeconds
 	case schemas.WeightAbsent:
 		if r.Model.FromFleet {
 			// Learned from the workers that serve it: no one else has its
 			// weights, so a worker without it can never load it.
 			return math.Inf(1)
 		}
-		return processStartSeconds + w/diskBytesPerSec + compileAndGraphSeconds + w/downloadBytesPerSec
 	}
-	return math.Inf(1)
+	t := schemas.WeightTier(fromState)
+	if fromState == schemas.WeightLoading {
+		t = schemas.TierDisk
+	}
+	if t == "" {
+		return math.Inf(1)
+	}
+	return r.TierSeconds(t)
+}
+
+// TierSeconds is the time to bring the replica's weights into HBM from a
+// weight tier (catalog.TierLoadSeconds: each GPU copies its own shard
+// where the tier says so); +Inf for a tier the catalog does not know.
+func (r Replica) TierSeconds(tier string) float64 {
+	c := r.cat
+	if c == nil {
+		c = catalog.Default()
+	}
+	return c.TierLoadSeconds(tier, r.WeightBytes(), r.TP)
 }

@@ -201,3 +201,40 @@ func TestPredictorLearnsFleetModels(t *testing.T) {
 		t.Fatal("a worker holding the weights on disk cannot load them")
 	}
 }
+
+// Load times by tier come from the catalog the replica was built from:
+// the states map onto tiers (sleeping → host, cold → disk, absent →
+// remote), and an override of a tier moves its load.
+func TestLoadSecondsByTier(t *testing.T) {
+	r := mustReplica(t, "h100", "llama-3.1-8b", "bf16", 1)
+	c := catalog.Default()
+	w := r.WeightBytes()
+	for _, tc := range []struct{ state, tier string }{
+		{schemas.WeightSleeping, catalog.TierHost},
+		{schemas.WeightCold, catalog.TierDisk},
+		{schemas.WeightLoading, catalog.TierDisk},
+		{schemas.WeightAbsent, catalog.TierRemote},
+	} {
+		if got, want := r.LoadSeconds(tc.state), c.TierLoadSeconds(tc.tier, w, 1); got != want {
+			t.Errorf("%s: %.3f s, want the %s tier's %.3f", tc.state, got, tc.tier, want)
+		}
+	}
+	// The cold load the controller's lead time is built on: 29.4 s.
+	if got := r.LoadSeconds(schemas.WeightCold); math.Abs(got-29.35) > 0.05 {
+		t.Errorf("cold load %.2f s, want 29.35", got)
+	}
+	if got := r.TierSeconds(catalog.TierPageCache); !(got > r.TierSeconds(catalog.TierHost) && got < r.TierSeconds(catalog.TierDisk)) {
+		t.Errorf("page cache %.2f s is not between host and disk", got)
+	}
+	fast, err := catalog.Merge([]byte(`{"weight_tiers":{"host":{"gbps":50,"fixed_s":0}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rf, err := NewReplica(fast, "h100", "llama-3.1-8b", "bf16", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := rf.LoadSeconds(schemas.WeightSleeping), w/50e9; math.Abs(got-want) > 1e-9 {
+		t.Errorf("override: wake %.3f s, want %.3f", got, want)
+	}
+}
