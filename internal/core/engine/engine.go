@@ -214,6 +214,9 @@ type Engine struct {
 
 	weights   string
 	loadUntil time.Time
+	// tier is where the weights sit (schemas.Tier*): hbm while hot or
+	// loading; loading reads from loadFrom.
+	tier, loadFrom string
 
 	plan                  []planned
 	cur                   perf.Batch // what the plan costs so far
@@ -282,6 +285,7 @@ func New(cfg Config) (*Engine, error) {
 		spec:    cfg.Spec.Enabled,
 		rng:     rand.New(rand.NewPCG(cfg.Spec.Seed, 0x5eed)),
 		weights: w,
+		tier:    schemas.WeightTier(w),
 	}, nil
 }
 
@@ -377,23 +381,80 @@ func (e *Engine) SetBudgets(maxBatch, tokenBudget int) {
 }
 
 // SetWeightState moves the model's weights to state: hot starts a load on
-// the next Step if needed; sleeping, cold and absent unload them (which
-// discards the KV cache, as vLLM's sleep mode does) and are refused while
-// sequences are running.
+// the next Step if needed (Wake starts it at once); sleeping, cold and
+// absent unload them to the tier the state implies (schemas.WeightTier)
+// — which discards the KV cache, as vLLM's sleep mode does — and are
+// refused while sequences are running.
 func (e *Engine) SetWeightState(state string) error {
-	switch state {
-	case schemas.WeightHot:
+	if state == schemas.WeightHot {
 		return nil
+	}
+	return e.SetWeightTier(schemas.WeightTier(state))
+}
+
+// SetWeightTier moves the weights out of HBM to a colder tier: host memory
+// (asleep: vLLM's sleep level 1), the page cache or local disk (the engine
+// stops; cold), remote (absent). A later load or wake reads from there,
+// at that tier's speed (perf.Replica.TierSeconds). Refused while sequences
+// are running, and for hbm (use Wake).
+func (e *Engine) SetWeightTier(tier string) error {
+	state := schemas.TierState(tier)
+	switch state {
 	case schemas.WeightSleeping, schemas.WeightCold, schemas.WeightAbsent:
 	default:
-		return fmt.Errorf("engine: unknown weight state %q", state)
+		return fmt.Errorf("engine: cannot unload to weight tier %q", tier)
 	}
 	if len(e.running) > 0 {
 		return fmt.Errorf("engine: %d sequences running", len(e.running))
 	}
 	e.kv.evictAll()
-	e.weights, e.loadUntil = state, time.Time{}
+	e.weights, e.tier, e.loadUntil, e.loadFrom = state, tier, time.Time{}, ""
 	return nil
+}
+
+// Wake starts bringing the weights into HBM at now, from the tier they sit
+// in — a wake from host memory, an engine start from the page cache or
+// disk, a download — as vLLM's /wake_up or a model load does: the engine
+// serves once that tier's load time has passed, whether or not work
+// arrives meanwhile. A no-op when hot or already loading.
+func (e *Engine) Wake(now time.Time) {
+	if e.weights == schemas.WeightHot || e.weights == schemas.WeightLoading {
+		return
+	}
+	e.startLoad(now)
+}
+
+// Settle completes a load whose time has passed by now, so a heartbeat
+// sent then says hot.
+func (e *Engine) Settle(now time.Time) {
+	if e.weights == schemas.WeightLoading && !now.Before(e.loadUntil) {
+		e.weights, e.tier, e.loadUntil, e.loadFrom = schemas.WeightHot, schemas.TierHBM, time.Time{}, ""
+	}
+}
+
+func (e *Engine) startLoad(now time.Time) {
+	from := e.tier
+	if from == "" || from == schemas.TierHBM {
+		from = schemas.WeightTier(e.weights)
+	}
+	e.loadUntil = now.Add(time.Duration(e.rep.TierSeconds(from) * float64(time.Second)))
+	e.weights, e.tier, e.loadFrom = schemas.WeightLoading, schemas.TierHBM, from
+}
+
+// Tier is where the weights sit now (schemas.Tier*).
+func (e *Engine) Tier() string { return e.tier }
+
+// ReadySeconds is how long from now until the engine can serve: 0 when
+// hot, what is left of a load in progress, else the load from the tier
+// the weights sit in.
+func (e *Engine) ReadySeconds(now time.Time) float64 {
+	switch e.weights {
+	case schemas.WeightHot:
+		return 0
+	case schemas.WeightLoading:
+		return max(0, e.loadUntil.Sub(now).Seconds())
+	}
+	return e.rep.TierSeconds(e.tier)
 }
 
 // NumPriorities is the number of priority ranks State splits queued tokens

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"time"
+
 	"github.com/switchyard-ai/switchyard/internal/core/tokens"
 	"github.com/switchyard-ai/switchyard/schemas"
 )
@@ -38,9 +40,33 @@ func (e *Engine) FillHeartbeat(hb *schemas.Heartbeat) {
 	hb.QueuedTokensByClass = st.ClassMap(hb.QueuedTokensByClass)
 	hb.KVBlocksByClass = st.KVClassMap(hb.KVBlocksByClass)
 	hb.PricePerHour = e.rep.PricePerHour()
-	m := schemas.ModelState{Name: e.rep.Model.Name, Dtype: e.rep.Dtype, State: st.Weights, LoadSeconds: e.rep.LoadSeconds(schemas.WeightCold),
-		ContextLength: e.rep.Model.MaxContext}
+	// load_s is the time to serve from where the weights are (the router's
+	// warmth axis and admission's moves read it so): the wake for a
+	// sleeping replica, the full load for one still loading (FillHeartbeatAt
+	// knows what is left), the load from its tier for a cold one; a hot one
+	// advertises its cold load, what an unload would cost.
+	load := e.rep.LoadSeconds(schemas.WeightCold)
+	switch st.Weights {
+	case schemas.WeightHot:
+	case schemas.WeightLoading:
+		load = e.rep.TierSeconds(e.loadFrom)
+	default:
+		load = e.rep.TierSeconds(e.tier)
+	}
+	m := schemas.ModelState{Name: e.rep.Model.Name, Dtype: e.rep.Dtype, State: st.Weights, LoadSeconds: load,
+		Tier: e.tier, ContextLength: e.rep.Model.MaxContext}
 	hb.Models = append(hb.Models[:0], m)
+}
+
+// FillHeartbeatAt is FillHeartbeat at a known time: a load whose time has
+// passed is settled first, and a load in progress advertises what is
+// left of it.
+func (e *Engine) FillHeartbeatAt(hb *schemas.Heartbeat, now time.Time) {
+	e.Settle(now)
+	e.FillHeartbeat(hb)
+	if e.weights == schemas.WeightLoading && len(hb.Models) > 0 {
+		hb.Models[0].LoadSeconds = max(1e-3, e.loadUntil.Sub(now).Seconds())
+	}
 }
 
 // CostUSD prices GPU-seconds spent on this replica: its hourly price is

@@ -61,16 +61,14 @@ func (e *Engine) weightsReady(now time.Time) bool {
 		return true
 	}
 	if e.weights != schemas.WeightLoading {
-		d := e.rep.LoadSeconds(e.weights)
-		e.loadUntil = now.Add(time.Duration(d * float64(time.Second)))
-		e.weights = schemas.WeightLoading
+		e.startLoad(now)
 	}
 	if now.Before(e.loadUntil) {
 		e.out.Duration = e.loadUntil.Sub(now)
 		e.account(now, e.out.Duration, 0, false)
 		return false
 	}
-	e.weights, e.loadUntil = schemas.WeightHot, time.Time{}
+	e.Settle(now)
 	return true
 }
 
