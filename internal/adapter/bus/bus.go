@@ -5,6 +5,7 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -138,7 +139,7 @@ func (s *Server) ClientURL() string {
 // Connect opens a client connection: in-process when the server does not
 // listen, over TCP otherwise.
 func (s *Server) Connect(name string, extra ...nats.Option) (*nats.Conn, error) {
-	opts := append([]nats.Option{nats.Name(name), nats.InProcessServer(s.NS), nats.MaxReconnects(-1)}, extra...)
+	opts := append([]nats.Option{nats.Name(name), nats.InProcessServer(s.NS), nats.MaxReconnects(-1), nats.ErrorHandler(AsyncErrorLogger(slog.Default(), name))}, extra...)
 	nc, err := nats.Connect("", opts...)
 	if err != nil {
 		return nil, fmt.Errorf("in-process connect %s: %w", name, err)
@@ -170,6 +171,7 @@ func Dial(ctx context.Context, url, name string, wait time.Duration, extra ...na
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.RetryOnFailedConnect(false),
+		nats.ErrorHandler(AsyncErrorLogger(slog.Default(), name)),
 	}, extra...)
 	deadline := time.Now().Add(wait)
 	for {
@@ -185,6 +187,31 @@ func Dial(ctx context.Context, url, name string, wait time.Duration, extra ...na
 			return nil, ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
+	}
+}
+
+// AsyncErrorLogger logs the errors NATS reports out of band on a
+// connection, which nats.go otherwise prints nowhere: above all a slow
+// consumer — a subscription whose handler fell behind past its pending
+// limits (nats.go's 512Ki messages / 64 MiB by default) has messages
+// dropped, which for a core subscription (heartbeats, results, tokens) is
+// data lost silently. nats.go reports a slow consumer once until it
+// catches up, so each episode is one line. A later option replaces it
+// (tests that collect permission violations pass their own).
+func AsyncErrorLogger(log *slog.Logger, conn string) nats.ErrHandler {
+	return func(_ *nats.Conn, sub *nats.Subscription, err error) {
+		if sub == nil {
+			log.Warn("nats async error", "conn", conn, "err", err)
+			return
+		}
+		msgs, bytes, _ := sub.Pending()
+		dropped, _ := sub.Dropped()
+		if errors.Is(err, nats.ErrSlowConsumer) {
+			log.Warn("slow consumer: the subscription's handler fell behind and NATS dropped messages",
+				"conn", conn, "subject", sub.Subject, "pending_msgs", msgs, "pending_bytes", bytes, "dropped", dropped)
+			return
+		}
+		log.Warn("nats async error", "conn", conn, "subject", sub.Subject, "err", err)
 	}
 }
 
