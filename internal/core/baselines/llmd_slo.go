@@ -118,9 +118,10 @@ var (
 //   - latency-scorer: positive headroom: normalise each headroom over the
 //     candidates so the largest scores 1 ("most"; "least": the smallest),
 //     and blend them, 0.8 × TTFT's and 0.2 × TPOT's (a dimension with no
-//     spread gives its weight to the other). All negative: idle endpoints only, if any; else the least
-//     severe deficit bucket (only TPOT negative, then only TTFT, then
-//     both), the deficit closest to zero scoring highest. No predictions
+//     spread gives its weight to the other). All negative: idle endpoints
+//     only, if any; else the least severe deficit bucket (only TPOT
+//     negative, then only TTFT, then both), the deficit closest to zero
+//     scoring highest. No predictions
 //     (no cost model): the composite fallback, KV free share + queue +
 //     prefix score, weights 1 each.
 //   - weighted-random-picker: A-Res weighted sampling over the scores.
