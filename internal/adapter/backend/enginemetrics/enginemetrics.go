@@ -27,6 +27,11 @@
 //	  block_size}                          sglang:num_used_tokens
 //	vllm:num_preemptions_total             sglang:num_retracted_requests_total
 //
+// llama.cpp's llama-server (--metrics) maps the same way:
+// llamacpp:requests_processing and _deferred are running and waiting,
+// llamacpp:kv_cache_usage_ratio the KV use (where exported),
+// llamacpp:prompt_tokens_total and tokens_predicted_total the counters.
+//
 // Samples of one metric under several label sets (data-parallel engines,
 // several models) are summed for counts and counters, and the largest is
 // taken for usage fractions (the fullest engine is the one that preempts).
@@ -191,6 +196,11 @@ func parseLabels(s string) (map[string]string, string, error) {
 const (
 	EngineVLLM   = "vllm"
 	EngineSGLang = "sglang"
+	// EngineLlamaCpp is llama.cpp's llama-server started with --metrics
+	// (tools/server/server.cpp): requests processing and deferred, prompt
+	// and predicted token counters, and, in the releases that export it,
+	// the KV cache's usage ratio.
+	EngineLlamaCpp = "llamacpp"
 )
 
 // Snapshot is one scrape mapped onto what Switchyard needs. A field the
@@ -223,14 +233,14 @@ type Snapshot struct {
 type family []string
 
 var (
-	runningF     = family{"vllm:num_requests_running", "sglang:num_running_reqs"}
-	waitingF     = family{"vllm:num_requests_waiting", "sglang:num_queue_reqs"}
-	kvUsageF     = family{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"}
+	runningF     = family{"vllm:num_requests_running", "sglang:num_running_reqs", "llamacpp:requests_processing"}
+	waitingF     = family{"vllm:num_requests_waiting", "sglang:num_queue_reqs", "llamacpp:requests_deferred"}
+	kvUsageF     = family{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage", "llamacpp:kv_cache_usage_ratio"}
 	hitsF        = family{"vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"}
 	queriesF     = family{"vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"}
 	hitRateF     = family{"sglang:cache_hit_rate"}
-	promptF      = family{"vllm:prompt_tokens_total", "sglang:prompt_tokens_total"}
-	generationF  = family{"vllm:generation_tokens_total", "sglang:generation_tokens_total"}
+	promptF      = family{"vllm:prompt_tokens_total", "sglang:prompt_tokens_total", "llamacpp:prompt_tokens_total"}
+	generationF  = family{"vllm:generation_tokens_total", "sglang:generation_tokens_total", "llamacpp:tokens_predicted_total"}
 	genTputF     = family{"sglang:gen_throughput"}
 	preemptF     = family{"vllm:num_preemptions_total", "sglang:num_retracted_requests_total"}
 	kvTokTotalF  = family{"sglang:max_total_num_tokens"}
@@ -274,7 +284,7 @@ func maxOf(s []Sample) float64 {
 // ErrNoEngineMetrics is returned for a page with neither vLLM's nor
 // SGLang's metrics (another server, or an engine started without them:
 // SGLang needs --enable-metrics).
-var ErrNoEngineMetrics = errors.New("enginemetrics: no vLLM or SGLang metrics on the page (SGLang needs --enable-metrics)")
+var ErrNoEngineMetrics = errors.New("enginemetrics: no vLLM, SGLang or llama.cpp metrics on the page (SGLang needs --enable-metrics, llama-server --metrics)")
 
 // Read maps a page onto a Snapshot.
 func Read(p Page) (Snapshot, error) {

@@ -91,6 +91,29 @@ sglang:generation_tokens_total{model_name="Qwen/Qwen2.5-7B-Instruct"} 7.557572e+
 sglang:num_retracted_requests_total{model_name="Qwen/Qwen2.5-7B-Instruct"} 3.0
 `
 
+// llamaCppPage is llama-server's /metrics (started with --metrics), in the
+// names of tools/server/server.cpp; kv_cache_usage_ratio is exported by
+// the releases that have it.
+const llamaCppPage = `# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed.
+# TYPE llamacpp:prompt_tokens_total counter
+llamacpp:prompt_tokens_total 6886
+# HELP llamacpp:prompt_seconds_total Prompt process time
+# TYPE llamacpp:prompt_seconds_total counter
+llamacpp:prompt_seconds_total 2903.63
+# HELP llamacpp:tokens_predicted_total Number of generation tokens processed.
+# TYPE llamacpp:tokens_predicted_total counter
+llamacpp:tokens_predicted_total 3469
+# HELP llamacpp:kv_cache_usage_ratio KV-cache usage. 1 means 100 percent usage.
+# TYPE llamacpp:kv_cache_usage_ratio gauge
+llamacpp:kv_cache_usage_ratio 0.125
+# HELP llamacpp:requests_processing Number of requests processing.
+# TYPE llamacpp:requests_processing gauge
+llamacpp:requests_processing 2
+# HELP llamacpp:requests_deferred Number of requests deferred.
+# TYPE llamacpp:requests_deferred gauge
+llamacpp:requests_deferred 3
+`
+
 func TestReadEnginePages(t *testing.T) {
 	oldVLLM := strings.NewReplacer("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc",
 		"vllm:prefix_cache_", "vllm:gpu_prefix_cache_").Replace(vllmPage)
@@ -104,6 +127,9 @@ func TestReadEnginePages(t *testing.T) {
 	}{
 		{"vLLM V1, two DP engines", vllmPage, wantVLLM},
 		{"vLLM before 0.9: deprecated names", oldVLLM, wantVLLM},
+		{"llama-server --metrics", llamaCppPage, Snapshot{Engine: EngineLlamaCpp, Running: 2, Waiting: 3, KVUsage: 0.125,
+			KVTokensTotal: -1, KVTokensUsed: -1, PrefixHits: -1, PrefixQueries: -1, PrefixHitRate: -1, PromptTokens: 6886,
+			GenerationTokens: 3469, GenThroughput: -1, Preemptions: -1}},
 		{"SGLang", sglangPage, Snapshot{Engine: EngineSGLang, Running: 5, Waiting: 2, KVUsage: 0.21, KVTokensTotal: 200000, KVTokensUsed: 42000,
 			PrefixHits: -1, PrefixQueries: -1, PrefixHitRate: 0.5, PromptTokens: 8.128902e+06, GenerationTokens: 7.557572e+06,
 			GenThroughput: 86.5, Preemptions: 3}},
