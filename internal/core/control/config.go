@@ -157,6 +157,28 @@ type Config struct {
 	// stays unneeded before its weights are dropped to cold (default 10 min).
 	SleepAfter, UnloadAfter time.Duration
 
+	// StartTier is the weight tier a replica the scaler starts loads from
+	// (a catalog weight tier; default schemas.TierDisk, local NVMe: the
+	// 29.4 s cold start of llama-3.1-8b on an H100). Every lead time — the
+	// forecast's horizon, the release holds, the cold start routers are
+	// told — is this tier's load plus one interval. A faster tier here is a
+	// what-if: the bound a faster cold start would set (docs/benchmarks.md).
+	StartTier string
+	// SleepOnRelease buys the return of a replica past its release hold in
+	// the cheapest tier that arrives in time: when its level's recent
+	// returns say that sleeping through another hold costs less than the
+	// re-buys it would save (sleep.go), the replica is put to sleep
+	// (weights to host memory, a wake of about a second) instead of being
+	// released (a cold start to get it back), and it is released only once
+	// it has slept through that hold unneeded. Only for fleets that carry
+	// out warmth commands (off by default; `sim --sleep-on-release`).
+	SleepOnRelease bool
+	// SleepPrice is the share of a replica's GPU price its sleep costs
+	// (default 1 when the catalog's host tier holds the GPU, as vLLM's
+	// sleep mode does: the device stays allocated and paid for). Below 1
+	// only where the HBM a sleeping replica frees serves other work.
+	SleepPrice float64
+
 	// ShedMargins are the admitter's shedding margins per class in normal
 	// operation (default admission.DefaultMargins' values); ShedTightened
 	// those used while the high classes miss their SLO and a pool is at
@@ -234,6 +256,15 @@ func (c *Config) fill() {
 	def(&c.BudgetDwell, 30*time.Second)
 	def(&c.SleepAfter, 30*time.Second)
 	def(&c.UnloadAfter, 10*time.Minute)
+	if c.StartTier == "" {
+		c.StartTier = schemas.TierDisk
+	}
+	if c.SleepPrice <= 0 {
+		c.SleepPrice = 1
+		if t, ok := c.Catalog.Tier(schemas.TierHost); ok && !t.GPUHeld {
+			c.SleepPrice = 0
+		}
+	}
 	if c.ShedMargins == nil {
 		c.ShedMargins = map[string]float64{
 			schemas.PriorityCritical: 1.0, schemas.PriorityInteractive: 1.0,

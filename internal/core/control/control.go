@@ -56,6 +56,9 @@ type poolState struct {
 	highShareSeen, highPenalty float64
 	lastAt                     time.Time
 	haveLast                   bool
+	// sleepWant is how many of the pool's replicas the scaler keeps asleep
+	// instead of releasing them (Config.SleepOnRelease, sleep.go).
+	sleepWant int
 }
 
 type rec struct {
@@ -117,6 +120,9 @@ func New(cfg Config) (*Controller, error) {
 		}
 		if _, dup := c.byKey[p.Key()]; dup {
 			return nil, fmt.Errorf("control: pool %s configured twice", p.Key())
+		}
+		if s := rep.TierSeconds(cfg.StartTier); math.IsInf(s, 1) {
+			return nil, fmt.Errorf("control: pool %s: start tier %q is not a catalog weight tier", p.Key(), cfg.StartTier)
 		}
 		ps := &poolState{Pool: p, rep: rep}
 		c.pools = append(c.pools, ps)
@@ -185,7 +191,7 @@ func (c *Controller) Decide(in Inputs) Decision {
 	for _, ps := range c.pools {
 		g := c.guardHeld(ps, byPool[ps.Key()], in, &d)
 		rd := c.scale(ps, byPool[ps.Key()], in, shares[ps.Key()], unserved*unservedShares[ps.Key()], highMiss, &d)
-		rd = g.apply(ps, rd, &d)
+		rd = g.apply(c, ps, rd, &d)
 		if rd.Desired >= ps.Max && highMiss {
 			atMax = true
 		}

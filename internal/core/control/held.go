@@ -110,9 +110,9 @@ func (c *Controller) guardHeld(ps *poolState, hbs []*schemas.Heartbeat, in Input
 
 // apply undoes a scale-up the guard holds back and says why, and names
 // the held demand in the reason of a scale-up it lets through.
-func (g heldGuard) apply(ps *poolState, rd ReplicaDecision, d *Decision) ReplicaDecision {
+func (g heldGuard) apply(c *Controller, ps *poolState, rd ReplicaDecision, d *Decision) ReplicaDecision {
 	rd.Dtype, rd.TP, rd.Max = ps.Dtype, ps.TP, ps.Max
-	rd.ColdStartSeconds = ps.rep.LoadSeconds(schemas.WeightCold)
+	rd.ColdStartSeconds = c.startSeconds(ps)
 	rd.Held = g.held.Requests
 	if g.held.Requests == 0 && g.refused == 0 {
 		return rd

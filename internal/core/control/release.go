@@ -4,8 +4,6 @@ import (
 	"math"
 	"sort"
 	"time"
-
-	"github.com/switchyard-ai/switchyard/schemas"
 )
 
 // Releasing capacity: rent or buy, per replica level.
@@ -166,7 +164,7 @@ func (c *Controller) holdFor(ps *poolState, k int) (time.Duration, int) {
 	if len(gs) == 0 {
 		return c.priorHold(ps), 0
 	}
-	loadS := ps.rep.LoadSeconds(schemas.WeightCold)
+	loadS := c.startSeconds(ps)
 	lead := loadS + c.cfg.Interval.Seconds()
 	best := c.fitHold(gs, loadS, c.missSeconds(ps))
 	// Hold at least a lead time (shorter gaps always pay to hold through),
@@ -209,7 +207,7 @@ func (c *Controller) fitHold(gs []gap, loadS, perMiss float64) float64 {
 
 // priorHold is the hold before any return has been seen.
 func (c *Controller) priorHold(ps *poolState) time.Duration {
-	lead := ps.rep.LoadSeconds(schemas.WeightCold) + c.cfg.Interval.Seconds()
+	lead := c.startSeconds(ps) + c.cfg.Interval.Seconds()
 	return time.Duration(c.cfg.DownLeadTimes * lead * float64(time.Second)).Round(c.cfg.Interval)
 }
 

@@ -92,7 +92,7 @@ func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, q
 	// damped Holt): a burst's onset is not a ramp that goes on for the
 	// whole lead time, and extrapolating it undamped ordered replicas for
 	// bursts that were over before they loaded.
-	loadS := ps.rep.LoadSeconds(schemas.WeightCold)
+	loadS := c.startSeconds(ps)
 	lead := loadS + c.cfg.Interval.Seconds()
 	horizon := lead / c.cfg.Interval.Seconds()
 	rate := max(0, ps.fc.level)
@@ -207,6 +207,11 @@ func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, q
 	rd := ReplicaDecision{Pool: ps.Key(), GPU: ps.GPU, Model: ps.Model, Current: current, Raw: raw,
 		ArrivalRate: rate, Forecast: plan, Capacity: capU, Backlog: int(backlog + 0.5)}
 
+	// Replicas kept asleep instead of released wake as their levels are
+	// needed again: the scaler keeps asleep at most those above the
+	// recommendation.
+	ps.sleepWant = clamp(ps.sleepWant, 0, max(0, ps.desired-max(raw, 1)))
+
 	ps.recs = append(ps.recs, rec{now, raw})
 	keep := max(c.downWindow(ps), c.cfg.ZeroWindow)
 	i := 0
@@ -249,6 +254,12 @@ func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, q
 		case idle < hold:
 			reason = fmt.Sprintf("scale-down held: replica %d unneeded for %s of its %s hold (%s)", old, idle.Round(time.Second), hold.Round(time.Second), basis)
 		default:
+			if c.cfg.SleepOnRelease {
+				if r, ok := c.sleepInstead(ps, old, idle, hold); ok {
+					reason = r
+					break
+				}
+			}
 			next = old - 1
 			reason = fmt.Sprintf("scale down: replica %d unneeded for %s, past its %s hold (%s); %s", old, idle.Round(time.Second), hold.Round(time.Second), basis, why)
 		}
@@ -300,7 +311,7 @@ func (c *Controller) levelGain(ps *poolState) float64 {
 		return c.cfg.LevelGain
 	}
 	iv := c.cfg.Interval.Seconds()
-	return min(1, iv/(ps.rep.LoadSeconds(schemas.WeightCold)+iv))
+	return min(1, iv/(c.startSeconds(ps)+iv))
 }
 
 // downWindow is the pool's scale-down stabilization window: DownWindow
@@ -312,7 +323,7 @@ func (c *Controller) downWindow(ps *poolState) time.Duration {
 	if c.cfg.DownWindow > 0 {
 		return c.cfg.DownWindow
 	}
-	lead := ps.rep.LoadSeconds(schemas.WeightCold) + c.cfg.Interval.Seconds()
+	lead := c.startSeconds(ps) + c.cfg.Interval.Seconds()
 	return time.Duration(c.cfg.DownLeadTimes * lead * float64(time.Second)).Round(c.cfg.Interval)
 }
 
@@ -412,3 +423,10 @@ func binomialTail(n, k int, p float64) float64 {
 // minCalibration bounds how far SLO misses may cut the planned capacity of
 // a replica below the model's.
 const minCalibration = 0.4
+
+// startSeconds is how long a replica the scaler starts takes to serve:
+// the load from Config.StartTier (the catalog's weight tier; local disk by
+// default).
+func (c *Controller) startSeconds(ps *poolState) float64 {
+	return ps.rep.TierSeconds(c.cfg.StartTier)
+}

@@ -121,7 +121,7 @@ func (c *Controller) decideWarmth(ws []schemas.Heartbeat, byPool map[string][]*s
 				wake--
 				st.sleepSince = time.Time{}
 				c.warm(d, st, in.Now, hb.WorkerID, model, schemas.WeightSleeping, schemas.WeightHot,
-					fmt.Sprintf("wake: %d replicas needed, %d hot; waking takes %.1fs, a cold start %.1fs", need, len(hot), ps.rep.LoadSeconds(schemas.WeightSleeping), ps.rep.LoadSeconds(schemas.WeightCold)))
+					fmt.Sprintf("wake: %d replicas needed, %d hot; waking takes %.1fs, a cold start %.1fs", need, len(hot), ps.rep.LoadSeconds(schemas.WeightSleeping), c.startSeconds(ps)))
 			case in.Now.Sub(st.sleepSince) >= c.cfg.UnloadAfter:
 				st.sleepSince = time.Time{}
 				c.warm(d, st, in.Now, hb.WorkerID, model, schemas.WeightSleeping, schemas.WeightCold,
@@ -155,6 +155,24 @@ func (c *Controller) decideWarmth(ws []schemas.Heartbeat, byPool map[string][]*s
 			st.idleSince = time.Time{}
 			c.warm(d, st, in.Now, hb.WorkerID, hb.Models[0].Name, schemas.WeightHot, schemas.WeightSleeping,
 				fmt.Sprintf("sleep: idle %s while %d hot replicas exceed the %d kept", c.cfg.SleepAfter, len(hot), keep))
+		}
+		// Replicas the scaler keeps asleep instead of releasing them
+		// (sleep.go): an idle hot one goes to sleep (an engine refuses to
+		// sleep with sequences running; a busy pool is asked again at the
+		// next decision).
+		for _, hb := range hot {
+			if len(asleep) >= ps.sleepWant {
+				break
+			}
+			st := c.workers[hb.WorkerID]
+			if hb.Running+hb.Waiting > 0 || hb.Models[0].State != schemas.WeightHot || st.intent != "" {
+				continue
+			}
+			asleep = append(asleep, hb)
+			st.idleSince = time.Time{}
+			c.warm(d, st, in.Now, hb.WorkerID, hb.Models[0].Name, schemas.WeightHot, schemas.WeightSleeping,
+				fmt.Sprintf("sleep instead of release: %d replicas kept, %d needed; asleep in host memory it wakes in %.1fs, a cold start takes %.1fs; its GPU stays held",
+					rd.Desired, rd.Raw, ps.rep.LoadSeconds(schemas.WeightSleeping), c.startSeconds(ps)))
 		}
 	}
 }
