@@ -66,13 +66,16 @@ func TestHeartbeatCarriesTheEnginesQueueAndKV(t *testing.T) {
 		name                        string
 		running, waiting            int
 		own                         map[string]int // prompt tokens with no byte back yet
+		sent                        []string       // those of them at the engine
 		mean                        float64
 		wantQueued, wantKVFree      int
 		wantRunning, wantHBWaitings int
 	}{
-		{"idle", 0, 0, nil, 0, 0, 27153, 0, 0},
-		{"others' requests waiting", 4, 10, nil, 400, 10 * 400, 27153 / 2, 4, 10},
-		{"ours among them", 4, 10, map[string]int{"a": 500, "b": 300}, 400, 800 + 8*400, 27153 / 2, 4, 10},
+		{"idle", 0, 0, nil, nil, 0, 0, 27153, 0, 0},
+		{"others' requests waiting", 4, 10, nil, nil, 400, 10 * 400, 27153 / 2, 4, 10},
+		{"ours among them", 4, 10, map[string]int{"a": 500, "b": 300}, []string{"a", "b"}, 400, 800 + 8*400, 27153 / 2, 4, 10},
+		// c waits for a slot of this worker's, not in the engine's count.
+		{"one of ours not sent yet", 4, 10, map[string]int{"a": 500, "b": 300, "c": 100}, []string{"a", "b"}, 400, 900 + 8*400, 27153 / 2, 4, 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			usage := 0.0
@@ -83,6 +86,9 @@ func TestHeartbeatCarriesTheEnginesQueueAndKV(t *testing.T) {
 			w.mu.Lock()
 			for id, n := range tc.own {
 				w.remote.unprefilled[id] = n
+			}
+			for _, id := range tc.sent {
+				w.remote.busy.start(id, time.Now())
 			}
 			w.remote.promptMean = tc.mean
 			w.mu.Unlock()

@@ -388,14 +388,17 @@ const promptMeanWindow = 100
 // Callers hold w.mu.
 func (w *Worker) remoteQueue() (running, waiting, queuedTokens int) {
 	r := w.remote
-	own := 0
-	for _, n := range r.unprefilled {
+	own, ownAtEngine := 0, 0
+	for id, n := range r.unprefilled {
 		own += n
+		if _, sent := r.busy.share[id]; sent {
+			ownAtEngine++ // in the engine's waiting count (or prefilling)
+		}
 	}
 	running, waiting, queuedTokens = r.running, 0, own
 	if r.scraped && !r.engine.ollama { // Ollama has no metrics: count what is in flight here
 		running, waiting = int(r.metrics.Running), int(r.metrics.Waiting)
-		if foreign := waiting - len(r.unprefilled); foreign > 0 {
+		if foreign := waiting - ownAtEngine; foreign > 0 {
 			queuedTokens += int(float64(foreign) * max(r.promptMean, 1))
 		}
 	}
