@@ -27,15 +27,21 @@ func sloMet(a *schemas.Admitted, ttft time.Duration, itlMs float64, finished tim
 // as far as this worker can see — where wall time per request counted
 // every concurrent second n times, overstating GPU-seconds and cost by
 // the concurrency. A generation waiting in the engine's own queue shares
-// too: the engine's time is what it waits for. Callers hold Worker.mu.
+// too: the engine's time is what it waits for. Where the engine reports
+// the batch it runs (vLLM's and SGLang's running requests, Batch), a
+// larger batch — other clients' requests beside this worker's — divides
+// the time instead: the GPU ran them all. Callers hold Worker.mu.
 type busyMeter struct {
 	last  time.Time
 	share map[string]float64
+	// Batch is the engine's own count of requests running as of its last
+	// scrape, 0 when it reports none.
+	Batch int
 }
 
 // advance credits the time since the last change to what is running.
 func (b *busyMeter) advance(now time.Time) {
-	if n := len(b.share); n > 0 && now.After(b.last) {
+	if n := max(len(b.share), b.Batch); len(b.share) > 0 && now.After(b.last) {
 		dt := now.Sub(b.last).Seconds() / float64(n)
 		for id := range b.share {
 			b.share[id] += dt

@@ -25,18 +25,21 @@ func TestBusyMeterSplitsTheEnginesTime(t *testing.T) {
 		start bool
 	}
 	for _, tc := range []struct {
-		name string
-		evs  []ev
-		want map[string]float64
+		name  string
+		batch int // the engine's own running count (0: not reported)
+		evs   []ev
+		want  map[string]float64
 	}{
-		{"alone", []ev{{"a", 0, true}, {"a", 2, false}}, map[string]float64{"a": 2}},
-		{"two at once", []ev{{"a", 0, true}, {"b", 0, true}, {"a", 2, false}, {"b", 2, false}}, map[string]float64{"a": 1, "b": 1}},
+		{"alone", 0, []ev{{"a", 0, true}, {"a", 2, false}}, map[string]float64{"a": 2}},
+		{"two at once", 0, []ev{{"a", 0, true}, {"b", 0, true}, {"a", 2, false}, {"b", 2, false}}, map[string]float64{"a": 1, "b": 1}},
 		// a alone 1 s, both 1 s (0.5 each), b alone 2 s: 4 s busy in all.
-		{"overlapping", []ev{{"a", 0, true}, {"b", 1, true}, {"a", 2, false}, {"b", 4, false}}, map[string]float64{"a": 1.5, "b": 2.5}},
-		{"idle between", []ev{{"a", 0, true}, {"a", 1, false}, {"b", 5, true}, {"b", 6, false}}, map[string]float64{"a": 1, "b": 1}},
+		{"overlapping", 0, []ev{{"a", 0, true}, {"b", 1, true}, {"a", 2, false}, {"b", 4, false}}, map[string]float64{"a": 1.5, "b": 2.5}},
+		{"idle between", 0, []ev{{"a", 0, true}, {"a", 1, false}, {"b", 5, true}, {"b", 6, false}}, map[string]float64{"a": 1, "b": 1}},
+		// The engine runs four (two of other clients'): each of ours is a quarter.
+		{"the engine's batch is larger", 4, []ev{{"a", 0, true}, {"b", 0, true}, {"a", 2, false}, {"b", 2, false}}, map[string]float64{"a": 0.5, "b": 0.5}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var b busyMeter
+			b := busyMeter{Batch: tc.batch}
 			got := map[string]float64{}
 			for _, e := range tc.evs {
 				if e.start {

@@ -363,6 +363,8 @@ func (w *Worker) scrape(ctx context.Context) {
 		return
 	}
 	w.remote.metrics, w.remote.scraped = m, true
+	w.remote.busy.advance(w.sh.Now()) // the old batch up to now, the new one after
+	w.remote.busy.Batch = int(m.Running)
 	if w.remote.haveGPU {
 		if info, err := nvml.Probe(); err == nil {
 			w.remote.gpu = info
