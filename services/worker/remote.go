@@ -162,7 +162,8 @@ func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.
 			return
 		}
 		req := openai.Request{Model: w.engineModel(a.Model), Messages: a.Request.Messages, Prompt: a.Request.Prompt,
-			MaxTokens: a.Request.MaxTokens, Temperature: a.Request.Temperature, Seed: a.Request.Seed}
+			MaxTokens: a.Request.MaxTokens, Temperature: a.Request.Temperature, Seed: a.Request.Seed,
+			TopP: a.Request.TopP, Stop: a.Request.Stop, ResponseFormat: a.Request.ResponseFormat, Tools: a.Request.Tools}
 		if resumed.seq > 0 {
 			if e := resumeRemote(&req, resumed); e != nil {
 				w.finish(ctx, d, m, svc.ErrorResult(a.Request.ID, a.Tenant, a.Priority, e, w.sh.Now()))

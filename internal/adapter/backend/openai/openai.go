@@ -59,6 +59,13 @@ type Request struct {
 	MaxTokens   int
 	Temperature *float64
 	Seed        *int64
+	// TopP and Stop go to either endpoint; ResponseFormat and Tools are
+	// chat parameters (OpenAI's completions endpoint takes neither), sent
+	// as the request gave them.
+	TopP           *float64
+	Stop           []string
+	ResponseFormat map[string]any
+	Tools          []map[string]any
 }
 
 // Result is a finished generation as measured by the client.
@@ -117,10 +124,22 @@ func (c *Client) Generate(ctx context.Context, req Request, onChunk func(text st
 	if req.Seed != nil {
 		body["seed"] = *req.Seed
 	}
+	if req.TopP != nil {
+		body["top_p"] = *req.TopP
+	}
+	if len(req.Stop) > 0 {
+		body["stop"] = req.Stop
+	}
 	path := "/v1/completions"
 	if len(req.Messages) > 0 {
 		path = "/v1/chat/completions"
 		body["messages"] = req.Messages
+		if req.ResponseFormat != nil {
+			body["response_format"] = req.ResponseFormat
+		}
+		if len(req.Tools) > 0 {
+			body["tools"] = req.Tools
+		}
 	} else {
 		body["prompt"] = req.Prompt
 	}

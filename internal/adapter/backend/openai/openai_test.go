@@ -158,6 +158,45 @@ func TestGenerateStreamsChat(t *testing.T) {
 	}
 }
 
+// TestGenerateForwardsSamplingAndFormat: every request parameter that
+// changes the answer reaches the engine — the cache keys on them, so an
+// engine that never saw them would answer a different question.
+func TestGenerateForwardsSamplingAndFormat(t *testing.T) {
+	topP := 0.5
+	rf := map[string]any{"type": "json_object"}
+	tools := []map[string]any{{"type": "function", "function": map[string]any{"name": "lookup"}}}
+	for _, tc := range []struct {
+		name string
+		req  Request
+		want []string
+		not  []string
+	}{
+		{"chat", Request{Messages: []schemas.Message{{Role: "user", Content: "hi"}}, TopP: &topP, Stop: []string{"\n"}, ResponseFormat: rf, Tools: tools},
+			[]string{"top_p", "stop", "response_format", "tools"}, nil},
+		{"completions", Request{Prompt: "x", TopP: &topP, Stop: []string{"END"}, ResponseFormat: rf, Tools: tools},
+			[]string{"top_p", "stop"}, []string{"response_format", "tools"}},
+		{"nothing set sends nothing", Request{Prompt: "x"}, nil, []string{"top_p", "stop", "response_format", "tools"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var body map[string]any
+			srv := fakeServer(t, []string{"a"}, 0, &body)
+			if _, err := New(srv.URL, "m").Generate(context.Background(), tc.req, nil); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range tc.want {
+				if _, ok := body[k]; !ok {
+					t.Errorf("%s not sent: %v", k, body)
+				}
+			}
+			for _, k := range tc.not {
+				if _, ok := body[k]; ok {
+					t.Errorf("%s sent: %v", k, body)
+				}
+			}
+		})
+	}
+}
+
 func TestGenerateCompletions(t *testing.T) {
 	var body map[string]any
 	srv := fakeServer(t, []string{"a", "b"}, 0, &body)
