@@ -17,6 +17,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/switchyard-ai/switchyard/internal/adapter/config"
 	"github.com/switchyard-ai/switchyard/internal/core/control"
 	"github.com/switchyard-ai/switchyard/internal/core/perf"
 	"github.com/switchyard-ai/switchyard/internal/driver/sim"
@@ -58,6 +59,9 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	ctlInterval := fs.Duration("control-interval", 2*time.Second, "autoscale: controller decision interval")
 	asUtil := fs.Float64("target-utilization", 0, "autoscale: share of a replica's modelled capacity the scaler plans to use (0: the controller's default, 1 — its burst and noise headroom is planned explicitly)")
 	asWarmth := fs.Bool("autoscale-warmth", false, "autoscale: also apply the controller's sleep/wake/unload decisions")
+	asSleepOnRelease := fs.Bool("sleep-on-release", false, "autoscale: put a replica past its release hold to sleep (weights to host memory, its GPU still counted) instead of releasing it when the forecast asks for it again within another hold; implies --autoscale-warmth")
+	asStartTier := fs.String("start-tier", "", "autoscale: the weight tier a started replica loads from (hbm, host, page_cache, disk, remote; default disk): a what-if for the bound a faster cold start sets")
+	catFile := fs.String("catalog", "", "JSON file merged over the built-in catalog (GPUs, models, weight tiers)")
 	asDownWindow := fs.Duration("scale-down-window", 0, "autoscale: scale-down stabilization window (0: the controller's default, 4 lead times)")
 	asHeadroom := fs.Float64("headroom-z", 0, "autoscale: arrival-noise headroom in Poisson standard deviations (0: the controller's default; negative: none)")
 	asHeadroomAll := fs.Bool("headroom-all", false, "autoscale: buy burst and noise headroom for every class, not only the high classes' share of the traffic")
@@ -148,6 +152,13 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 		cfg = sim.Config{GPUs: specs, Model: *model, KVBlocks: *kvBlocks, HeartbeatInterval: *heartbeat, Drain: *drain, Seed: *seed}
+	}
+	if *catFile != "" {
+		cat, err := config.LoadCatalog(*catFile)
+		if err != nil {
+			return err
+		}
+		cfg.Catalog = cat
 	}
 	if *capacity {
 		if *capSeeds < 1 {
@@ -280,6 +291,8 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 					c.Autoscale.Control.HeadroomForAll = *asHeadroomAll
 					c.Autoscale.Control.PlanHighOnly = highOnly
 					c.Autoscale.Control.TrendDamping = *asDamping
+					c.Autoscale.Control.SleepOnRelease = *asSleepOnRelease
+					c.Autoscale.Control.StartTier = *asStartTier
 					if decisions != nil {
 						c.Autoscale.OnDecision = decisions.decision(pol.Name, points[jb.si].Scale)
 					}

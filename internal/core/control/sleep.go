@@ -16,8 +16,9 @@ import (
 // about a second (vLLM sleep level 1: the weights copied back over PCIe;
 // the catalog's "host" tier). With Config.SleepOnRelease, a replica past
 // its hold is put to sleep instead of released when its level's recent
-// gaps in demand (release.go's, the ski rental's own evidence) say the
-// returns a further hold asleep would catch save more than it costs: each
+// gaps in demand (release.go's, the ski rental's own evidence, each read
+// as a return up to returnSpread later than it came) say the returns a
+// further hold asleep would catch save more than it costs: each
 // caught return saves a cold re-buy and, for a sudden one, the misses of a
 // fleet one replica short; the sleep costs its GPU-seconds at SleepPrice.
 // It is woken — before any cold replica is started, as decideWarmth always
@@ -28,8 +29,9 @@ import (
 // In a pool of one model SleepPrice is 1 (the GPU is held), and then the
 // GPU-seconds of sleeping are those of holding hot: the hold the ski
 // rental fitted already minimises the gaps' cost over every longer hold,
-// so past it sleeping pays only on gaps the fit has not seen (a level's
-// first returns) — it buys returns in a second at the price of holding.
+// so past it sleeping pays only on returns later than those the fit has
+// seen — it hedges the fitted hold's edge, buying returns in a second at
+// the price of holding.
 // It pays by design only where the freed HBM has another use (SleepPrice
 // below 1: another model's weights on the same GPU), which the simulator's
 // one-model pools do not model.
@@ -66,17 +68,29 @@ func (c *Controller) sleepInstead(ps *poolState, old int, idle, hold time.Durati
 		return "", false
 	}
 	ps.sleepWant++
-	return fmt.Sprintf("sleep instead of release: replica %d unneeded for %s, past its %s hold; %d of the level's %d longer gaps ended within another hold, whose re-buys (%.1fs cold start from %s, and misses) save %.0f GPU-s against %.0f asleep; asleep it returns in %.1fs, its GPU still held",
+	return fmt.Sprintf("sleep instead of release: replica %d unneeded for %s, past its %s hold; of the %.1f returns of the level's recent gaps still to come, %.1f within another hold, whose re-buys (%.1fs cold start from %s, and misses) save %.0f GPU-s against %.0f asleep; asleep it returns in %.1fs, its GPU still held",
 		old, idle.Round(time.Second), hold.Round(time.Second), caught, longer, cold, c.cfg.StartTier, saved, cost, wake), true
 }
 
+// returnSpread is how much later than it did a return of demand is taken
+// to come again: a gap of g seconds is read as a return anywhere in
+// [g, (1+returnSpread)·g]. Demand that recurs is periodic only roughly,
+// and the fitted hold ends at the longest gap seen, so a return a little
+// later than any seen costs a cold start (on a trace of 20 s bursts every
+// 140 s the controller released at its fitted 1m54s and 2m6s holds and
+// re-bought 10 s and 4 s later; sim's TestAutoscaleSleepsAndCountsTheGPU).
+const returnSpread = 0.25
+
 // sleepValue prices sleeping level k through a further hold of hold
 // seconds once it has been unneeded for idle, on the level's recent gaps
-// (the pool's when the level has none) that outlasted idle: saved is the
-// re-buys the returns within the further hold would have cost (the cold
-// start, plus a sudden return's misses at the miss price), less the wakes;
-// cost the GPU-seconds asleep at SleepPrice.
-func (c *Controller) sleepValue(ps *poolState, k int, idle, hold float64) (saved, cost float64, caught, longer int) {
+// (the pool's when the level has none), each read as a return spread over
+// [g, (1+returnSpread)·g], of which the part after idle counts: saved is
+// the re-buys the returns caught within the further hold would have cost
+// (the cold start less the wake, plus a sudden return's misses at the miss
+// price); cost the GPU-seconds asleep until each return or for the whole
+// hold, at SleepPrice. caught and longer are the returns (in gaps) caught
+// and expected after idle.
+func (c *Controller) sleepValue(ps *poolState, k int, idle, hold float64) (saved, cost, caught, longer float64) {
 	var gs []gap
 	if k >= 1 && k <= len(ps.levels) {
 		gs = ps.levels[k-1].gaps
@@ -87,19 +101,27 @@ func (c *Controller) sleepValue(ps *poolState, k int, idle, hold float64) (saved
 		}
 	}
 	loadS, wake, perMiss := c.startSeconds(ps), ps.rep.LoadSeconds(schemas.WeightSleeping), c.missSeconds(ps)
+	end := idle + hold
 	for _, g := range gs {
-		if g.seconds <= idle {
+		lo, hi := g.seconds, g.seconds*(1+returnSpread)
+		if hi <= idle || hi <= lo {
 			continue
 		}
-		longer++
-		cost += min(g.seconds-idle, hold) * c.cfg.SleepPrice
-		if g.seconds <= idle+hold {
-			caught++
-			saved += loadS - wake
-			if g.sudden {
-				saved += g.misses * perMiss
-			}
+		from := max(lo, idle)
+		after := (hi - from) / (hi - lo) // share of the return still to come
+		in := max(0, (min(hi, end)-from)/(hi-lo))
+		longer += after
+		caught += in
+		rebuy := loadS - wake
+		if g.sudden {
+			rebuy += g.misses * perMiss
 		}
+		saved += in * rebuy
+		wait := 0.0 // mean time asleep until a caught return
+		if in > 0 {
+			wait = (from+min(hi, end))/2 - idle
+		}
+		cost += (in*wait + (after-in)*hold) * c.cfg.SleepPrice
 	}
 	return saved, cost, caught, longer
 }

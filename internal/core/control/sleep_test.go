@@ -78,9 +78,11 @@ func TestSleepInsteadOfRelease(t *testing.T) {
 		{"no returns seen: release", nil, 1, hold, 0, false, 0},
 		{"sudden returns soon after the hold: sleep", []gap{sudden(60, 20), sudden(70, 30), {seconds: 600}}, 1, hold, 0, true, 1},
 		{"returns long after another hold: release", []gap{{seconds: 300}, {seconds: 400}}, 1, hold, 0, false, 0},
-		{"gradual returns at half the hold, GPU held: a wake saves a cold start, sleep", []gap{{seconds: 60}, {seconds: 65}}, 1, hold, 0, true, 1},
+		{"gradual returns just after the hold, GPU held: a wake saves a cold start, sleep", []gap{{seconds: 45}, {seconds: 46}}, 1, hold, 0, true, 1},
+		{"gradual returns half a hold later, GPU held: the sleep costs what it saves, release", []gap{{seconds: 60}, {seconds: 65}}, 1, hold, 0, false, 0},
+		{"the same, the freed HBM lent out (price 0.1): sleep", []gap{{seconds: 60}, {seconds: 65}}, 0.1, hold, 0, true, 1},
 		{"gradual returns near the end of another hold, GPU held: release", []gap{{seconds: 78}, {seconds: 79}, {seconds: 900}}, 1, hold, 0, false, 0},
-		{"the same, the freed HBM lent out (price 0.1): sleep", []gap{{seconds: 78}, {seconds: 79}, {seconds: 900}}, 0.1, hold, 0, true, 1},
+		{"returns seen just before the hold ended may come later: sleep", []gap{sudden(38, 0.5), sudden(39, 0.5)}, 1, hold, 0, true, 1},
 		{"already asleep within another hold: held", nil, 1, hold + hold/2, 1, true, 1},
 		{"already asleep past another hold: release", nil, 1, 2 * hold, 1, false, 0},
 	} {
@@ -99,9 +101,10 @@ func TestSleepInsteadOfRelease(t *testing.T) {
 }
 
 // End to end through Decide: a pool whose top replica's level returned
-// suddenly twice soon after its hold (and was otherwise quiet for a
-// quarter of an hour, twenty times, so the fitted hold is the lead time)
-// puts the replica to sleep instead of releasing it (desired unchanged, one idle worker asleep — a
+// suddenly twice about a minute after dropping (and twice a quarter of an
+// hour later) holds it for the minute the ski rental fits, and past that
+// — a return may come later than those seen — puts the replica to sleep
+// instead of releasing it (desired unchanged, one idle worker asleep — a
 // busy one is not), and wakes it when the level is needed again.
 func TestDecideSleepsInsteadOfReleasing(t *testing.T) {
 	c := newCtl(t, Pool{GPU: "h100", Model: model, Min: 1, Max: 8}, func(c *Config) { c.SleepOnRelease = true })
@@ -112,11 +115,9 @@ func TestDecideSleepsInsteadOfReleasing(t *testing.T) {
 		ps.levels[k-1].needed = true
 	}
 	ps.levels[2].gaps = []gap{{seconds: 60, sudden: true, misses: 0.2}, {seconds: 62, sudden: true, misses: 0.2}}
-	for range 20 {
-		ps.levels[2].gaps = append(ps.levels[2].gaps, gap{seconds: 900})
-	}
-	if hold, _ := c.holdFor(ps, 3); hold > 40*time.Second {
-		t.Fatalf("setup: level 3's fitted hold %s, want the lead time's", hold)
+	ps.levels[2].gaps = append(ps.levels[2].gaps, gap{seconds: 900}, gap{seconds: 900})
+	if hold, _ := c.holdFor(ps, 3); hold < 60*time.Second || hold > 70*time.Second {
+		t.Fatalf("setup: level 3's fitted hold %s, want the minute its returns took", hold)
 	}
 	hbs := (&fleet{n: 3}).heartbeats(0, 0)
 	hbs[2].Running = 4 // w02 is busy: the idle w01 is the one put to sleep

@@ -3,6 +3,7 @@ package control
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -157,15 +158,18 @@ func (c *Controller) decideWarmth(ws []schemas.Heartbeat, byPool map[string][]*s
 				fmt.Sprintf("sleep: idle %s while %d hot replicas exceed the %d kept", c.cfg.SleepAfter, len(hot), keep))
 		}
 		// Replicas the scaler keeps asleep instead of releasing them
-		// (sleep.go): an idle hot one goes to sleep (an engine refuses to
-		// sleep with sequences running; a busy pool is asked again at the
-		// next decision).
-		for _, hb := range hot {
+		// (sleep.go): the least loaded hot ones go to sleep (a worker
+		// with sequences running sleeps once they finish, placement
+		// meanwhile sees it hot; the command is repeated if no heartbeat
+		// confirms it within intentTTL).
+		byLoad := slices.Clone(hot)
+		sort.SliceStable(byLoad, func(i, j int) bool { return byLoad[i].Running+byLoad[i].Waiting < byLoad[j].Running+byLoad[j].Waiting })
+		for _, hb := range byLoad {
 			if len(asleep) >= ps.sleepWant {
 				break
 			}
 			st := c.workers[hb.WorkerID]
-			if hb.Running+hb.Waiting > 0 || hb.Models[0].State != schemas.WeightHot || st.intent != "" {
+			if hb.Models[0].State != schemas.WeightHot || st.intent != "" {
 				continue
 			}
 			asleep = append(asleep, hb)

@@ -40,6 +40,9 @@ type Autoscale struct {
 	// request placed on it waits for the wake. The controller now sleeps
 	// replicas only in a pool held at its floor, so on the Azure code trace
 	// turning this on changes nothing (docs/benchmarks.md "Control loop").
+	// A wake starts the load at once (engine.Wake: the host tier's time,
+	// about a second); a sleeping replica stays provisioned, its GPU
+	// counted in GPU-hours. Control.SleepOnRelease turns it on.
 	Warmth bool
 	// Planner names the planner that sizes the pools: "" or "switchyard"
 	// for internal/core/control's Controller, or a baseline of
@@ -69,6 +72,13 @@ type AutoscaleStats struct {
 	// warmth, shed); ScaleUps the replica changes that raised a pool.
 	Changes  map[string]int `json:"changes"`
 	ScaleUps int            `json:"scale_ups"`
+	// Sleeps and Wakes count warmth commands carried out: replicas put to
+	// sleep (weights to host memory, the GPU still held and counted) and
+	// woken. SleepingReplicaHours is the replica-hours spent asleep, part
+	// of GPU-hours, not on top of them.
+	Sleeps               int     `json:"sleeps,omitempty"`
+	Wakes                int     `json:"wakes,omitempty"`
+	SleepingReplicaHours float64 `json:"sleeping_replica_hours,omitempty"`
 	// Timeline is the provisioned replicas after every change in that
 	// figure, for charts.
 	Timeline []ReplicaPoint `json:"timeline"`
@@ -152,6 +162,10 @@ func (r *runner) newAutoscaler() error {
 		as.SLOWindow = time.Minute
 	}
 	cc := as.Control
+	if cc.SleepOnRelease {
+		// Sleeping instead of releasing needs the sleep carried out.
+		as.Warmth = true
+	}
 	if cc.Catalog == nil {
 		cc.Catalog = r.cfg.Catalog
 	}
@@ -274,6 +288,11 @@ func (a *autoscaler) decide(r *runner) {
 	for i, w := range r.ws {
 		if a.endAt[i] < 0 {
 			a.workers = append(a.workers, w.hb)
+			// Asleep through the last interval (sampled at decisions): part
+			// of its GPU-hours, which count every provisioned replica.
+			if w.eng.Tier() == schemas.TierHost {
+				a.stats.SleepingReplicaHours += float64(a.interval) / 1e9 / 3600
+			}
 		}
 	}
 	in.Workers = a.workers
@@ -325,7 +344,25 @@ func (a *autoscaler) decide(r *runner) {
 		}
 		// A worker refuses to unload while it runs sequences, as the live
 		// worker's engine does; the controller retries on a later decision.
-		if w := a.live(r, wd.Worker); w != nil && w.eng.SetWeightState(wd.State) == nil {
+		// A wake starts loading at once, from the tier the weights sit in.
+		w := a.live(r, wd.Worker)
+		if w == nil {
+			continue
+		}
+		switch {
+		case wd.State == schemas.WeightHot:
+			w.sleepPending = false
+			if w.eng.Tier() != schemas.TierHBM {
+				w.eng.Wake(at(r.now))
+				a.stats.Wakes++
+				r.heartbeat(w)
+			}
+		case wd.State == schemas.WeightSleeping && (w.busy || w.eng.HasWork()):
+			// It sleeps once its sequences are done.
+			w.sleepPending = true
+		case wd.State == schemas.WeightSleeping:
+			a.sleep(r, w)
+		case w.eng.SetWeightState(wd.State) == nil:
 			r.heartbeat(w)
 		}
 	}
@@ -394,7 +431,9 @@ func (a *autoscaler) reconcile(r *runner, pl *pool, desired int) {
 		pl.next++
 		a.starts = append(a.starts, starting{pool: pl, id: id, startAt: r.now})
 		a.stats.Started++
-		load := time.Duration(pl.rep.LoadSeconds(schemas.WeightCold) * float64(time.Second))
+		// It loads from the controller's start tier (local disk unless a
+		// what-if names another), as the controller's lead time assumes.
+		load := time.Duration(pl.rep.TierSeconds(a.cfg.Control.StartTier) * float64(time.Second))
 		r.h.push(r.now+int64(load), evReady, int32(len(a.starts)-1))
 	}
 	for _, id := range drain {
@@ -431,6 +470,15 @@ func (a *autoscaler) ready(r *runner, k int) {
 	a.drainAt = append(a.drainAt, -1)
 	r.heartbeat(w)
 	r.h.push(r.now+int64(r.cfg.HeartbeatInterval), evHeartbeat, w.idx)
+}
+
+// sleep puts w's weights in host memory, its GPU still provisioned.
+func (a *autoscaler) sleep(r *runner, w *simWorker) {
+	w.sleepPending = false
+	if w.eng.SetWeightState(schemas.WeightSleeping) == nil {
+		a.stats.Sleeps++
+		r.heartbeat(w)
+	}
 }
 
 // beat runs on each of w's heartbeats; false means w has retired and

@@ -35,6 +35,9 @@ type simWorker struct {
 	running map[int32]int32
 	// deliveredAt is when each running request reached the engine.
 	deliveredAt map[int32]int64
+	// sleepPending: the controller put it to sleep while it ran
+	// sequences; it sleeps once they are done (kick).
+	sleepPending bool
 }
 
 // newWorker builds one replica's engine.
@@ -127,11 +130,21 @@ func (r *runner) finishError(w *simWorker, i int32, e *schemas.Error) {
 
 // kick starts w's next step if it is idle and has work.
 func (r *runner) kick(w *simWorker) {
+	if w.sleepPending && !w.busy && !w.fault.dead && !w.eng.HasWork() {
+		r.as.sleep(r, w)
+		return
+	}
 	if w.busy || w.fault.dead || !w.eng.HasWork() {
 		return
 	}
+	asleep := w.eng.Tier() == schemas.TierHost
 	st := w.eng.Step(at(r.now))
 	r.steps++
+	if asleep && r.as != nil && w.eng.Tier() != schemas.TierHost {
+		// Work placed on a sleeping replica wakes it (the router's warmth
+		// axis priced the wake).
+		r.as.stats.Wakes++
+	}
 	if st.Duration <= 0 && len(st.Finished) == 0 && len(st.Emitted) == 0 {
 		return // nothing fits until something changes
 	}
@@ -208,7 +221,7 @@ func (r *runner) heartbeat(w *simWorker) {
 	hb.WorkerID, hb.Pool, hb.Backend = w.id, w.pool, "sim"
 	hb.KVSeq, hb.Seq, hb.SentAt, hb.CompletedTotal = w.kvSeq, w.hbSeq, at(r.now), w.done
 	hb.Draining = r.as != nil && r.as.draining(w.idx)
-	w.eng.FillHeartbeat(hb)
+	w.eng.FillHeartbeatAt(hb, at(r.now))
 	r.view.Observe(*hb, at(r.now))
 	r.apply(routing.Input{Kind: routing.InHeartbeat, Heartbeat: hb})
 }
