@@ -41,8 +41,13 @@ type Options struct {
 	ChunkTokens int
 	// NeighbourTokens is the output tokens a sequence already on a worker
 	// is assumed to spread a stall over when the interference axis prices
-	// it (default 256, about a chat turn's output; heartbeats do not say
-	// how far each sequence has got).
+	// it (default 512; heartbeats do not say how long each sequence's
+	// output is, and slo.Met averages its time per token over all of it).
+	// At 256, about one chat turn, the axis crowded interactive prefills
+	// off critical-heavy workers under 12× overload until their router
+	// queue wait p90 doubled (TestPriorityUnderOverload: 4.1 s at 512,
+	// 8.7 s at 256); 512 and 256 measured the same capacity on the mixed
+	// fleet, Mooncake conversation and agentic-overload.
 	NeighbourTokens int
 	// ValueOfTime is USD per second of predicted completion time, per
 	// priority class.
@@ -100,7 +105,7 @@ func (o *Options) fill() {
 		o.ChunkTokens = 8192
 	}
 	if o.NeighbourTokens <= 0 {
-		o.NeighbourTokens = 256
+		o.NeighbourTokens = 512
 	}
 	if o.ValueOfTime == nil {
 		o.ValueOfTime = DefaultValueOfTime

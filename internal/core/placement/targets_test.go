@@ -92,12 +92,15 @@ func TestTargetsFromTheClassAndTheSubmission(t *testing.T) {
 // tight TPOT targets costs more than onto one whose decodes have loose
 // ones, and so goes to the other; a short prefill barely moves them.
 func TestInterferencePricesNeighboursTPOT(t *testing.T) {
-	// Two identical fast workers with 8 sequences each, of the class given.
+	// Two identical slow workers with 8 sequences each, of the class
+	// given: a 28 ms step at that batch, which a 50k-token prefill (12.5 s,
+	// 24 ms a token over Options.NeighbourTokens) pushes past the critical
+	// class's 50 ms.
 	fleetOf := func(a, b string) *fleet.Fleet {
 		f := fleet.New(fleet.Options{})
 		for i, class := range []string{a, b} {
 			f.ApplyHeartbeat(&schemas.Heartbeat{
-				WorkerID: string(rune('A' + i)), GPU: "fast", TP: 1,
+				WorkerID: string(rune('A' + i)), GPU: "slow", TP: 1,
 				HBMTotalBytes: 80 << 30, HBMFreeBytes: 40 << 30, KVBlocksTotal: 100000, KVBlocksFree: 90000, BlockSize: 16,
 				Models:  []schemas.ModelState{{Name: "m", Dtype: "bf16", State: schemas.WeightHot}},
 				Running: 8, KVBlocksByClass: map[string]int{class: 10000},
@@ -140,10 +143,11 @@ func TestInterferencePricesNeighboursTPOT(t *testing.T) {
 					t.Errorf("A: itl_delta_s %v, want at least %v", cd.Terms.ITLDeltaSeconds, c.minDeltaA)
 				}
 			}
+			t.Logf("interference_usd A %.4f, B %.4f", usd["A"], usd["B"])
 			switch c.costlier {
 			case "":
-				if usd["A"] > 1e-3 || usd["B"] > 1e-3 {
-					t.Errorf("interference_usd A %v, B %v; want both about 0", usd["A"], usd["B"])
+				if usd["A"] > 0.01 || usd["B"] > 0.01 {
+					t.Errorf("interference_usd A %v, B %v; want both under a cent", usd["A"], usd["B"])
 				}
 			default:
 				other := map[string]string{"A": "B", "B": "A"}[c.costlier]
