@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-ai/switchyard/internal/core/catalog"
 	"github.com/switchyard-ai/switchyard/schemas"
 )
 
@@ -154,5 +155,42 @@ func TestDecideSleepsInsteadOfReleasing(t *testing.T) {
 	}
 	if woke != 1 || ps.sleepWant != 0 {
 		t.Fatalf("woke %d (sleepWant %d) under a queue for 3+: %+v", woke, ps.sleepWant, d.Warmth)
+	}
+}
+
+// The controller's lead time comes from the catalog's weight tiers: the
+// cold start it tells routers and plans over is the load from StartTier,
+// so a catalog override of a tier (a faster loader) or another start tier
+// moves it, and an unknown start tier is refused.
+func TestStartTierFromTheCatalog(t *testing.T) {
+	fast, err := catalog.Merge([]byte(`{"weight_tiers":{"disk":{"gbps":16.06,"fixed_s":10}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		cat  *catalog.Catalog
+		tier string
+		want float64
+	}{
+		{"default: local disk", nil, "", 29.35},
+		{"a faster loader on disk", fast, "", 10 + 1.0},
+		{"from the page cache", nil, schemas.TierPageCache, 28.01},
+		{"from host memory", nil, schemas.TierHost, 1.10},
+		{"from remote", nil, schemas.TierRemote, 40.06},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCtl(t, Pool{GPU: "h100", Model: model, Min: 1, Max: 4}, func(c *Config) { c.Catalog, c.StartTier = tc.cat, tc.tier })
+			d := c.Decide(Inputs{Now: t0, Workers: (&fleet{n: 1}).heartbeats(0, 0)})
+			if got := d.Replicas[0].ColdStartSeconds; math.Abs(got-tc.want) > 0.02 {
+				t.Fatalf("cold start %.2f s, want %.2f", got, tc.want)
+			}
+			if got, want := c.downWindow(c.pools[0]), time.Duration((tc.want+c.cfg.Interval.Seconds())*float64(time.Second)).Round(c.cfg.Interval); got != want {
+				t.Fatalf("lead-time window %s, want %s", got, want)
+			}
+		})
+	}
+	if _, err := New(Config{Pools: []Pool{{GPU: "h100", Model: model, Min: 1, Max: 2}}, StartTier: "tape"}); err == nil {
+		t.Fatal("start tier tape accepted")
 	}
 }
