@@ -30,8 +30,11 @@ const longTokens = 6000
 // wait; stop is its SIGTERM, and returns once Run has.
 func engineWorker(t *testing.T, env bustest.Env, o *Ollama, id string, ackWait time.Duration) (stop func()) {
 	t.Helper()
+	// A drain bound far past any generation here: on a loaded 2-core CI
+	// machine four real generations outran the 30 s default, and the
+	// drain test checks that the worker waits, not how fast the CPU is.
 	cfg := worker.Config{ID: id, GPU: "cpu", Model: "tiny", Backend: "openai", OpenAIURL: o.URL,
-		AckWait: ackWait, HeartbeatInterval: 100 * time.Millisecond}
+		AckWait: ackWait, HeartbeatInterval: 100 * time.Millisecond, DrainTimeout: 3 * time.Minute}
 	cat, err := worker.LearnServedModel(context.Background(), catalog.Default(), cfg)
 	if err != nil {
 		t.Fatal(err)
