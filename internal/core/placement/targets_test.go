@@ -315,3 +315,27 @@ func TestFromAdmittedHardDeadline(t *testing.T) {
 		})
 	}
 }
+
+// FromAdmitted carries the envelope's targets and submission time into
+// placement; an envelope without them leaves the class's to apply.
+func TestFromAdmittedCarriesTargets(t *testing.T) {
+	cases := []struct {
+		name             string
+		ttftMs, tpotMs   float64
+		wantTTFT, wantTP time.Duration
+	}{
+		{"both", 800, 60, 800 * time.Millisecond, 60 * time.Millisecond},
+		{"none", 0, 0, 0, 0},
+		{"fractional ms", 1500.5, 0.5, 1500500 * time.Microsecond, 500 * time.Microsecond},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := &schemas.Admitted{Request: schemas.Request{ID: "r", MaxTokens: 10}, SubmittedAt: now.Add(-time.Second),
+				TTFTTargetMs: c.ttftMs, TPOTTargetMs: c.tpotMs}
+			r := FromAdmitted(a, "", time.Time{})
+			if r.TTFTTarget != c.wantTTFT || r.TPOTTarget != c.wantTP || !r.Submitted.Equal(a.SubmittedAt) {
+				t.Fatalf("targets %v / %v, submitted %v; want %v / %v, %v", r.TTFTTarget, r.TPOTTarget, r.Submitted, c.wantTTFT, c.wantTP, a.SubmittedAt)
+			}
+		})
+	}
+}
