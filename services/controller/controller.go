@@ -20,9 +20,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/switchyard-ai/switchyard/internal/core/baselines"
 	"github.com/switchyard-ai/switchyard/internal/core/control"
 	"github.com/switchyard-ai/switchyard/schemas"
-	"github.com/switchyard-ai/switchyard/internal/core/baselines"
 	"github.com/switchyard-ai/switchyard/services/svc"
 	"github.com/switchyard-ai/switchyard/subjects"
 )

@@ -87,7 +87,7 @@ func TestLiveMembersAcrossClockSkew(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			server := now.Add(tc.skew)
 			written := map[string]time.Time{
-				"fresh": server.Add(-time.Second),     // wrote a second ago
+				"fresh": server.Add(-time.Second),      // wrote a second ago
 				"dead":  server.Add(-10 * time.Second), // silent for 10 s
 			}
 			got := liveMembers("me", written, tc.skew, now, maxAge)
