@@ -19,11 +19,13 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/core/stats"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/switchyard-ai/switchyard/internal/core/perf"
+	"github.com/switchyard-ai/switchyard/internal/core/placement"
 	"github.com/switchyard-ai/switchyard/internal/core/routing"
 	"github.com/switchyard-ai/switchyard/loadgen/traces"
 	"github.com/switchyard-ai/switchyard/schemas"
@@ -659,21 +661,39 @@ func (ps *policySearch) smallestFleet() (int, error) {
 	return hi, nil
 }
 
-// rejectionNames turns a fail reason ending in routing.Summarize's "2
-// deadline_unreachable, 1 excluded" into "deadline_unreachable+excluded".
+// rejectionNames turns a fail reason carrying routing.Summarize's counts
+// ("2 deadline_unreachable, 1 excluded") into "deadline_unreachable+excluded".
+// routing.Explain follows the counts with the first workers' details in
+// parentheses ("(h100-00 deadline_unreachable: model llama-3.1-8b hot,
+// 2.16s to the deadline; …)"), which are not counts: only the words that
+// name a placement reason after a count are kept, so those details, and a
+// message with no counts, add nothing.
 func rejectionNames(reason string) string {
+	if i := strings.Index(reason, " ("); i >= 0 {
+		reason = reason[:i]
+	}
 	if i := strings.LastIndex(reason, ": "); i >= 0 {
 		reason = reason[i+2:]
 	}
 	var names []string
 	for _, part := range strings.Split(reason, ", ") {
-		if _, name, ok := strings.Cut(part, " "); ok {
+		n, name, ok := strings.Cut(part, " ")
+		if _, err := strconv.Atoi(n); ok && err == nil && reasonNames[name] {
 			names = append(names, name)
 		}
 	}
 	sort.Strings(names)
 	return strings.Join(names, "+")
 }
+
+// reasonNames are placement's rejection reasons by name.
+var reasonNames = func() map[string]bool {
+	m := map[string]bool{}
+	for r := placement.ReasonNone + 1; r < placement.NumReasons; r++ {
+		m[r.String()] = true
+	}
+	return m
+}()
 
 // ResizeFleet scales every pool in proportion to n replicas in all, each
 // pool keeping at least one (largest remainders take the rest), so a

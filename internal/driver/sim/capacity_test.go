@@ -405,3 +405,23 @@ func TestDiagnoseAddsUp(t *testing.T) {
 		t.Errorf("pools %v: want both GPU types", pools)
 	}
 }
+
+// The diagnosis names the placement reasons behind an unplaceable from the
+// router's fail message: routing.Summarize's counts, not the per-worker
+// details routing.Explain appends (which read "llama-3.1-8b hot+to the
+// deadline)" when taken for counts), nor a message without counts.
+func TestRejectionNames(t *testing.T) {
+	cases := []struct{ reason, want string }{
+		{"2 deadline_unreachable, 1 excluded", "deadline_unreachable+excluded"},
+		{`no GPU in the fleet can serve model "llama-3.1-8b": 2 deadline_unreachable (h100-00 deadline_unreachable: model llama-3.1-8b hot, 2.16s to the deadline; h100-01 deadline_unreachable: model llama-3.1-8b hot, 2.16s to the deadline)`, "deadline_unreachable"},
+		{`no GPU in the fleet can serve model "m": 1 cannot_run, 3 model_too_large (l4-00 cannot_run: model m not advertised)`, "cannot_run+model_too_large"},
+		{`no GPU in the fleet can serve model "m": 1 dtype_unsupported`, "dtype_unsupported"},
+		{`no live worker serves model "m" and no scalable pool can warm one (2 workers, 1 pools known)`, ""},
+		{"no live workers", ""},
+	}
+	for _, c := range cases {
+		if got := rejectionNames(c.reason); got != c.want {
+			t.Errorf("rejectionNames(%q) = %q, want %q", c.reason, got, c.want)
+		}
+	}
+}
