@@ -45,9 +45,15 @@ type class struct {
 	// pricePerSecond is price/3600, for the scan's bound.
 	pricePerSecond float64
 
-	// decodeAt is the decode time at each bucket's batch size, for the
-	// buckets in the mask (the rest are left from earlier placements).
-	decodeAt [decodeBuckets]float64
+	// decodeAt is the decode time at each bucket's batch size with every
+	// sequence at the request's context, for the buckets in the mask (the
+	// rest are left from earlier placements). decodeFloor is the same
+	// batch with the other sequences holding no context, the least the
+	// decode can be there, filled when some worker holds a prefix of the
+	// request: decodeTerm prices a worker holding most of the prompt from
+	// it plus the KV its batch holds, and the scan bounds such a worker
+	// with it.
+	decodeAt, decodeFloor [decodeBuckets]float64
 	// buckets is a mask of the decode buckets the class's workers
 	// interpolate between (kept by summarize); prepare asks the cost model for
 	// exactly those, and bucket 0 for the deadline filter's batch of one,
@@ -97,6 +103,16 @@ func (p *Placer) prepare(cl *class, r *Request) {
 	for m := cl.buckets | 1; m != 0; m &= m - 1 {
 		i := bits.TrailingZeros16(m)
 		cl.decodeAt[i] = p.cost.DecodeSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, r.OutputTokens, 1<<i, ctx)
+		// Only a worker holding a prefix of the request reads the floor
+		// (decodeTerm), so without one it is left as it was.
+		if len(p.touched) > 0 {
+			cl.decodeFloor[i] = cl.decodeAt[i]
+			if i > 0 {
+				// The batch's context is the request's own: its mean over
+				// the batch is ctx / batch.
+				cl.decodeFloor[i] = min(cl.decodeAt[i], p.cost.DecodeSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, r.OutputTokens, 1<<i, ctx>>i))
+			}
+		}
 	}
 	cl.stepAlone = cl.decodeAt[0] / float64(r.OutputTokens)
 }
@@ -136,9 +152,19 @@ func (p *Placer) prefillCached(cl *class, r *Request, cached int) float64 {
 // decodeInterp is the decode time at the batch whose bucket point
 // decodePoint gave: linear between the two buckets around it.
 func decodeInterp(cl *class, lo uint8, frac float64) float64 {
-	a := cl.decodeAt[lo]
+	return interp(&cl.decodeAt, lo, frac)
+}
+
+// decodeFloorInterp is decodeInterp of decodeFloor: the least the decode
+// can be at that batch, which the scan's bounds use.
+func decodeFloorInterp(cl *class, lo uint8, frac float64) float64 {
+	return interp(&cl.decodeFloor, lo, frac)
+}
+
+func interp(t *[decodeBuckets]float64, lo uint8, frac float64) float64 {
+	a := t[lo]
 	if frac != 0 {
-		a += frac * (cl.decodeAt[lo+1] - a)
+		a += frac * (t[lo+1] - a)
 	}
 	return a
 }

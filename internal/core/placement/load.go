@@ -84,8 +84,24 @@ func delayTerm(p *Placer, c *cand, r *Request) {
 // request's context; the worker's KV cache says what the batch holds, and
 // a decode step reads all of it. When the others' contexts are longer — a
 // short turn joining long conversations, the shape of chat traffic — each
-// step is slower by the extra KV it reads, and that is added. It is never
-// subtracted, so the table stays the scan's lower bound.
+// step is slower by the extra KV it reads, and that is added.
+//
+// When they are shorter it is subtracted only for a request whose prompt
+// the worker mostly holds cached (mostlyCached): an agentic step or a
+// conversation's next turn, whose long context is its own history. There
+// the table overstated the decode several times over: on
+// agentic-overload at 1.83× a critical step of 15,616 prompt tokens
+// (14,432 cached), 251 out, joining 62 sequences on an H100 was predicted
+// at 73 ms a token (63 × 15.7k tokens of KV, more than the cache holds)
+// where critical steps there decoded at 34 ms a token on the mean, so both workers read deadline_busy
+// until its deadline passed and it was refused unplaceable. It is then the
+// class's floor (the batch's size, the request's context alone) plus the
+// KV the cache holds. Subtracted for every request, the same correction
+// let critical requests through under 12× overload that pushed
+// interactive work over its queue ceiling (TestPriorityUnderOverload:
+// interactive 0.385 -> 0.118 with adaptive LIFO), so it is kept to the
+// prefix holders the reachability item names; the scan bounds
+// those with the floor, the rest with the table as before.
 func decodeTerm(p *Placer, c *cand, r *Request) {
 	d := decodeInterp(c.c, c.h.decodeLo, c.h.decodeFrac)
 	if cl := c.c; cl.perCtxToken > 0 && c.row.kvTotal > 0 {
@@ -93,9 +109,16 @@ func decodeTerm(p *Placer, c *cand, r *Request) {
 		if extra := held + float64(cl.ctx) - float64(c.row.batch*cl.ctx); extra > 0 {
 			d += float64(r.OutputTokens) * cl.perCtxToken * extra
 		}
+		if mostlyCached(cachedTokens(p, c.h, c.i, r), r) {
+			d = min(d, decodeFloorInterp(cl, c.h.decodeLo, c.h.decodeFrac)+float64(r.OutputTokens)*cl.perCtxToken*held)
+		}
 	}
 	c.t.DecodeSeconds = d
 }
+
+// mostlyCached reports whether a worker holding cached tokens of r's
+// prompt holds at least half of it.
+func mostlyCached(cached int, r *Request) bool { return cached > 0 && 2*cached >= r.PromptTokens }
 
 func completion(c *cand) {
 	t := &c.t

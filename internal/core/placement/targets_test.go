@@ -339,3 +339,73 @@ func TestFromAdmittedCarriesTargets(t *testing.T) {
 		})
 	}
 }
+
+// decode_s of a request whose prompt the worker mostly holds cached
+// follows the KV the batch it joins holds, not its size alone: a long
+// agentic step joining many shorter sequences decodes at the step those
+// sequences' KV costs, so it is placed, where pricing every one of them at
+// its own context (the table) read deadline_busy until its deadline passed
+// and it was refused unplaceable (agentic-overload at 1.83×: a critical
+// step of 15,616 tokens, 14,432 cached, 251 out, joining 62 sequences on
+// an H100, 15.06 s to its deadline, predicted at 73 ms a token). A batch
+// that does hold that much KV still holds it back, and without the cached
+// prefix the table stands. A placed case's decode_s is checked against the
+// step model at the batch's own KV.
+func TestDecodeReadsTheKVTheBatchHolds(t *testing.T) {
+	const prompt, cachedBlocks, out, running = 15616, 902, 251, 60
+	cases := []struct {
+		name        string
+		total, free int // KV blocks of 16 tokens
+		cached      bool
+		placed      bool
+		reason      Reason
+	}{
+		{"cached; the batch holds 240k tokens", 30000, 15000, true, true, ReasonNone},
+		{"cached; the batch holds a near-full cache, 448k tokens", 30000, 2000, true, true, ReasonNone},
+		{"cached; the batch holds 61 × 15.7k tokens", 61000, 1000, true, false, ReasonDeadlineBusy},
+		{"not cached; the batch holds 240k tokens", 30000, 15000, false, false, ReasonDeadlineBusy},
+	}
+	rep, err := perf.NewReplica(nil, "h100", "llama-3.1-8b", "bf16", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hashes := make([]uint64, prompt/16)
+	for i := range hashes {
+		hashes[i] = uint64(7000 + i)
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := fleet.New(fleet.Options{})
+			f.ApplyHeartbeat(&schemas.Heartbeat{
+				WorkerID: "A", GPU: "h100", TP: 1,
+				HBMTotalBytes: 80 << 30, HBMFreeBytes: 2 << 30, KVBlocksTotal: c.total, KVBlocksFree: c.free, BlockSize: 16,
+				Models: []schemas.ModelState{{Name: "llama-3.1-8b", Dtype: "bf16", State: schemas.WeightHot}}, Running: running,
+			}, now)
+			if c.cached {
+				f.ApplyKV(&schemas.KVEvent{WorkerID: "A", Seq: 1, Kind: schemas.KVStored, Hashes: hashes[:cachedBlocks]}, now)
+			}
+			r := &Request{ID: "r", Model: "llama-3.1-8b", Dtype: "bf16", Priority: schemas.PriorityCritical,
+				PromptTokens: prompt, OutputTokens: out, BlockHashes: hashes, Deadline: now.Add(15060 * time.Millisecond)}
+			// Headroom off: the case is the decode's, not whether the
+			// cache takes the request's blocks.
+			d := New(perf.NewPredictor(nil), Options{Disabled: map[string]bool{AxisHeadroom: true}}).Place(f, r, now)
+			if d.OK() != c.placed {
+				t.Fatalf("placed %v, want %v (%v)", d.OK(), c.placed, d.Counts)
+			}
+			if !c.placed {
+				if d.Rejections[0].Reason != c.reason {
+					t.Fatalf("reason %v, want %v", d.Rejections[0].Reason, c.reason)
+				}
+				return
+			}
+			if d.Terms.CachedTokens != cachedBlocks*16 {
+				t.Fatalf("cached_tokens %d, want %d", d.Terms.CachedTokens, cachedBlocks*16)
+			}
+			held := (c.total - c.free) * 16
+			step := rep.DecodeStepSeconds(running+1, (held+prompt+out)/(running+1))
+			if got := d.Terms.DecodeSeconds / out; got < 0.9*step || got > 1.1*step {
+				t.Fatalf("decode_s %.2f s: %.1f ms a token, the step model at the batch's KV says %.1f ms", d.Terms.DecodeSeconds, got*1e3, step*1e3)
+			}
+		})
+	}
+}
