@@ -49,11 +49,12 @@ type class struct {
 	// sequence at the request's context, for the buckets in the mask (the
 	// rest are left from earlier placements). decodeFloor is the same
 	// batch with the other sequences holding no context, the least the
-	// decode can be there, filled when some worker holds a prefix of the
-	// request: decodeTerm prices a worker holding most of the prompt from
-	// it plus the KV its batch holds, and the scan bounds such a worker
+	// decode can be there, filled (floorEpoch) the first time a worker of
+	// the class holding most of the prompt is met: decodeTerm prices such
+	// a worker from it plus the KV its batch holds, and the scan bounds it
 	// with it.
 	decodeAt, decodeFloor [decodeBuckets]float64
+	floorEpoch            uint64
 	// buckets is a mask of the decode buckets the class's workers
 	// interpolate between (kept by summarize); prepare asks the cost model for
 	// exactly those, and bucket 0 for the deadline filter's batch of one,
@@ -103,16 +104,6 @@ func (p *Placer) prepare(cl *class, r *Request) {
 	for m := cl.buckets | 1; m != 0; m &= m - 1 {
 		i := bits.TrailingZeros16(m)
 		cl.decodeAt[i] = p.cost.DecodeSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, r.OutputTokens, 1<<i, ctx)
-		// Only a worker holding a prefix of the request reads the floor
-		// (decodeTerm), so without one it is left as it was.
-		if len(p.touched) > 0 {
-			cl.decodeFloor[i] = cl.decodeAt[i]
-			if i > 0 {
-				// The batch's context is the request's own: its mean over
-				// the batch is ctx / batch.
-				cl.decodeFloor[i] = min(cl.decodeAt[i], p.cost.DecodeSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, r.OutputTokens, 1<<i, ctx>>i))
-			}
-		}
 	}
 	cl.stepAlone = cl.decodeAt[0] / float64(r.OutputTokens)
 }
@@ -156,8 +147,20 @@ func decodeInterp(cl *class, lo uint8, frac float64) float64 {
 }
 
 // decodeFloorInterp is decodeInterp of decodeFloor: the least the decode
-// can be at that batch, which the scan's bounds use.
-func decodeFloorInterp(cl *class, lo uint8, frac float64) float64 {
+// can be at that batch, filled for this placement on first use.
+func (p *Placer) decodeFloorInterp(cl *class, r *Request, lo uint8, frac float64) float64 {
+	if cl.floorEpoch != p.epoch {
+		cl.floorEpoch = p.epoch
+		for m := cl.buckets | 1; m != 0; m &= m - 1 {
+			i := bits.TrailingZeros16(m)
+			cl.decodeFloor[i] = cl.decodeAt[i]
+			if i > 0 {
+				// The batch's context is the request's own: its mean
+				// over the batch is ctx / batch.
+				cl.decodeFloor[i] = min(cl.decodeAt[i], p.cost.DecodeSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, r.OutputTokens, 1<<i, cl.ctx>>i))
+			}
+		}
+	}
 	return interp(&cl.decodeFloor, lo, frac)
 }
 

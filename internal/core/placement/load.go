@@ -110,7 +110,7 @@ func decodeTerm(p *Placer, c *cand, r *Request) {
 			d += float64(r.OutputTokens) * cl.perCtxToken * extra
 		}
 		if mostlyCached(cachedTokens(p, c.h, c.i, r), r) {
-			d = min(d, decodeFloorInterp(cl, c.h.decodeLo, c.h.decodeFrac)+float64(r.OutputTokens)*cl.perCtxToken*held)
+			d = min(d, p.decodeFloorInterp(cl, r, c.h.decodeLo, c.h.decodeFrac)+float64(r.OutputTokens)*cl.perCtxToken*held)
 		}
 	}
 	c.t.DecodeSeconds = d

@@ -397,7 +397,7 @@ func (p *Placer) lowerBound(h *hotRow, cl *class, i int32, r *Request) (lb, comp
 	prefill := prefillSeconds(p, cl, r, cached)
 	decode := decodeInterp(cl, h.decodeLo, h.decodeFrac)
 	if mostlyCached(cached, r) { // decodeTerm may price it from the floor
-		decode = decodeFloorInterp(cl, h.decodeLo, h.decodeFrac)
+		decode = p.decodeFloorInterp(cl, r, h.decodeLo, h.decodeFrac)
 	}
 	load := warmLoad(cl, p.residencyAt(i, r))
 	comp := queue + load + prefill + decode
