@@ -204,10 +204,19 @@ func TestUpMetricsOneSeriesEach(t *testing.T) {
 			t.Fatalf("result %+v", res)
 		}
 	}
-	text := scrape(t, r.upMetrics)
+	// A client holds a result as soon as RESULTS stores it, a moment
+	// before the worker that published it has its ack and counts it: scrape
+	// until the last count is in (a run read 29 of 30 at once).
+	var text string
+	var ok float64
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		text = scrape(t, r.upMetrics)
+		if ok = okResults(text); ok == n || time.Now().After(deadline) {
+			break
+		}
+	}
 	seen := map[string]bool{}
 	typed := map[string]int{} // metric family -> its # TYPE lines
-	var ok float64
 	for _, line := range strings.Split(text, "\n") {
 		if f, found := strings.CutPrefix(line, "# TYPE "); found {
 			name, _, _ := strings.Cut(f, " ")
@@ -231,11 +240,6 @@ func TestUpMetricsOneSeriesEach(t *testing.T) {
 			t.Errorf("duplicate series %s", line[:i])
 		}
 		seen[line[:i]] = true
-		if strings.HasPrefix(line, `switchyard_results_total{`) && strings.Contains(line, `status="ok"`) {
-			var v float64
-			fmt.Sscan(line[i+1:], &v)
-			ok += v
-		}
 	}
 	if ok != n {
 		t.Errorf("sum of switchyard_results_total{status=\"ok\"} = %v, want %d", ok, n)
@@ -243,6 +247,19 @@ func TestUpMetricsOneSeriesEach(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^jetstream_consumer_num_pending\{stream_name="ADMITTED",consumer_name="[^"]+"\} \d+$`).MatchString(text) {
 		t.Errorf("no jetstream_consumer_num_pending for ADMITTED:\n%s", text)
 	}
+}
+
+// okResults sums switchyard_results_total{status="ok"} over a scrape.
+func okResults(text string) float64 {
+	var ok float64
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, `switchyard_results_total{`) && strings.Contains(line, `status="ok"`) {
+			var v float64
+			fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
+			ok += v
+		}
+	}
+	return ok
 }
 
 // metricFamily is a sample line's metric family: its name without labels,
