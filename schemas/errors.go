@@ -73,17 +73,18 @@ func StatusForCode(code string) string {
 
 // ClientError reports whether code says the request itself was wrong or not
 // allowed for its tenant — it does not decode, fails validation, names a
-// model or class the tenant may not use, is over its quota or budget — or
-// that the client cancelled it. Such a result is not a service-level miss:
-// the SLO figures leave it out, as an HTTP service's availability leaves
-// out its 4xx answers.
+// model or class the tenant may not use, is over its quota or budget. Such
+// a result is not a service-level miss: the SLO figures leave it out, as an
+// HTTP service's availability leaves out its 4xx answers. A cancel is not
+// among them: the service cancels too (the running steps of a doomed
+// workflow), and that is a miss.
 func ClientError(code string) bool {
 	switch code {
 	case CodeMalformed, CodeUnsupportedContentType, CodeInvalidID, CodeMissingModel, CodeUnknownModel,
 		CodeMissingPrompt, CodeAmbiguousPrompt, CodeInvalidMessage, CodeInvalidMaxTokens, CodePromptTooLarge,
 		CodeContextTooLong, CodeInvalidPriority, CodeInvalidDeadline, CodeInvalidWorkflow, CodeInvalidTemperature,
 		CodeInvalidTopP, CodeOversized, CodeUnknownTenant, CodeInvalidTenant, CodePriorityNotAllowed,
-		CodeQuotaExceeded, CodeBudgetExhausted, CodeModelNotAllowed, CodeCancelled:
+		CodeQuotaExceeded, CodeBudgetExhausted, CodeModelNotAllowed:
 		return true
 	}
 	return false

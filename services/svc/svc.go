@@ -210,7 +210,7 @@ func (s *Shell) countFinal(res schemas.Result) {
 	s.handles.results.Get(Labels{res.Status, res.Priority}, func() *metrics.Counter {
 		return s.Metrics.GetOrCreateCounter(fmt.Sprintf(`switchyard_results_total{service=%q,status=%q,class=%q}`, s.Service, res.Status, res.Priority))
 	}).Inc()
-	// A client's mistake or its own cancel is not a service-level miss.
+	// A client's mistake is not a service-level miss.
 	if res.Error == nil || !schemas.ClientError(res.Error.Code) {
 		met := "false"
 		if res.Status == schemas.StatusOK && res.SLOMet {
