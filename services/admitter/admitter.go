@@ -469,6 +469,18 @@ func (a *Admitter) admit(ctx context.Context, sub intake.Submission, d admission
 	a.inflight.put(sub.Tenant, sub.ID, pendingReq{model: sub.Request.Model, req: sub.Request, profile: d.Profile,
 		estUSD: d.EstimatedCostUSD, expires: d.Deadline.Add(time.Minute),
 		class: d.Priority, predictedWait: d.PredictedWait, deferred: deferred}, now)
+	if wf := sub.Request.Workflow; wf != nil && wf.ID != "" {
+		// Recorded before the step can run: a router may dispatch it the
+		// moment ADMITTED holds it, and a later step judged doomed must
+		// find this one running to cancel it (recorded after the publish,
+		// a step dispatched at once was missed and ran to its end).
+		// StartStep is idempotent per request, so the redelivery that
+		// follows a failed publish records nothing twice.
+		if _, err := a.reg.StepStart(ctx, sub.Tenant, *wf, sub.ID, now, d.Predicted+d.PredictedWait, d.GPUSeconds, d.Profile.StepRetries()); err != nil {
+			a.inflight.take(sub.Tenant, sub.ID)
+			return fmt.Errorf("workflow step start: %w", err)
+		}
+	}
 	ack, err := a.sh.JS.PublishMsg(ctx, out)
 	if err != nil {
 		a.inflight.take(sub.Tenant, sub.ID)
@@ -482,14 +494,6 @@ func (a *Admitter) admit(ctx context.Context, sub intake.Submission, d admission
 	a.mu.Lock()
 	a.since[d.Priority]++
 	a.mu.Unlock()
-	if wf := sub.Request.Workflow; wf != nil && wf.ID != "" {
-		if _, err := a.reg.StepStart(ctx, sub.Tenant, *wf, sub.ID, now, d.Predicted+d.PredictedWait, d.GPUSeconds, d.Profile.StepRetries()); err != nil {
-			// The request is admitted and will run; only doom detection
-			// for its workflow loses this step. Retrying the submission
-			// would not undo the publish, so log and go on.
-			a.sh.Log.Warn("workflow step start", "id", sub.ID, "workflow", wf.ID, "err", err)
-		}
-	}
 	if d.Moved {
 		a.sh.Emit(schemas.Event{Kind: "moved", RequestID: sub.ID, Tenant: sub.Tenant, Reason: d.MoveReason,
 			Fields: map[string]any{"from": sub.Request.Model, "to": d.Model, "priority": d.Priority}})
