@@ -82,7 +82,14 @@ func (p *LLMD) QueueDiscipline() queue.Discipline {
 
 // Gate implements Gatekeeper.
 func (p *LLMD) Gate(f *fleet.Fleet, req *placement.Request, enqueued time.Time, bandDepth int, now time.Time) Verdict {
-	fc := p.flow
+	return llmdFlowGate(p.flow, req, enqueued, bandDepth, now, func() []*fleet.Worker { return p.candidates(f, req.Model, now) })
+}
+
+// llmdFlowGate is llm-d's flow control, which both llm-d baselines run
+// before scheduling: a request queued past the TTL or into a full band is
+// shed; below the top band, one is held while every candidate endpoint is
+// saturated. candidates is called only when saturation is checked.
+func llmdFlowGate(fc LLMDFlowControl, req *placement.Request, enqueued time.Time, bandDepth int, now time.Time, candidates func() []*fleet.Worker) Verdict {
 	if fc.TTL > 0 && now.Sub(enqueued) > fc.TTL {
 		return Verdict{Reject: schemas.Errf(schemas.CodeShed, "", "llm-d flow control: queued longer than the %s request TTL", fc.TTL), Reason: "ttl"}
 	}
@@ -92,14 +99,10 @@ func (p *LLMD) Gate(f *fleet.Fleet, req *placement.Request, enqueued time.Time, 
 	if req.Priority == schemas.PriorityCritical {
 		return Verdict{} // the top band is never gated
 	}
-	if p.saturated(f, req.Model, now) {
+	if llmdSaturated(fc, candidates()) {
 		return Verdict{Hold: true, Reason: "pool saturated"}
 	}
 	return Verdict{}
-}
-
-func (p *LLMD) saturated(f *fleet.Fleet, model string, now time.Time) bool {
-	return llmdSaturated(p.flow, p.candidates(f, model, now))
 }
 
 // DynamoRejection is Dynamo's request rejection (docs.nvidia.com/dynamo,

@@ -484,18 +484,8 @@ func (p *LLMDSLO) QueueDiscipline() queue.Discipline {
 // Gate implements Gatekeeper: llm-d's flow control, then the
 // latency-slo-admitter for sheddable requests.
 func (p *LLMDSLO) Gate(f *fleet.Fleet, req *placement.Request, enqueued time.Time, bandDepth int, now time.Time) Verdict {
-	fc := p.flow
-	if fc.TTL > 0 && now.Sub(enqueued) > fc.TTL {
-		return Verdict{Reject: schemas.Errf(schemas.CodeShed, "", "llm-d flow control: queued longer than the %s request TTL", fc.TTL), Reason: "ttl"}
-	}
-	if fc.BandCapacity > 0 && bandDepth > fc.BandCapacity {
-		return Verdict{Reject: schemas.Errf(schemas.CodeShed, "", "llm-d flow control: band %s holds more than %d requests", req.Priority, fc.BandCapacity), Reason: "band-full"}
-	}
-	if req.Priority == schemas.PriorityCritical {
-		return Verdict{} // the top band is never gated
-	}
-	if llmdSaturated(fc, p.candidates(f, req.Model, now)) {
-		return Verdict{Hold: true, Reason: "pool saturated"}
+	if v := llmdFlowGate(p.flow, req, enqueued, bandDepth, now, func() []*fleet.Worker { return p.candidates(f, req.Model, now) }); v.Reject != nil || v.Hold {
+		return v
 	}
 	// Dispatched from flow control: the admitter runs before scheduling.
 	if req.Priority == schemas.PriorityBatch && !p.admits(f, req, now) {
