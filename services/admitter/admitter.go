@@ -376,8 +376,8 @@ const EventDuplicateID = "duplicate_id"
 // request finished since) re-sends nothing: the live subscriber had its
 // result. It reports whether it handled the message.
 func (a *Admitter) answerReused(ctx context.Context, m jetstream.Msg, sub intake.Submission) bool {
-	if a.sh.Ledger == nil {
-		return false
+	if a.sh.Ledger == nil || sub.IDGenerated {
+		return false // an id intake generated just now cannot have been used before
 	}
 	stored, found, err := a.sh.Ledger.Stored(ctx, sub.Tenant, sub.ID)
 	if err != nil {
