@@ -5,14 +5,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchyard-ai/switchyard/internal/adapter/gguf"
 	"github.com/switchyard-ai/switchyard/internal/testkit/enginetest"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/client"
-	"github.com/switchyard-ai/switchyard/services/svc"
 	"github.com/switchyard-ai/switchyard/subjects"
 )
 
@@ -59,17 +57,7 @@ func TestLongGenerationSurvivesRouterAndWorkerKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	const id = "longgen-1"
-	placed := make(chan string, 4)
-	dsub, err := nc.Subscribe(subjects.DispatchAll, func(m *nats.Msg) {
-		var d schemas.Dispatch
-		if svc.Decode(m.Header, m.Data, &d) == nil && d.Admitted.Request.ID == id {
-			placed <- d.WorkerID
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dsub.Unsubscribe()
+	placed := watchPlacements(t, nc, id)
 	// 30,000 tokens asked of the tiny model (Ollama stops at 10 × num_ctx,
 	// 20,480): ~25 s on this machine's CPU. The
 	// cpu entry's roofline predicts 4.5 min (measured decode rates are not

@@ -43,17 +43,7 @@ func TestWorkerKilledMidStream(t *testing.T) {
 	)
 
 	// Where the first attempt went, from the dispatch itself.
-	placed := make(chan string, 4)
-	dsub, err := nc.Subscribe(subjects.DispatchAll, func(m *nats.Msg) {
-		var d schemas.Dispatch
-		if svc.Decode(m.Header, m.Data, &d) == nil && d.Admitted.Request.ID == id {
-			placed <- d.WorkerID
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dsub.Unsubscribe()
+	placed := watchPlacements(t, nc, id)
 
 	// What the client library delivers, and every raw chunk on the wire.
 	var mu sync.Mutex

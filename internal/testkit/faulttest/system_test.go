@@ -296,6 +296,24 @@ func (s *system) loadgen(rate float64, d time.Duration, extra ...string) *Proc {
 	return s.start("loadgen", args...)
 }
 
+// watchPlacements delivers the worker of each dispatch of request id, read
+// from the dispatch itself, until the test ends.
+func watchPlacements(t *testing.T, nc *nats.Conn, id string) <-chan string {
+	t.Helper()
+	placed := make(chan string, 4)
+	sub, err := nc.Subscribe(subjects.DispatchAll, func(m *nats.Msg) {
+		var d schemas.Dispatch
+		if svc.Decode(m.Header, m.Data, &d) == nil && d.Admitted.Request.ID == id {
+			placed <- d.WorkerID
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sub.Unsubscribe() })
+	return placed
+}
+
 // observer is the test's own connection, for reading what the system
 // recorded in its streams.
 func (s *system) observer() (*nats.Conn, jetstream.JetStream) {
