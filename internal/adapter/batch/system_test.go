@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/switchyard-ai/switchyard/internal/adapter/bus"
+	"github.com/switchyard-ai/switchyard/internal/testkit/bustest"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/client"
 	"github.com/switchyard-ai/switchyard/services/stack"
@@ -209,17 +210,7 @@ func TestCollectWithoutResults(t *testing.T) {
 func TestCollectAnswersAtOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	srv, err := bus.StartServer(bus.ServerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown()
-	nc, _ := srv.Connect("t")
-	defer nc.Close()
-	js, _ := bus.JetStream(nc)
-	if err := subjects.Provision(ctx, js, subjects.StreamOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	js := bustest.StartProvisioned(t, subjects.StreamOptions{}).JS
 	rec := Record{ID: "b", Tenant: "acme", Created: time.Now(), Requests: 4}
 	items := []Item{{RequestID: "b-1"}, {RequestID: "b-2"}, {RequestID: "b-3"}, {RequestID: "b-4"}}
 	publish := func(id string) {
