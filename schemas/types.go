@@ -137,6 +137,96 @@ type Dispatch struct {
 	// the breaker can compare it with what happened.
 	PredictedSeconds float64 `json:"predicted_s,omitempty"`
 	CachedTokens     int     `json:"cached_tokens,omitempty"`
+	// Phase is which leg of a disaggregated request this dispatch runs:
+	// "" (PhaseBoth) runs the whole request, PhasePrefill the prompt and
+	// its first token only, PhaseDecode the rest from KV another worker
+	// computed. See docs/architecture.md, "Disaggregated serving".
+	Phase string `json:"phase,omitempty"`
+	// DecodeWorker, on a prefill leg, is the worker the router planned to
+	// decode on (the handoff may still go elsewhere if it died).
+	DecodeWorker string `json:"decode_worker,omitempty"`
+	// Handoff, on a decode leg, is the prefill leg's KV handle: where the
+	// KV sits, how much of it, until when, and the first token.
+	Handoff *KVHandle `json:"handoff,omitempty"`
+	// TransferSeconds, on a decode leg, is the KV transfer time the
+	// placement priced (the simulated worker waits it).
+	TransferSeconds float64 `json:"transfer_s,omitempty"`
+}
+
+// Dispatch phases and worker roles. A worker's role (Heartbeat.Role) says
+// which phases it takes: RoleBoth (the default, "" reads as it) takes all.
+const (
+	PhaseBoth    = ""
+	PhasePrefill = "prefill"
+	PhaseDecode  = "decode"
+
+	RoleBoth    = "both"
+	RolePrefill = "prefill"
+	RoleDecode  = "decode"
+)
+
+// ValidRole reports whether r is a worker role ("" reads as RoleBoth).
+func ValidRole(r string) bool {
+	switch r {
+	case "", RoleBoth, RolePrefill, RoleDecode:
+		return true
+	}
+	return false
+}
+
+// RoleTakes reports whether a worker of role takes a dispatch of phase.
+func RoleTakes(role, phase string) bool {
+	switch role {
+	case RolePrefill:
+		return phase == PhasePrefill
+	case RoleDecode:
+		return phase == PhaseDecode
+	}
+	return true
+}
+
+// KVHandle is what a prefill leg leaves on the bus (sy.handoff.<tenant>.<id>)
+// when it is done: the prompt's KV on Worker, held until ExpiresAt, and
+// the first token it produced. The router answers it with the decode
+// leg's dispatch. A handle with Failed set is a leg that could not go on
+// (the decode worker could not pull the KV: expired, source gone,
+// transfer timed out): the router re-places the request under its retry
+// budget. vLLM's NixlConnector calls the same facts kv_transfer_params.
+type KVHandle struct {
+	V         int    `json:"v,omitempty"`
+	RequestID string `json:"request_id"`
+	Tenant    string `json:"tenant"`
+	// Attempt is the dispatch attempt whose prefill this is; a handle of
+	// an attempt the router has re-placed is stale and ignored.
+	Attempt int `json:"attempt,omitempty"`
+	// Worker is the prefill worker holding the KV; Link its network link
+	// (catalog name) and DecodeWorker the worker the router planned.
+	Worker       string `json:"worker"`
+	Link         string `json:"link,omitempty"`
+	DecodeWorker string `json:"decode_worker,omitempty"`
+	// PromptTokens is the prompt the KV covers, CachedTokens how much of
+	// it the prefill worker found already cached, Blocks the KV blocks it
+	// holds for the request and BlockIDs their ids where the engine has
+	// them (vLLM's remote_block_ids).
+	PromptTokens int      `json:"prompt_tokens"`
+	CachedTokens int      `json:"cached_tokens,omitempty"`
+	Blocks       int      `json:"blocks"`
+	BlockIDs     []int    `json:"block_ids,omitempty"`
+	BlockHashes  []uint64 `json:"block_hashes,omitempty"`
+	// FirstToken is the first generated token's text (already streamed
+	// to the client when the request streams), FirstTokenAt when it was
+	// produced.
+	FirstToken   string    `json:"first_token,omitempty"`
+	FirstTokenAt time.Time `json:"first_token_at"`
+	ExpiresAt    time.Time `json:"expires_at"`
+	// GPUSeconds is the prefill leg's GPU time, carried into the final
+	// result's cost.
+	GPUSeconds float64 `json:"gpu_seconds,omitempty"`
+	// Engine carries an engine's own transfer parameters (vLLM's
+	// kv_transfer_params as the prefill response returned them).
+	Engine map[string]any `json:"engine,omitempty"`
+	// Failed, set by a decode worker, says the leg could not go on.
+	Failed *Error `json:"failed,omitempty"`
 }
 
 // Result statuses. Every final result has exactly one.
@@ -287,6 +377,12 @@ type Heartbeat struct {
 	Simulated bool   `json:"simulated"`
 	Backend   string `json:"backend"`
 	TP        int    `json:"tp"`
+	// Role is which phases the worker takes (RolePrefill, RoleDecode,
+	// RoleBoth; "" reads as RoleBoth) and Link its network link for KV
+	// transfers, a catalog link name ("" when it has none: it takes no
+	// split leg).
+	Role string `json:"role,omitempty"`
+	Link string `json:"link,omitempty"`
 
 	HBMTotalBytes uint64  `json:"hbm_total_bytes"`
 	HBMFreeBytes  uint64  `json:"hbm_free_bytes"`

@@ -21,6 +21,7 @@ const (
 	StreamDLQ        = "DLQ"
 	StreamJournal    = "JOURNAL"
 	StreamTokens     = "TOKENS"
+	StreamHandoffs   = "HANDOFFS"
 )
 
 // TokensMaxAge is how long the TOKENS stream keeps a streamed request's

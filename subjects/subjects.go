@@ -127,6 +127,18 @@ func Final(tenant, id string) string { return join(Prefix, "final", tenant, id) 
 // Tokens is sy.tok.<tenant>.<id>, the core-NATS token stream of one request.
 func Tokens(tenant, id string) string { return join(Prefix, "tok", tenant, id) }
 
+// Handoff is where a prefill leg's KV handle goes (schemas.KVHandle):
+// the router's handoff consumer turns it into the decode leg's dispatch.
+func Handoff(tenant, id string) string { return join(Prefix, "handoff", tenant, id) }
+
+// HandoffAll matches every handoff.
+func HandoffAll() string { return join(Prefix, "handoff", ">") }
+
+// KVPullRequest is the request/reply subject a decode worker asks a
+// prefill worker for a request's KV on (simulated: the answer says
+// whether the blocks are still held; the transfer time is waited).
+func KVPullRequest(worker string) string { return RPC("kvpull", worker) }
+
 // Heartbeat is sy.hb.<pool>.<worker>.
 func Heartbeat(pool, worker string) string { return join(Prefix, "hb", pool, worker) }
 

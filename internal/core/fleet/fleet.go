@@ -92,6 +92,10 @@ type Worker struct {
 	GPU  string
 	Arch string
 	TP   int
+	// Role is the phases the worker takes (schemas.RolePrefill,
+	// RoleDecode, RoleBoth; "" reads as RoleBoth) and Link its network
+	// link for KV transfers (a catalog link name; "" for none).
+	Role, Link string
 
 	HBMTotal, HBMFree           uint64
 	KVBlocksTotal, KVBlocksFree int
@@ -312,6 +316,7 @@ func (f *Fleet) ApplyHeartbeat(hb *schemas.Heartbeat, now time.Time) (needSnapsh
 	w := f.ensure(hb.WorkerID)
 	first := w.LastSeen.IsZero()
 	w.Pool, w.GPU, w.Arch, w.TP = f.intern(hb.Pool), f.intern(hb.GPU), f.intern(hb.Arch), hb.TP
+	w.Role, w.Link = f.intern(hb.Role), f.intern(hb.Link)
 	if w.TP < 1 {
 		w.TP = 1
 	}

@@ -49,6 +49,14 @@ type Request struct {
 	// deadline is the client's own, or the workflow's. Zero means
 	// Deadline.
 	HardDeadline time.Time
+	// Phase, when set, asks for one leg of a disaggregated request
+	// (schemas.PhasePrefill or PhaseDecode): only workers whose role
+	// takes it are candidates. A decode leg's prompt arrives as KV from
+	// Source over its link rather than being prefilled (the phase axis).
+	Phase string
+	// Source is, for a decode leg, the prefill worker holding the KV;
+	// SourceCached is how many prompt tokens the KV covers there.
+	Source string
 }
 
 // FromAdmitted builds a Request from the admitter's envelope. The expected
@@ -205,7 +213,21 @@ type Decision struct {
 	Rejections []Rejection
 	// Counts is the number of rejections per Reason.
 	Counts [NumReasons]int
+	// Prefill, when set, splits the request: Prefill runs its prompt and
+	// first token (PrefillTerms its breakdown there), then the KV moves
+	// over the two workers' links in TransferSeconds and Worker decodes
+	// the rest (Terms its decode-leg breakdown). Nil runs the whole
+	// request on Worker, aggregated. Aggregated is the aggregated
+	// placement's breakdown the split was weighed against (zero when
+	// the split was not considered).
+	Prefill         *fleet.Worker
+	PrefillTerms    Terms
+	TransferSeconds float64
+	Aggregated      Terms
 }
+
+// Split reports whether the decision splits prefill from decode.
+func (d *Decision) Split() bool { return d.Prefill != nil && d.Worker != nil }
 
 // OK reports whether a worker was chosen.
 func (d *Decision) OK() bool { return d.Worker != nil }

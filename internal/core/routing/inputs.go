@@ -25,6 +25,10 @@ const (
 	// that have no final result yet, read back from the workers' dispatch
 	// consumers, so it can re-place them if their worker is dead.
 	InAdopt = "adopt"
+	// InHandoff is a prefill leg's KV handle (or a decode worker's report
+	// that it could not pull one): the core dispatches the decode leg, or
+	// re-places the request (split.go).
+	InHandoff = "handoff"
 )
 
 // Input is one thing that happened to the router, with the time it
@@ -47,6 +51,8 @@ type Input struct {
 	Fair *queue.Report `json:"fair,omitempty"`
 	// Pool is a pool the controller scales (InPool, warmup.go).
 	Pool *PoolSpec `json:"pool,omitempty"`
+	// Handoff is a prefill leg's KV handle (InHandoff).
+	Handoff *schemas.KVHandle `json:"handoff,omitempty"`
 	// ID names the request of a release or a failed dispatch, or the peer
 	// of a fairness report.
 	ID string `json:"id,omitempty"`
@@ -111,6 +117,18 @@ type Action struct {
 	Booking PeerBooking
 	// Handle is a duplicate delivery's handle (ActDuplicate).
 	Handle any
+	// Phase is the dispatch's leg (schemas.PhasePrefill, PhaseDecode; ""
+	// for the whole request). A prefill leg names the worker planned to
+	// decode (DecodeWorker, DecodeGPU) and the predicted transfer
+	// (TransferSeconds); a decode leg carries the prefill leg's KV
+	// handle (Handoff) and that transfer.
+	Phase           string
+	DecodeWorker    string
+	Handoff         *schemas.KVHandle
+	TransferSeconds float64
+	// Attempt is the dispatch's attempt, as Held.Adm.Attempt (a decode
+	// leg has no Held: the request left the queue with its prefill).
+	Attempt int
 }
 
 // Candidate is one candidate's breakdown, copied out of the placer's scratch.
