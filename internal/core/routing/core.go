@@ -93,6 +93,13 @@ type inflight struct {
 	adm       schemas.Admitted
 	predicted float64
 	placedAt  time.Time
+	// phase is the leg in flight on worker (schemas.PhasePrefill or
+	// PhaseDecode for a split request, "" for a whole one); a prefill
+	// leg carries the decode leg planned with it (split.go).
+	phase           string
+	decodeWorker    string
+	transfer        float64
+	decodePredicted float64
 }
 
 // Completer is implemented by policies that keep router-side state about
@@ -211,7 +218,7 @@ func (c *Core) Apply(in Input, handle any) []Action {
 	case InDispatchFailed:
 		// The dispatch never reached the stream: undo the booking and hold
 		// the request again.
-		c.fleet.Unreserve(in.ID)
+		c.unbook(in.ID)
 		delete(c.placedOn, in.ID)
 		if in.Admitted != nil {
 			c.admit(*in.Admitted, handle, in.At)
@@ -226,7 +233,8 @@ func (c *Core) Apply(in Input, handle any) []Action {
 			if _, held := c.held[id]; held {
 				continue
 			}
-			c.placedOn[id] = &inflight{worker: d.WorkerID, adm: d.Admitted, predicted: d.PredictedSeconds, placedAt: d.PlacedAt}
+			c.placedOn[id] = &inflight{worker: d.WorkerID, adm: d.Admitted, predicted: d.PredictedSeconds, placedAt: d.PlacedAt,
+				phase: d.Phase, decodeWorker: d.DecodeWorker, transfer: d.TransferSeconds}
 		}
 		// A worker that went silent before this router took over had its
 		// loss handled when nothing was adopted yet: what it held is
@@ -248,6 +256,9 @@ func (c *Core) Apply(in Input, handle any) []Action {
 		c.fairShare(in)
 	case InPool:
 		c.notePool(in.Pool, in.At)
+	case InHandoff:
+		c.handoff(in.Handoff, handle, in.At)
+		c.placeReady(in.At)
 	case InForget:
 		for id := range c.held {
 			c.q.Remove(id)

@@ -84,6 +84,10 @@ func (c *Core) place(it queue.Item[*Held], now time.Time) queue.Outcome {
 		}
 		return queue.Blocked
 	}
+	if dec.Split() {
+		c.placeSplit(it.ID, h, dec, now)
+		return queue.Placed
+	}
 	// Book only the prompt tokens the cached prefix does not cover: the
 	// booking stands until a heartbeat absorbs it, and booking cached
 	// tokens made the worker holding a prefix look busiest.
@@ -92,12 +96,8 @@ func (c *Core) place(it queue.Item[*Held], now time.Time) queue.Outcome {
 	a := Action{Kind: ActDispatch, ID: it.ID, Held: h, Worker: dec.Worker.ID, GPU: dec.Worker.GPU, Policy: dec.Policy,
 		Terms: dec.Terms, Rejected: len(dec.Rejections), Considered: dec.Considered, Skipped: dec.Skipped,
 		Booking: PeerBooking{ID: it.ID, Worker: dec.Worker.ID, Class: h.Adm.Priority, Prefill: prefill, Output: output, Blocks: blocks}}
-	for i, cd := range dec.Candidates {
-		if i == c.cfg.ExplainTop {
-			break
-		}
-		a.Candidates = append(a.Candidates, Candidate{Worker: cd.Worker.ID, GPU: cd.Worker.GPU, Terms: cd.Terms})
-	}
+	a.Attempt = h.Adm.Attempt
+	c.explain(&a, dec)
 	delete(c.held, it.ID)
 	c.placedOn[it.ID] = &inflight{worker: a.Worker, adm: h.Adm, predicted: dec.Terms.CompletionSeconds, placedAt: now}
 	if c.approxKV[a.Worker] {

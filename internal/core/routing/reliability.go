@@ -102,7 +102,7 @@ func (c *Core) workerLost(worker string, now time.Time) {
 	for _, id := range ids {
 		f := c.placedOn[id]
 		delete(c.placedOn, id)
-		c.fleet.Unreserve(id)
+		c.unbook(id)
 		if d, ok := c.cfg.Policy.(Completer); ok {
 			d.Done(id, worker)
 		}
@@ -128,7 +128,7 @@ func (c *Core) workerLost(worker string, now time.Time) {
 // release handles a request's final result: the booking ends, the policy
 // learns the worker is free, and the outcome feeds that worker's breaker.
 func (c *Core) release(id string, res *ResultSummary, now time.Time) {
-	c.fleet.Unreserve(id)
+	c.unbook(id)
 	f, ok := c.placedOn[id]
 	if !ok {
 		return
@@ -175,7 +175,7 @@ func (c *Core) reapOverdue(now time.Time) {
 	for _, id := range ids {
 		f := c.placedOn[id]
 		delete(c.placedOn, id)
-		c.fleet.Unreserve(id)
+		c.unbook(id)
 		if d, ok := c.cfg.Policy.(Completer); ok {
 			d.Done(id, f.worker)
 		}
