@@ -2,7 +2,9 @@
 // catalog (peak FLOP/s, memory, bandwidth, interconnect, the fitted
 // efficiencies of the performance model, and default prices) and the model
 // catalog (architecture shapes from each model's config.json, plus a size
-// tier and family for `model: auto` routing).
+// tier and family for `model: auto` routing), the weight tiers a model
+// loads from (tiers.go) and the network links KV cache moves over between
+// a prefill and a decode worker (links.go).
 //
 // The data is embedded JSON (defaults.json), not code, so an operator can
 // extend or override it without rebuilding: Load merges a user file over the
@@ -135,6 +137,8 @@ type Catalog struct {
 	models map[string]Model
 	// tiers are the weight tiers (tiers.go), keyed by name.
 	tiers map[string]Tier
+	// links are the KV-transfer links (links.go), keyed by name.
+	links map[string]Link
 	// learned is nil for catalogs that cannot learn (the shared default).
 	learned *learnedModels
 }
@@ -143,10 +147,11 @@ type fileFormat struct {
 	GPUs   map[string]json.RawMessage `json:"gpus"`
 	Models map[string]json.RawMessage `json:"models"`
 	Tiers  map[string]json.RawMessage `json:"weight_tiers,omitempty"`
+	Links  map[string]json.RawMessage `json:"links,omitempty"`
 }
 
 var defaultCatalog = func() *Catalog {
-	c := &Catalog{gpus: map[string]GPU{}, models: map[string]Model{}, tiers: map[string]Tier{}}
+	c := &Catalog{gpus: map[string]GPU{}, models: map[string]Model{}, tiers: map[string]Tier{}, links: map[string]Link{}}
 	if err := c.merge(defaultsJSON); err != nil {
 		panic("catalog: embedded defaults.json: " + err.Error())
 	}
@@ -159,7 +164,7 @@ func Default() *Catalog { return defaultCatalog }
 // Merge returns the defaults with a JSON document merged over them; an
 // empty document returns the defaults. It has the shape of defaults.json:
 // {"gpus": {"name": {...}}, "models": {"name": {...}}, "weight_tiers":
-// {"name": {...}}}. An entry with a known
+// {"name": {...}}, "links": {"name": {...}}}. An entry with a known
 // name overrides only the fields it sets (e.g. {"gpus":{"h100":
 // {"price_per_hour":2.1}}}); a new name adds an entry, which must then be
 // complete enough to validate. Reading the file is the caller's
@@ -176,7 +181,11 @@ func Merge(data []byte) (*Catalog, error) {
 }
 
 func (c *Catalog) clone() *Catalog {
-	n := &Catalog{gpus: make(map[string]GPU, len(c.gpus)), models: make(map[string]Model, len(c.models)), tiers: make(map[string]Tier, len(c.tiers))}
+	n := &Catalog{gpus: make(map[string]GPU, len(c.gpus)), models: make(map[string]Model, len(c.models)), tiers: make(map[string]Tier, len(c.tiers)),
+		links: make(map[string]Link, len(c.links))}
+	for k, v := range c.links {
+		n.links[k] = v
+	}
 	for k, v := range c.tiers {
 		n.tiers[k] = v
 	}
@@ -231,6 +240,18 @@ func (c *Catalog) merge(data []byte) error {
 			return fmt.Errorf("weight tier %q: %w", name, err)
 		}
 		c.tiers[key] = t
+	}
+	for name, raw := range f.Links {
+		key := strings.ToLower(name)
+		l := c.links[key]
+		if err := strictUnmarshal(raw, &l); err != nil {
+			return fmt.Errorf("link %q: %w", name, err)
+		}
+		l.Name = key
+		if err := l.validate(); err != nil {
+			return fmt.Errorf("link %q: %w", name, err)
+		}
+		c.links[key] = l
 	}
 	return nil
 }
