@@ -15,6 +15,15 @@
 // formats (openai_test.go). vLLM's ZMQ KV-event stream is read by
 // internal/adapter/backend/vllmkv, which the worker runs beside this backend when
 // given --vllm-kv-endpoint.
+//
+// Disaggregated prefill/decode (disagg.go): Prefill sends a prefill leg the
+// way vLLM's NixlConnector expects it and returns the response's
+// kv_transfer_params for the KV handle; DecodeParams turns a handle back
+// into a decode leg's kv_transfer_params (Request.KVTransferParams), which
+// Generate sends. ParseTransferParams and PrefillParams are the pieces, and
+// SGLangBootstrap builds SGLang's bootstrap_* body fields. These are tested
+// against vLLM's documented request and response shapes only
+// (testdata/README.md), not against a live vLLM.
 package openai
 
 import (
@@ -66,6 +75,22 @@ type Request struct {
 	Stop           []string
 	ResponseFormat map[string]any
 	Tools          []map[string]any
+	// KVTransferParams, when not nil, is sent as the body's
+	// kv_transfer_params: vLLM's KV-connector parameters for one leg of
+	// a disaggregated request (DecodeParams builds a decode leg's;
+	// Prefill sets a prefill leg's itself). See disagg.go.
+	KVTransferParams map[string]any
+	// Extra holds further top-level body fields for an engine's own
+	// extensions (SGLang's bootstrap_* fields, SGLangBootstrap). A field
+	// the backend maps itself (model, prompt, messages, max_tokens,
+	// stream, kv_transfer_params, ...) is never taken from Extra, set or
+	// not: Extra adds, it never changes what the request asks.
+	Extra map[string]any
+	// RequestID, when set, goes as the X-Request-Id header. vLLM takes
+	// it as its own request id; the two legs of a disaggregated request
+	// send the same one, as vLLM's P/D proxy does, because NixlConnector
+	// versions without remote_request_id pair the legs by that id.
+	RequestID string
 }
 
 // Result is a finished generation as measured by the client.
@@ -106,56 +131,14 @@ type streamChunk struct {
 // Generate streams one request. onChunk, if not nil, gets each non-empty
 // piece of text as it arrives. Cancelling ctx aborts the request.
 func (c *Client) Generate(ctx context.Context, req Request, onChunk func(text string)) (Result, error) {
-	model := c.Model
-	if req.Model != "" {
-		model = req.Model
-	}
-	body := map[string]any{
-		"model":          model,
-		"stream":         true,
-		"stream_options": map[string]any{"include_usage": true},
-	}
-	if req.MaxTokens > 0 {
-		body["max_tokens"] = req.MaxTokens
-	}
-	if req.Temperature != nil {
-		body["temperature"] = *req.Temperature
-	}
-	if req.Seed != nil {
-		body["seed"] = *req.Seed
-	}
-	if req.TopP != nil {
-		body["top_p"] = *req.TopP
-	}
-	if len(req.Stop) > 0 {
-		body["stop"] = req.Stop
-	}
-	path := "/v1/completions"
-	if len(req.Messages) > 0 {
-		path = "/v1/chat/completions"
-		body["messages"] = req.Messages
-		if req.ResponseFormat != nil {
-			body["response_format"] = req.ResponseFormat
-		}
-		if len(req.Tools) > 0 {
-			body["tools"] = req.Tools
-		}
-	} else {
-		body["prompt"] = req.Prompt
-	}
-	buf, err := json.Marshal(body)
+	path, body := c.body(req)
+	body["stream"] = true
+	body["stream_options"] = map[string]any{"include_usage": true}
+	hreq, err := c.newPost(ctx, path, body, req.RequestID)
 	if err != nil {
 		return Result{}, err
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.BaseURL+path, bytes.NewReader(buf))
-	if err != nil {
-		return Result{}, err
-	}
-	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "text/event-stream")
-	if c.APIKey != "" {
-		hreq.Header.Set("Authorization", "Bearer "+c.APIKey)
-	}
 	start := time.Now()
 	resp, err := c.httpClient().Do(hreq)
 	if err != nil {
@@ -229,6 +212,84 @@ func (c *Client) Generate(ctx context.Context, req Request, onChunk func(text st
 		res.CompletionTokens = res.Chunks // server sent no usage block
 	}
 	return res, nil
+}
+
+// body builds the JSON body and endpoint for req, without the
+// streaming fields: Generate streams, Prefill does not, and each sets its
+// own. It is the one place a request parameter maps to a body field, so
+// both legs of a disaggregated request send the same question.
+func (c *Client) body(req Request) (path string, body map[string]any) {
+	model := c.Model
+	if req.Model != "" {
+		model = req.Model
+	}
+	body = map[string]any{"model": model}
+	if req.MaxTokens > 0 {
+		body["max_tokens"] = req.MaxTokens
+	}
+	if req.Temperature != nil {
+		body["temperature"] = *req.Temperature
+	}
+	if req.Seed != nil {
+		body["seed"] = *req.Seed
+	}
+	if req.TopP != nil {
+		body["top_p"] = *req.TopP
+	}
+	if len(req.Stop) > 0 {
+		body["stop"] = req.Stop
+	}
+	path = "/v1/completions"
+	if len(req.Messages) > 0 {
+		path = "/v1/chat/completions"
+		body["messages"] = req.Messages
+		if req.ResponseFormat != nil {
+			body["response_format"] = req.ResponseFormat
+		}
+		if len(req.Tools) > 0 {
+			body["tools"] = req.Tools
+		}
+	} else {
+		body["prompt"] = req.Prompt
+	}
+	if req.KVTransferParams != nil {
+		body["kv_transfer_params"] = req.KVTransferParams
+	}
+	for k, v := range req.Extra {
+		if !mappedField[k] {
+			body[k] = v
+		}
+	}
+	return path, body
+}
+
+// mappedField is every body field a Request field or the backend itself
+// sets: Extra cannot set these, set or not, so it never changes the
+// question, the endpoint's shape or the streaming a leg depends on.
+var mappedField = map[string]bool{
+	"model": true, "prompt": true, "messages": true, "max_tokens": true, "temperature": true,
+	"seed": true, "top_p": true, "stop": true, "response_format": true, "tools": true,
+	"stream": true, "stream_options": true, "kv_transfer_params": true,
+}
+
+// newPost marshals body into a POST to path with the client's headers.
+func (c *Client) newPost(ctx context.Context, path string, body map[string]any, requestID string) (*http.Request, error) {
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, fmt.Errorf("openai: encoding request: %w", err)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.BaseURL+path, bytes.NewReader(buf))
+	if err != nil {
+		return nil, fmt.Errorf("openai: %w", err)
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	if c.APIKey != "" {
+		hreq.Header.Set("Authorization", "Bearer "+c.APIKey)
+	}
+	if requestID != "" {
+		hreq.Header.Set("X-Request-Id", requestID)
+	}
+	return hreq, nil
 }
 
 func (c *Client) httpClient() *http.Client {

@@ -175,7 +175,8 @@ func TestGenerateForwardsSamplingAndFormat(t *testing.T) {
 			[]string{"top_p", "stop", "response_format", "tools"}, nil},
 		{"completions", Request{Prompt: "x", TopP: &topP, Stop: []string{"END"}, ResponseFormat: rf, Tools: tools},
 			[]string{"top_p", "stop"}, []string{"response_format", "tools"}},
-		{"nothing set sends nothing", Request{Prompt: "x"}, nil, []string{"top_p", "stop", "response_format", "tools"}},
+		{"nothing set sends nothing", Request{Prompt: "x"}, nil, []string{"top_p", "stop", "response_format", "tools", "kv_transfer_params"}},
+		{"decode leg's kv_transfer_params", Request{Prompt: "x", KVTransferParams: map[string]any{"do_remote_prefill": true}}, []string{"kv_transfer_params"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var body map[string]any
