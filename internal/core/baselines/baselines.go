@@ -22,6 +22,7 @@ import (
 
 	"github.com/switchyard-ai/switchyard/internal/core/fleet"
 	"github.com/switchyard-ai/switchyard/internal/core/placement"
+	"github.com/switchyard-ai/switchyard/schemas"
 )
 
 // Seed seeds every baseline's tie-breaking.
@@ -37,6 +38,9 @@ var registry = map[string]func(cost placement.CostModel) placement.Policy{
 	"llm-d-slo-least": func(cost placement.CostModel) placement.Policy { return NewLLMDSLO(LLMDSLOLeast, cost) },
 	"dynamo":          func(placement.CostModel) placement.Policy { return NewDynamo(DynamoDefaults) },
 	"sglang":          func(placement.CostModel) placement.Policy { return NewSGLang(SGLangDefaults) },
+	"dynamo-disagg":   func(cost placement.CostModel) placement.Policy { return NewDynamoDisagg(DynamoDisaggDefaults, cost) },
+	"llm-d-pd":        func(cost placement.CostModel) placement.Policy { return NewLLMDPD(LLMDPDDefaults, cost) },
+	"sglang-pd":       func(cost placement.CostModel) placement.Policy { return NewSGLangPD(SGLangPDDefaults, cost) },
 }
 
 // Names lists the baselines New knows, sorted.
@@ -51,7 +55,9 @@ func Names() []string {
 
 // New returns a fresh baseline by name. cost is the router's roofline
 // model: llm-d-slo predicts TTFT and TPOT with it (llm-d's latency
-// predictor, at its best); the others read no prediction.
+// predictor, at its best); the disaggregated baselines (dynamo-disagg,
+// llm-d-pd, sglang-pd) only report their splits' prefill and transfer
+// seconds from it; the others read no prediction.
 func New(name string, cost placement.CostModel) (placement.Policy, error) {
 	f, ok := registry[name]
 	if !ok {
@@ -73,8 +79,16 @@ type base struct {
 	outstanding map[string]int
 	where       map[string]string
 	// unserved is how many live workers the last candidates call found
-	// when none served the model (0 otherwise).
+	// when none served the model in the phase asked (0 otherwise).
 	unserved int
+	// prefillOf is, for a split request, the prefill worker whose leg has
+	// not been reported done; outstanding counts that leg there too.
+	prefillOf map[string]string
+	// gateDecode makes the gate judge decode-capable workers rather than
+	// role-both ones: set by the disaggregated baselines, whose
+	// aggregated counterpart's gate (Dynamo's busy check, llm-d's
+	// saturation detector) watches the pool that serves decodes.
+	gateDecode bool
 }
 
 func newBase(name string) base { return newBaseSeed(name, Seed) }
@@ -82,7 +96,7 @@ func newBase(name string) base { return newBaseSeed(name, Seed) }
 func newBaseSeed(name string, seed uint64) base {
 	return base{
 		name: name, rng: rand.New(rand.NewPCG(seed, 0x62617365)),
-		outstanding: make(map[string]int), where: make(map[string]string),
+		outstanding: make(map[string]int), where: make(map[string]string), prefillOf: make(map[string]string),
 	}
 }
 
@@ -90,18 +104,19 @@ func newBaseSeed(name string, seed uint64) base {
 func (b *base) Name() string { return b.name }
 
 // candidates are the workers a Kubernetes Service or a gateway would send
-// to: ready (heartbeat fresh), not draining, and serving the request's
-// model (each system routes a model within its own pool of servers), in
-// stable id order.
-func (b *base) candidates(f *fleet.Fleet, model string, now time.Time) []*fleet.Worker {
+// to: ready (heartbeat fresh), not draining, serving the request's model
+// (each system routes a model within its own pool of servers) and taking
+// the dispatch's phase (schemas.RoleTakes: a whole request, phase "",
+// never goes to a prefill-only or decode-only worker), in stable id order.
+func (b *base) candidates(f *fleet.Fleet, model, phase string, now time.Time) []*fleet.Worker {
 	b.cands = f.Candidates(now, b.cands[:0])
-	if model == "" {
-		return b.cands
-	}
 	live := len(b.cands)
 	kept := b.cands[:0]
 	for _, w := range b.cands {
-		if _, ok := w.Model(model, ""); ok {
+		if !schemas.RoleTakes(w.Role, phase) {
+			continue
+		}
+		if _, ok := w.Model(model, ""); model == "" || ok {
 			kept = append(kept, w)
 		}
 	}
@@ -116,8 +131,8 @@ func (b *base) candidates(f *fleet.Fleet, model string, now time.Time) []*fleet.
 func (b *base) decide(req *placement.Request, w *fleet.Worker) *placement.Decision {
 	b.dec = placement.Decision{Policy: b.name, RequestID: req.ID, Worker: w}
 	if w == nil && b.unserved > 0 {
-		// Live workers, none serving the model: no pool of this model
-		// exists, and waiting will not make one.
+		// Live workers, none serving the model in this phase: no pool
+		// of this model exists, and waiting will not make one.
 		b.dec.Unresolvable = true
 		b.dec.Counts[placement.ReasonCannotRun] = b.unserved
 	}
@@ -128,13 +143,48 @@ func (b *base) decide(req *placement.Request, w *fleet.Worker) *placement.Decisi
 	return &b.dec
 }
 
+// decideSplit is decide for a split request: decode runs on dec after
+// the prompt's prefill on pre, and both count the request as outstanding
+// until their leg is done.
+func (b *base) decideSplit(req *placement.Request, pre, dec *fleet.Worker) *placement.Decision {
+	d := b.decide(req, dec)
+	d.Prefill = pre
+	b.outstanding[pre.ID]++
+	b.prefillOf[req.ID] = pre.ID
+	return d
+}
+
+// gatePhase is the phase whose workers a gate judges for req.
+func (b *base) gatePhase(req *placement.Request) string {
+	if b.gateDecode && req.Phase == schemas.PhaseBoth {
+		return schemas.PhaseDecode
+	}
+	return req.Phase
+}
+
 // Done implements the completion hook: the request left workerID.
-func (b *base) Done(requestID, workerID string) {
+func (b *base) Done(requestID, workerID string) { b.done(requestID, workerID) }
+
+// done releases what the request held on workerID and reports whether the
+// request itself is done (false when only a split's prefill leg ended).
+// The end of the decode leg releases the prefill leg too, so a router
+// that reports only the request's end leaks nothing.
+func (b *base) done(requestID, workerID string) bool {
+	if pre, ok := b.prefillOf[requestID]; ok {
+		delete(b.prefillOf, requestID)
+		if b.outstanding[pre] > 0 {
+			b.outstanding[pre]--
+		}
+		if workerID == pre {
+			return false
+		}
+	}
 	if _, ok := b.where[requestID]; !ok {
-		return
+		return true
 	}
 	delete(b.where, requestID)
 	if b.outstanding[workerID] > 0 {
 		b.outstanding[workerID]--
 	}
+	return true
 }

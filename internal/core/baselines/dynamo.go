@@ -83,18 +83,27 @@ func NewDynamo(cfg DynamoConfig) *Dynamo {
 
 // Place implements placement.Policy.
 func (p *Dynamo) Place(f *fleet.Fleet, req *placement.Request, now time.Time) *placement.Decision {
-	c := p.candidates(f, req.Model, now)
+	c := p.candidates(f, req.Model, req.Phase, now)
 	if len(c) == 0 {
 		return p.decide(req, nil)
 	}
+	best, bestNew, _ := p.pick(f, req, c)
+	d := p.decide(req, best)
+	p.book(req, best, bestNew)
+	return d
+}
+
+// pick is the KV router's choice among c: the worker of least cost, its
+// prompt blocks not cached there (prefill_blocks less the in-flight
+// part) and the blocks it has cached (the overlap).
+func (p *Dynamo) pick(f *fleet.Fleet, req *placement.Request, c []*fleet.Worker) (best *fleet.Worker, bestNew, bestOverlap int) {
 	for len(p.lens) < f.Prefix().MaxWorker() {
 		p.lens = append(p.lens, 0)
 	}
 	p.touched = f.Prefix().Match(req.BlockHashes, p.lens, p.touched[:0])
 	bs := tokens.BlockSize
 	reqBlocks := (req.PromptTokens + bs - 1) / bs
-	var best *fleet.Worker
-	bestCost, bestNew, ties := 0.0, 0, 0
+	bestCost, ties := 0.0, 0
 	for _, w := range c {
 		overlap := 0
 		if int(w.Idx) < len(p.lens) {
@@ -111,34 +120,43 @@ func (p *Dynamo) Place(f *fleet.Fleet, req *placement.Request, now time.Time) *p
 		cost := p.cfg.OverlapScoreWeight*float64(newBlocks+a.prefill) + float64(len(a.blocks)+a.out+fresh)
 		switch {
 		case best == nil || cost < bestCost:
-			best, bestCost, bestNew, ties = w, cost, newBlocks, 1
+			best, bestCost, bestNew, bestOverlap, ties = w, cost, newBlocks, overlap, 1
 		case cost == bestCost:
 			ties++
 			if p.rng.IntN(ties) == 0 {
-				best, bestNew = w, newBlocks
+				best, bestNew, bestOverlap = w, newBlocks, overlap
 			}
 		}
 	}
 	for _, t := range p.touched {
 		p.lens[t] = 0
 	}
-	d := p.decide(req, best)
-	if best != nil {
-		b := dynBooking{worker: best.ID, prefill: bestNew, out: (req.OutputTokens + bs - 1) / bs, hashes: req.BlockHashes}
-		p.booked[req.ID] = b
-		a := p.activeOf(best.ID)
-		a.prefill += b.prefill
-		a.out += b.out
-		for _, h := range b.hashes {
-			a.blocks[h]++
-		}
+	return best, bestNew, bestOverlap
+}
+
+// book enters the request in w's active sequences, as Dynamo's
+// ActiveSequences does at dispatch, with prefill blocks to compute there
+// (0 for a decode that receives its KV).
+func (p *Dynamo) book(req *placement.Request, w *fleet.Worker, prefill int) {
+	if w == nil {
+		return
 	}
-	return d
+	bs := tokens.BlockSize
+	b := dynBooking{worker: w.ID, prefill: prefill, out: (req.OutputTokens + bs - 1) / bs, hashes: req.BlockHashes}
+	p.booked[req.ID] = b
+	a := p.activeOf(w.ID)
+	a.prefill += b.prefill
+	a.out += b.out
+	for _, h := range b.hashes {
+		a.blocks[h]++
+	}
 }
 
 // Done implements the completion hook.
 func (p *Dynamo) Done(requestID, workerID string) {
-	p.base.Done(requestID, workerID)
+	if !p.base.done(requestID, workerID) {
+		return // a split's prefill leg: the decode worker's book stands
+	}
 	b, ok := p.booked[requestID]
 	if !ok {
 		return

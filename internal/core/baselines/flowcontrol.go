@@ -82,7 +82,7 @@ func (p *LLMD) QueueDiscipline() queue.Discipline {
 
 // Gate implements Gatekeeper.
 func (p *LLMD) Gate(f *fleet.Fleet, req *placement.Request, enqueued time.Time, bandDepth int, now time.Time) Verdict {
-	return llmdFlowGate(p.flow, req, enqueued, bandDepth, now, func() []*fleet.Worker { return p.candidates(f, req.Model, now) })
+	return llmdFlowGate(p.flow, req, enqueued, bandDepth, now, func() []*fleet.Worker { return p.candidates(f, req.Model, p.gatePhase(req), now) })
 }
 
 // llmdFlowGate is llm-d's flow control, which both llm-d baselines run
@@ -134,7 +134,7 @@ func (p *Dynamo) Gate(f *fleet.Fleet, req *placement.Request, _ time.Time, _ int
 	if th <= 0 {
 		return Verdict{}
 	}
-	ws := p.candidates(f, req.Model, now)
+	ws := p.candidates(f, req.Model, p.gatePhase(req), now)
 	if len(ws) == 0 {
 		return Verdict{}
 	}

@@ -58,10 +58,18 @@ func NewLLMD(w LLMDWeights) *LLMD {
 
 // Place implements placement.Policy.
 func (p *LLMD) Place(f *fleet.Fleet, req *placement.Request, now time.Time) *placement.Decision {
-	c := p.candidates(f, req.Model, now)
+	c := p.candidates(f, req.Model, req.Phase, now)
 	if len(c) == 0 {
 		return p.decide(req, nil)
 	}
+	best, _ := p.pick(f, req, c)
+	return p.decide(req, best)
+}
+
+// pick runs the profile's scorers and max-score-picker over c, returning
+// the pod chosen and the prompt blocks the KV index says it holds (0 when
+// the profile has no prefix scorer).
+func (p *LLMD) pick(f *fleet.Fleet, req *placement.Request, c []*fleet.Worker) (best *fleet.Worker, prefixBlocks int) {
 	if p.w.PrefixCache > 0 {
 		for len(p.lens) < f.Prefix().MaxWorker() {
 			p.lens = append(p.lens, 0)
@@ -76,7 +84,6 @@ func (p *LLMD) Place(f *fleet.Fleet, req *placement.Request, now time.Time) *pla
 		minP, maxP = min(minP, l), max(maxP, l)
 		minQ, maxQ = min(minQ, w.Waiting), max(maxQ, w.Waiting)
 	}
-	var best *fleet.Worker
 	bestS, ties := 0.0, 0
 	for _, w := range c {
 		s := 0.0
@@ -104,11 +111,14 @@ func (p *LLMD) Place(f *fleet.Fleet, req *placement.Request, now time.Time) *pla
 			}
 		}
 	}
+	if best != nil {
+		prefixBlocks = int(p.prefixLen(best))
+	}
 	for _, t := range p.touched {
 		p.lens[t] = 0
 	}
 	p.touched = p.touched[:0]
-	return p.decide(req, best)
+	return best, prefixBlocks
 }
 
 func (p *LLMD) prefixLen(w *fleet.Worker) int32 {

@@ -177,7 +177,7 @@ func NewLLMDSLO(cfg LLMDSLOConfig, cost placement.CostModel) *LLMDSLO {
 
 // Place implements placement.Policy.
 func (p *LLMDSLO) Place(f *fleet.Fleet, req *placement.Request, now time.Time) *placement.Decision {
-	c := p.candidates(f, req.Model, now)
+	c := p.candidates(f, req.Model, req.Phase, now)
 	if len(c) == 0 {
 		return p.decide(req, nil)
 	}
@@ -484,7 +484,7 @@ func (p *LLMDSLO) QueueDiscipline() queue.Discipline {
 // Gate implements Gatekeeper: llm-d's flow control, then the
 // latency-slo-admitter for sheddable requests.
 func (p *LLMDSLO) Gate(f *fleet.Fleet, req *placement.Request, enqueued time.Time, bandDepth int, now time.Time) Verdict {
-	if v := llmdFlowGate(p.flow, req, enqueued, bandDepth, now, func() []*fleet.Worker { return p.candidates(f, req.Model, now) }); v.Reject != nil || v.Hold {
+	if v := llmdFlowGate(p.flow, req, enqueued, bandDepth, now, func() []*fleet.Worker { return p.candidates(f, req.Model, req.Phase, now) }); v.Reject != nil || v.Hold {
 		return v
 	}
 	// Dispatched from flow control: the admitter runs before scheduling.
@@ -500,7 +500,7 @@ func (p *LLMDSLO) admits(f *fleet.Fleet, req *placement.Request, now time.Time) 
 	if (req.TTFTTarget <= 0 && req.TPOTTarget <= 0) || p.cost == nil {
 		return true
 	}
-	c := p.candidates(f, req.Model, now)
+	c := p.candidates(f, req.Model, req.Phase, now)
 	if len(c) == 0 {
 		return true // placement answers a request no endpoint can serve
 	}

@@ -22,7 +22,7 @@ func NewRoundRobin() *RoundRobin { return &RoundRobin{base: newBase("round-robin
 
 // Place implements placement.Policy.
 func (p *RoundRobin) Place(f *fleet.Fleet, req *placement.Request, now time.Time) *placement.Decision {
-	c := p.candidates(f, req.Model, now)
+	c := p.candidates(f, req.Model, req.Phase, now)
 	if len(c) == 0 {
 		return p.decide(req, nil)
 	}
@@ -43,7 +43,7 @@ func NewRandom(seed uint64) *Random {
 
 // Place implements placement.Policy.
 func (p *Random) Place(f *fleet.Fleet, req *placement.Request, now time.Time) *placement.Decision {
-	c := p.candidates(f, req.Model, now)
+	c := p.candidates(f, req.Model, req.Phase, now)
 	if len(c) == 0 {
 		return p.decide(req, nil)
 	}
@@ -65,7 +65,7 @@ func NewLeastLoaded() *LeastLoaded { return &LeastLoaded{base: newBase("least-lo
 
 // Place implements placement.Policy.
 func (p *LeastLoaded) Place(f *fleet.Fleet, req *placement.Request, now time.Time) *placement.Decision {
-	c := p.candidates(f, req.Model, now)
+	c := p.candidates(f, req.Model, req.Phase, now)
 	var best *fleet.Worker
 	bestN, ties := 0, 0
 	for _, w := range c {

@@ -60,10 +60,17 @@ func NewSGLang(cfg SGLangConfig) *SGLang {
 
 // Place implements placement.Policy.
 func (p *SGLang) Place(f *fleet.Fleet, req *placement.Request, now time.Time) *placement.Decision {
-	c := p.candidates(f, req.Model, now)
+	c := p.candidates(f, req.Model, req.Phase, now)
 	if len(c) == 0 {
 		return p.decide(req, nil)
 	}
+	choice := p.pick(f, req, c)
+	p.insert(choice, req)
+	return p.decide(req, choice)
+}
+
+// pick is the cache-aware choice among c (steps 1 and 2 above).
+func (p *SGLang) pick(f *fleet.Fleet, req *placement.Request, c []*fleet.Worker) *fleet.Worker {
 	minL, maxL := 1<<30, -1
 	var least *fleet.Worker
 	for _, w := range c {
@@ -74,8 +81,7 @@ func (p *SGLang) Place(f *fleet.Fleet, req *placement.Request, now time.Time) *p
 		maxL = max(maxL, l)
 	}
 	if maxL-minL > p.cfg.BalanceAbsThreshold && float64(maxL) > p.cfg.BalanceRelThreshold*float64(minL) {
-		p.insert(least, req)
-		return p.decide(req, least)
+		return least
 	}
 	for len(p.lens) < max(p.tree.MaxWorker(), len(f.Workers())) {
 		p.lens = append(p.lens, 0)
@@ -94,12 +100,10 @@ func (p *SGLang) Place(f *fleet.Fleet, req *placement.Request, now time.Time) *p
 	for _, t := range p.touched {
 		p.lens[t] = 0
 	}
-	choice := smallest
 	if n := len(req.BlockHashes); n > 0 && bestMatch != nil && float64(bestLen)/float64(n) > p.cfg.CacheThreshold {
-		choice = bestMatch
+		return bestMatch
 	}
-	p.insert(choice, req)
-	return p.decide(req, choice)
+	return smallest
 }
 
 func (p *SGLang) insert(w *fleet.Worker, req *placement.Request) {
