@@ -3,7 +3,9 @@
 // prefill, a paged KV cache in tokens.BlockSize blocks with hash-chained
 // prefix caching and LRU eviction of unreferenced blocks, preemption by
 // recompute when KV runs out, speculative decoding, and weight residency
-// (hot, sleeping, cold, absent) with load times.
+// (hot, sleeping, cold, absent) with load times, and the two legs of a
+// disaggregated request: a prefill that holds its KV for a decode worker
+// and a decode that starts from transferred KV (phases.go).
 //
 // It is pure: time is passed in and nothing sleeps. Step(now) plans one
 // iteration, costs it with the perf roofline model and applies its effects.
@@ -106,6 +108,19 @@ type Sequence struct {
 	// Critical marks a latency-critical sequence: while one decodes, steps
 	// are capped at Config.CriticalStepTime.
 	Critical bool
+
+	// PrefillOnly is the prefill leg of a disaggregated request (issue 28,
+	// phases.go): the sequence prefills its prompt, produces its first
+	// token and finishes (OutputTokens 1, whatever MaxTokens says), but
+	// its KV blocks stay held for a decode worker to pull until ReleaseKV
+	// or until HoldKV after it finished (0: DefaultHoldKV).
+	PrefillOnly bool
+	HoldKV      time.Duration
+	// Transferred is the decode leg: the prompt's KV arrives from the
+	// prefill worker, so the engine allocates blocks for it on admission
+	// and computes none of it, and the first token is counted as already
+	// generated there (MaxTokens N: N−1 generated here, OutputTokens N).
+	Transferred bool
 }
 
 // Emit is the tokens one sequence produced in a step.
@@ -124,6 +139,11 @@ type Finished struct {
 	// took part in, prefill-only steps and recomputation after preemption
 	// included (see attribute).
 	GPUSeconds float64
+	// Handoff marks a PrefillOnly sequence whose KV the engine now holds
+	// for the decode leg: HeldBlocks blocks until HeldUntil (or ReleaseKV).
+	Handoff    bool
+	HeldBlocks int
+	HeldUntil  time.Time
 }
 
 // Step is one iteration's outcome. Its slices are reused by the next call
@@ -166,9 +186,15 @@ type State struct {
 	// holder is preempted. A waiting sequence preempts strictly lower
 	// classes, so blocks of ranks above its own are what it can reclaim.
 	KVBlocksByPriority [NumPriorities]int
-	MaxBatch           int
-	TokenBudget        int
-	SpecDecode         bool
+	// HeldKV is the PrefillOnly sequences whose KV is held for a decode
+	// worker and KVBlocksHeld the blocks they hold, shared or not (in use
+	// and, as no preemption frees them, under rank 0 of
+	// KVBlocksByPriority). A held KV is neither running nor waiting.
+	HeldKV       int
+	KVBlocksHeld int
+	MaxBatch     int
+	TokenBudget  int
+	SpecDecode   bool
 	// TokensPerSec and Utilization are exponentially decayed over ~10 s of
 	// engine time (output tokens per second; busy fraction).
 	TokensPerSec float64
@@ -188,9 +214,10 @@ type seq struct {
 	decoding    bool
 	firstToken  time.Time
 	preemptions int
-	gpuSec      float64 // attributed GPU-seconds so far
-	inRun       bool    // in the running list
-	planAt      int     // index in the current step's plan, -1 if not planned
+	gpuSec      float64   // attributed GPU-seconds so far
+	inRun       bool      // in the running list
+	heldUntil   time.Time // when a held KV (PrefillOnly) expires
+	planAt      int       // index in the current step's plan, -1 if not planned
 }
 
 func (s *seq) total() int { return s.PromptTokens + s.generated }
@@ -227,6 +254,16 @@ type Engine struct {
 
 	lastEnd                     time.Time
 	emaTokens, emaTime, emaBusy float64
+
+	// holds are the finished PrefillOnly sequences whose KV is kept for a
+	// decode worker (phases.go), by id; nextExpiry is no later than the
+	// earliest of their expiries, so a step with none due skips them.
+	holds      map[string]*seq
+	nextExpiry time.Time
+	expBuf     []*seq
+	// now is the start of the step being planned (what a sequence that
+	// finishes on admission is stamped with).
+	now time.Time
 }
 
 // rateTau is the decay time of TokensPerSec and Utilization.
@@ -282,6 +319,7 @@ func New(cfg Config) (*Engine, error) {
 		rep:     cfg.Replica,
 		kv:      newKVPool(cfg.KVBlocks),
 		byID:    make(map[string]*seq),
+		holds:   make(map[string]*seq),
 		spec:    cfg.Spec.Enabled,
 		rng:     rand.New(rand.NewPCG(cfg.Spec.Seed, 0x5eed)),
 		weights: w,
@@ -293,6 +331,7 @@ func New(cfg Config) (*Engine, error) {
 var (
 	ErrDuplicate = errors.New("engine: sequence id already queued")
 	ErrTooLong   = errors.New("engine: sequence cannot fit in the KV cache")
+	ErrPhases    = errors.New("engine: a sequence cannot be both PrefillOnly and Transferred")
 )
 
 // Add queues a sequence. A sequence whose prompt plus output can never fit
@@ -306,6 +345,12 @@ func (e *Engine) Add(s Sequence) error {
 	}
 	if s.MaxTokens < 1 {
 		s.MaxTokens = 1
+	}
+	if s.PrefillOnly && s.Transferred {
+		return ErrPhases
+	}
+	if s.PrefillOnly {
+		s.MaxTokens = 1 // the first token is the leg's whole output
 	}
 	if need := (s.PromptTokens + s.MaxTokens + e.cfg.Spec.K + tokens.BlockSize - 1) / tokens.BlockSize; need > e.kv.total {
 		return fmt.Errorf("%w: needs %d blocks, cache has %d", ErrTooLong, need, e.kv.total)
@@ -334,10 +379,11 @@ func (e *Engine) enqueue(s *seq, front bool) {
 }
 
 // Cancel drops a sequence, freeing its KV; false if it is unknown or done.
+// A held KV (PrefillOnly) is released as ReleaseKV does.
 func (e *Engine) Cancel(id string) bool {
 	s, ok := e.byID[id]
 	if !ok {
-		return false
+		return e.ReleaseKV(id)
 	}
 	e.releaseBlocks(s)
 	delete(e.byID, id)
@@ -358,7 +404,8 @@ func removeSeq(list []*seq, s *seq) []*seq {
 	return list
 }
 
-// HasWork reports whether any sequence is queued or running.
+// HasWork reports whether any sequence is queued or running. A held KV
+// is not work: it needs no step, and expires at Step or Settle.
 func (e *Engine) HasWork() bool { return len(e.running)+len(e.waiting) > 0 }
 
 // SetSpecDecode switches speculative decoding at run time (the control loop
@@ -383,8 +430,8 @@ func (e *Engine) SetBudgets(maxBatch, tokenBudget int) {
 // SetWeightState moves the model's weights to state: hot starts a load on
 // the next Step if needed (Wake starts it at once); sleeping, cold and
 // absent unload them to the tier the state implies (schemas.WeightTier)
-// — which discards the KV cache, as vLLM's sleep mode does — and are
-// refused while sequences are running.
+// — which discards the KV cache, as vLLM's sleep mode does, held KV
+// included — and are refused while sequences are running.
 func (e *Engine) SetWeightState(state string) error {
 	if state == schemas.WeightHot {
 		return nil
@@ -407,6 +454,7 @@ func (e *Engine) SetWeightTier(tier string) error {
 	if len(e.running) > 0 {
 		return fmt.Errorf("engine: %d sequences running", len(e.running))
 	}
+	e.dropHolds()
 	e.kv.evictAll()
 	e.weights, e.tier, e.loadUntil, e.loadFrom = state, tier, time.Time{}, ""
 	return nil
@@ -425,8 +473,9 @@ func (e *Engine) Wake(now time.Time) {
 }
 
 // Settle completes a load whose time has passed by now, so a heartbeat
-// sent then says hot.
+// sent then says hot, and frees the held KV that has expired by now.
 func (e *Engine) Settle(now time.Time) {
+	e.expireHolds(now)
 	if e.weights == schemas.WeightLoading && !now.Before(e.loadUntil) {
 		e.weights, e.tier, e.loadUntil, e.loadFrom = schemas.WeightHot, schemas.TierHBM, time.Time{}, ""
 	}
@@ -513,10 +562,14 @@ func (e *Engine) State() State {
 		}
 	}
 	for _, s := range e.waiting {
+		if s.Transferred && !s.admitted {
+			continue // its KV arrives computed: nothing to prefill
+		}
 		st.QueuedTokens += s.total()
 		st.QueuedTokensByPriority[priorityIndex(s.Priority)] += s.total()
 	}
-	e.countBlocksByPriority(&st.KVBlocksByPriority)
+	st.KVBlocksHeld = e.countBlocksByPriority(&st.KVBlocksByPriority)
+	st.HeldKV = len(e.holds)
 	if e.emaTime > 0 {
 		st.TokensPerSec = e.emaTokens / e.emaTime
 		st.Utilization = e.emaBusy / e.emaTime
@@ -530,14 +583,27 @@ func (e *Engine) State() State {
 // countBlocksByPriority attributes every block the running sequences hold
 // to the highest class holding it: classes are visited from the highest
 // down, and a shared block already counted by an earlier class is marked
-// seen. Only running sequences hold blocks (a preempted or not yet admitted
-// one holds none), so the counts sum to the blocks in use. It is
-// O(running + blocks held) and does not allocate.
-func (e *Engine) countBlocksByPriority(byRank *[NumPriorities]int) {
+// seen. Only running sequences and held KV hold blocks (a preempted or not
+// yet admitted one holds none), so the counts sum to the blocks in use.
+// Held KV is counted first, under rank 0 whatever its class, a block it
+// shares with running sequences included: no preemption frees such a
+// block, and rank 0 is the one nobody reclaims from. It returns the
+// blocks held KV holds. It is
+// O(running + held + blocks held) and does not allocate.
+func (e *Engine) countBlocksByPriority(byRank *[NumPriorities]int) (held int) {
 	e.kv.census++
 	if e.kv.census == 0 { // wrapped: clear stale marks that could now match
 		e.kv.blocks.EachSlot(func(b *kvBlock) { b.seen = 0 })
 		e.kv.census = 1
+	}
+	for _, s := range e.holds {
+		held += s.private
+		for _, i := range s.hashed {
+			if node := e.kv.blocks.At(i); node.seen != e.kv.census {
+				node.seen = e.kv.census
+				held++
+			}
+		}
 	}
 	for rank := range NumPriorities {
 		n := 0
@@ -555,6 +621,8 @@ func (e *Engine) countBlocksByPriority(byRank *[NumPriorities]int) {
 		}
 		byRank[rank] = n
 	}
+	byRank[0] += held
+	return held
 }
 
 // ensure grows s's blocks to hold n tokens. Leading full prompt blocks are
@@ -712,6 +780,9 @@ func (e *Engine) admit(s *seq, preempted bool, budget *int) bool {
 			return false
 		}
 		e.preempt(v, budget)
+	}
+	if s.Transferred && !s.admitted {
+		return e.admitTransferred(s, budget)
 	}
 	for {
 		e.admitPrefix(s)

@@ -29,6 +29,7 @@ func (e *Engine) step(now time.Time) Step {
 	out := &e.out
 	out.Duration, out.GPUSeconds, out.Batch = 0, 0, perf.Batch{}
 	out.Emitted, out.Finished, out.Preempted = out.Emitted[:0], out.Finished[:0], out.Preempted[:0]
+	e.expireHolds(now)
 	if !e.HasWork() {
 		return *out
 	}
@@ -39,6 +40,7 @@ func (e *Engine) step(now time.Time) Step {
 	if e.spec {
 		k = e.cfg.Spec.K
 	}
+	e.now = now
 	if !e.planStep(k) {
 		// Nothing fits (every block is pinned by sequences that cannot
 		// progress); report no progress rather than spin at zero cost.
@@ -204,6 +206,24 @@ func (e *Engine) planned(k int) perf.Batch {
 	return b
 }
 
+// finish reports s as finished at end and frees its blocks — or, for a
+// PrefillOnly sequence, holds them for the decode leg (phases.go).
+func (e *Engine) finish(s *seq, end time.Time) {
+	f := Finished{
+		ID: s.ID, PromptTokens: s.PromptTokens, CachedTokens: s.cached, OutputTokens: s.generated,
+		Arrival: s.Arrival, FirstTokenAt: s.firstToken, FinishedAt: end, Preemptions: s.preemptions,
+		GPUSeconds: s.gpuSec,
+	}
+	delete(e.byID, s.ID)
+	s.decoding, s.inRun = false, false
+	if s.PrefillOnly {
+		e.hold(s, end, &f)
+	} else {
+		e.releaseBlocks(s)
+	}
+	e.out.Finished = append(e.out.Finished, f)
+}
+
 // apply advances every planned sequence by the step that ends at end —
 // accepted speculative tokens drawn at the configured rate, a prefill's
 // last chunk giving the first token — records what it emitted and what
@@ -236,14 +256,7 @@ func (e *Engine) apply(end time.Time, k int) int {
 		emitted += got
 		out.Emitted = append(out.Emitted, Emit{ID: s.ID, Tokens: got})
 		if s.generated >= s.MaxTokens {
-			out.Finished = append(out.Finished, Finished{
-				ID: s.ID, PromptTokens: s.PromptTokens, CachedTokens: s.cached, OutputTokens: s.generated,
-				Arrival: s.Arrival, FirstTokenAt: s.firstToken, FinishedAt: end, Preemptions: s.preemptions,
-				GPUSeconds: s.gpuSec,
-			})
-			e.releaseBlocks(s)
-			delete(e.byID, s.ID)
-			s.decoding, s.inRun = false, false
+			e.finish(s, end)
 			s.generated = -1 << 30 // marks it for removal below
 		}
 	}
