@@ -130,6 +130,17 @@ var axes = [numAxes]axis{
 		bound:   "none (its term only adds)",
 		prepare: interferencePrepare, price: interferenceTerm,
 	},
+	{
+		name: AxisPhase, id: axPhase,
+		reads:   []string{"Heartbeat.Role", "Heartbeat.Link", "Request.Phase", "Request.Source"},
+		filters: []Reason{ReasonRoleMismatch},
+		// A leg's phase also sets which of its output tokens are priced
+		// (decode_s), and a decode leg's transfer its TPOT.
+		terms: []string{"transfer_s", "prefill_s", "decode_s", "tpot_s", "completion_s"},
+		bound: "a class whose workers cannot take the request's phase bounds +Inf and is never costed; " +
+			"a decode leg bounds with prefill_s 0 (transfer_s only adds)",
+		prepare: phasePrepare, measure: phaseMeasure, filter: phaseFilter,
+	},
 }
 
 // stages is the table's hooks by stage, built once by New so the

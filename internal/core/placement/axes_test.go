@@ -140,7 +140,8 @@ func (s *axisScenario) outcome(t *testing.T) (Terms, Reason) {
 		}
 	}
 	weight := s.weight
-	p := New(BenchCost(), Options{WeightBytes: func(string, string) uint64 { return weight }})
+	// splitCost prices KV transfers too, for the phase axis's decode legs.
+	p := New(splitCost{BenchCost()}, Options{WeightBytes: func(string, string) uint64 { return weight }})
 	d := p.Place(f, &s.req, now)
 	if d.OK() {
 		return d.Terms, ReasonNone
@@ -238,6 +239,23 @@ var perturbations = map[string]perturbation{
 }
 
 func onL4(s *axisScenario) { s.hb.GPU, s.hb.Arch = "l4", "ada" }
+
+// The phase axis's reads: a role that does not take an aggregated
+// request, a leg without a link, a leg's own pricing, and a decode leg
+// whose source (here the worker itself) is gone.
+func init() {
+	linked := func(s *axisScenario) { s.hb.Link = "ib-ndr" }
+	perturbations["Heartbeat.Role"] = perturbation{change: func(s *axisScenario) { s.hb.Role = schemas.RolePrefill }}
+	perturbations["Heartbeat.Link"] = perturbation{
+		base:   func(s *axisScenario) { linked(s); s.req.Phase = schemas.PhasePrefill },
+		change: func(s *axisScenario) { s.hb.Link = "" },
+	}
+	perturbations["Request.Phase"] = perturbation{base: linked, change: func(s *axisScenario) { s.req.Phase = schemas.PhasePrefill }}
+	perturbations["Request.Source"] = perturbation{
+		base:   func(s *axisScenario) { linked(s); s.req.Phase, s.req.Source = schemas.PhaseDecode, "A" },
+		change: func(s *axisScenario) { s.req.Source = "gone" },
+	}
+}
 
 // Each field an axis declares moves that axis's outcome: perturbed, one
 // of the Terms fields the axis declares changes, or the worker is turned

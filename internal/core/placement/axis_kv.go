@@ -69,7 +69,7 @@ func cachedTokens(p *Placer, h *hotRow, i int32, r *Request) int {
 // prefillSeconds is the prefill of r's prompt with cached tokens already
 // in the worker's cache.
 func prefillSeconds(p *Placer, cl *class, r *Request, cached int) float64 {
-	if cached > 0 {
+	if cached > 0 && p.rp.phase != takesDecode { // a decode leg's prefillFull is 0
 		return p.prefillCached(cl, r, cached)
 	}
 	return cl.prefillFull

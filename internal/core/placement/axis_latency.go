@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/switchyard-ai/switchyard/internal/core/fleet"
+	"github.com/switchyard-ai/switchyard/schemas"
 )
 
 // Axis: latency budget (row AxisLatency in axes.go).
@@ -99,6 +100,12 @@ func latencyPrepare(p *Placer, _ *fleet.Fleet, r *Request) {
 	if tpot <= 0 {
 		tpot = rp.defTPOT
 	}
+	// A decode leg's first token is the prefill worker's (see the phase
+	// axis): no TTFT target here. Its TPOT target holds from one token
+	// on, since its OutputTokens are those after the first.
+	if r.Phase == schemas.PhaseDecode {
+		ttft = 0
+	}
 	if ttft > 0 {
 		if !r.Submitted.IsZero() {
 			ttft -= p.now.Sub(r.Submitted).Seconds()
@@ -108,7 +115,7 @@ func latencyPrepare(p *Placer, _ *fleet.Fleet, r *Request) {
 			rp.ttftIn = ttft
 		}
 	}
-	if tpot > 0 && r.OutputTokens > 1 {
+	if tpot > 0 && (r.OutputTokens > 1 || r.Phase == schemas.PhaseDecode) {
 		rp.tpotTarget = tpot
 	}
 	rp.targets = !math.IsInf(rp.ttftIn, 1) || !math.IsInf(rp.tpotTarget, 1)
@@ -129,7 +136,7 @@ func latencyFilter(p *Placer, c *cand, r *Request) Reason {
 			// Unreachable means even this worker alone could not make it:
 			// its decode at batch 1, not at today's batch, which is load
 			// (busy-now) and passes.
-			if t.PrefillSeconds+decodeAlone(c.c) > hard {
+			if t.PrefillSeconds+t.TransferSeconds+decodeAlone(c.c) > hard {
 				return ReasonDeadlineUnreachable
 			}
 			return ReasonDeadlineBusy
@@ -169,17 +176,28 @@ func targetTerms(p *Placer, c *cand, r *Request) {
 	t := &c.t
 	inv := p.rp.invOutput
 	step := t.DecodeSeconds * inv
-	ttft := t.QueueSeconds + t.LoadSeconds + t.PrefillSeconds
-	if c.batch > 1 {
-		ttft += chunkShare(p, c.c, r, t.CachedTokens, t.DecodeSeconds)
-	}
-	t.TTFTSeconds = ttft
 	t.TTFTSlackSeconds = math.Inf(1)
-	if in := p.rp.ttftIn; !math.IsInf(in, 1) {
-		t.TTFTSlackSeconds = in - ttft
-		t.TTFTPMiss = missProbability(c.c.errTTFT, t.TTFTSlackSeconds, ttft)
-	}
 	tpot := step
+	if p.rp.phase == takesDecode {
+		// A decode leg's first token came from the prefill worker; what
+		// this worker adds before its second is the gap: the transfer,
+		// its queue and any load, which the SLO's (finish − first token)
+		// ÷ (n − 1) spreads over the tokens decoded here.
+		tpot += (t.TransferSeconds + t.QueueSeconds + t.LoadSeconds) * inv
+	} else {
+		ttft := t.QueueSeconds + t.LoadSeconds + t.PrefillSeconds
+		if c.batch > 1 {
+			ttft += chunkShare(p, c.c, r, t.CachedTokens, t.DecodeSeconds)
+		}
+		t.TTFTSeconds = ttft
+		if in := p.rp.ttftIn; !math.IsInf(in, 1) {
+			t.TTFTSlackSeconds = in - ttft
+			t.TTFTPMiss = missProbability(c.c.errTTFT, t.TTFTSlackSeconds, ttft)
+		}
+		if p.rp.phase == takesPrefill {
+			return // its one token has no time per token
+		}
+	}
 	if lower := c.row.queue[fleet.NumClasses-1] - c.row.queue[p.rp.rank]; lower > 0 {
 		tpot += queueFor(lower, c.c) * inv
 	}

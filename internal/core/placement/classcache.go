@@ -11,9 +11,16 @@ import (
 // and on the request's token counts, so within one placement they are
 // computed once per class, and per distinct batch bucket or cached length.
 
+// The role and link enter the key only as the phases a worker takes
+// (takes): workers of one GPU that take different phases are costed
+// alike but must be told apart by the scan, which skips a whole class
+// whose workers cannot take the request's phase. A fleet without roles
+// or links has takes == takesWhole everywhere, so its classes are the
+// (GPU, TP) ones as before.
 type classKey struct {
-	gpu string
-	tp  int
+	gpu   string
+	tp    int
+	takes uint8
 }
 
 // decodeBuckets are the batch sizes at which decode time is asked for;
@@ -29,6 +36,10 @@ type class struct {
 	gpu   string // the GPU the cost model is asked about
 	tp    int
 	epoch uint64 // placement these per-call values belong to
+	// takes is the phases the class's workers take (takesWhole and the
+	// rest, from their role and link): next to epoch, which the scan
+	// reads for every worker too.
+	takes uint8
 	// rowsEpoch is the placement that load belongs to, and evalEpoch the
 	// one perCtxToken does: bounds of whole groups take their workers as
 	// hot and at the table's decode, so load is asked for when the first
@@ -95,6 +106,12 @@ type cachedPrefill struct {
 func (p *Placer) prepare(cl *class, r *Request) {
 	cl.epoch = p.epoch
 	cl.prefillFull = p.cost.PrefillSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, r.PromptTokens, 0)
+	if p.rp.phase == takesDecode && !isInf(cl.prefillFull) {
+		// A decode leg prefills nothing here: its KV arrives over the
+		// link (transfer_s). Kept +Inf for a GPU that cannot run the
+		// model, which the GPU axis turns down.
+		cl.prefillFull = 0
+	}
 	cl.queueRate = p.cost.PrefillSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, queueRefTokens, 0) / queueRefTokens
 	cl.price = p.cost.PricePerHour(cl.gpu, cl.tp)
 	cl.pricePerSecond = cl.price / 3600

@@ -51,11 +51,14 @@ type Request struct {
 	HardDeadline time.Time
 	// Phase, when set, asks for one leg of a disaggregated request
 	// (schemas.PhasePrefill or PhaseDecode): only workers whose role
-	// takes it are candidates. A decode leg's prompt arrives as KV from
-	// Source over its link rather than being prefilled (the phase axis).
+	// takes it, and that have a link, are candidates. A decode leg's
+	// prompt arrives as KV from Source over its link rather than being
+	// prefilled (the phase axis). PromptTokens and OutputTokens stay the
+	// whole request's: a prefill leg is priced for its first token, a
+	// decode leg for the OutputTokens-1 after it.
 	Phase string
-	// Source is, for a decode leg, the prefill worker holding the KV;
-	// SourceCached is how many prompt tokens the KV covers there.
+	// Source is, for a decode leg, the prefill worker holding the KV
+	// (its fleet.Worker.Link is where the transfer starts).
 	Source string
 }
 
@@ -168,6 +171,10 @@ type Terms struct {
 	// penalties (interference axis).
 	ITLDeltaSeconds float64 `json:"itl_delta_s,omitempty"`
 	InterferenceUSD float64 `json:"interference_usd,omitempty"`
+	// TransferSeconds is, for a decode leg, the KV transfer from the
+	// prefill worker's link to this one's that remains after the prefill
+	// ends (the phase axis): it takes prefill_s's place in completion_s.
+	TransferSeconds float64 `json:"transfer_s,omitempty"`
 }
 
 // Candidate is a worker that passed every filter, with its breakdown.

@@ -122,7 +122,8 @@ func mostlyCached(cached int, r *Request) bool { return cached > 0 && 2*cached >
 
 func completion(c *cand) {
 	t := &c.t
-	t.CompletionSeconds = t.QueueSeconds + t.LoadSeconds + t.PrefillSeconds + t.DecodeSeconds + t.PreemptSeconds
+	// transfer_s is a decode leg's in place of its prefill_s (0 otherwise).
+	t.CompletionSeconds = t.QueueSeconds + t.LoadSeconds + t.PrefillSeconds + t.TransferSeconds + t.DecodeSeconds + t.PreemptSeconds
 }
 
 // total applies the package formula.

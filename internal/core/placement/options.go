@@ -86,7 +86,26 @@ type Options struct {
 	// FinishWeight scales how much a workflow's completed fraction raises
 	// the value of its next step's time (default 3).
 	FinishWeight float64
+	// Split is whether Place may split a request's prefill from its
+	// decode across two workers (the phase axis): SplitAuto (the default,
+	// "") weighs the split against the aggregated placement per request,
+	// SplitOff never splits. It splits only with a CostModel that
+	// implements TransferCost; Disabled[AxisPhase] is SplitOff too.
+	Split string
+	// SplitMinUncached is the fewest prompt tokens left uncached on the
+	// aggregated choice for a split to be weighed at all (default 1024):
+	// below it the prefill is too short to interfere with decodes or to
+	// pay for moving its KV, and the second placement is not worth its
+	// time. A request no aggregated worker can take is weighed whatever
+	// its length.
+	SplitMinUncached int
 }
+
+// The Options.Split modes.
+const (
+	SplitAuto = "auto"
+	SplitOff  = "off"
+)
 
 func (o *Options) fill() {
 	if o.DefaultDtype == "" {
@@ -133,6 +152,12 @@ func (o *Options) fill() {
 	}
 	if o.FinishWeight <= 0 {
 		o.FinishWeight = 3
+	}
+	if o.Split == "" {
+		o.Split = SplitAuto
+	}
+	if o.SplitMinUncached <= 0 {
+		o.SplitMinUncached = 1024
 	}
 }
 

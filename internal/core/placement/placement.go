@@ -117,6 +117,22 @@ type Placer struct {
 	dec   Decision
 	cands []Candidate
 	rejs  []Rejection
+
+	// The phase axis (axis_phase.go, split.go): tc is the cost model's
+	// TransferCost, nil if it has none; splits whether Place weighs a
+	// split at all. legs is the placer the split's two legs are placed
+	// with (built on the first split, so the aggregated Decision's
+	// scratch survives them), legReq and legExclude the scratch its
+	// requests are built in; leg is set on a legs placer while it places
+	// a split's decode leg; transfers caches a decode leg's transfer
+	// prices within a placement.
+	tc         TransferCost
+	splits     bool
+	legs       *Placer
+	legReq     Request
+	legExclude []string
+	leg        legSource
+	transfers  []transferEntry
 }
 
 // New returns a Placer using cost for predictions. It reads the class
@@ -128,6 +144,8 @@ func New(cost CostModel, opts Options) *Placer {
 	for i := range p.on {
 		p.on[i] = !opts.Disabled[axisNames[i]]
 	}
+	p.tc, _ = cost.(TransferCost)
+	p.splits = p.tc != nil && p.on[axPhase] && opts.Split != SplitOff
 	for _, prio := range schemas.Priorities {
 		p.byPriority = append(p.byPriority, p.params(prio))
 	}
@@ -175,6 +193,13 @@ type reqParams struct {
 	reclaimValue   float64
 	workflowFactor float64 // as workflowTerm computes it
 	fp8            bool
+	// phase is the request's phase (takesWhole, takesPrefill,
+	// takesDecode), which the scan holds each class's takes to; srcLink
+	// and srcPrefill are a decode leg's source link and the prefill
+	// seconds its transfer overlaps (the phase axis).
+	phase      uint8
+	srcLink    string
+	srcPrefill float64
 	// Deadlines as seconds from now (+Inf for none), so the per-worker
 	// loop does float arithmetic instead of time.Time arithmetic.
 	deadlineIn, workflowDeadlineIn float64
@@ -251,8 +276,19 @@ type cand struct {
 	reclaim    int     // Terms.ReclaimBlocks
 }
 
-// Place implements Policy.
+// Place implements Policy. It places req aggregated (or as the one leg
+// its Phase asks for) and then, when the fleet has workers for both legs
+// and the request is worth it, weighs splitting it (split.go).
 func (p *Placer) Place(f *fleet.Fleet, req *Request, now time.Time) *Decision {
+	d := p.place(f, req, now)
+	if p.splits && req.Phase == schemas.PhaseBoth && p.view.prefillers > 0 && p.view.decoders > 0 {
+		p.split(f, req, now, d)
+	}
+	return d
+}
+
+// place is one placement pass: req on one worker.
+func (p *Placer) place(f *fleet.Fleet, req *Request, now time.Time) *Decision {
 	p.epoch++
 	p.now, p.relaxed = now, false
 	// The request with its defaults filled in, kept in the placer so that
@@ -272,6 +308,14 @@ func (p *Placer) Place(f *fleet.Fleet, req *Request, now time.Time) *Decision {
 	}
 	if r.PromptTokens < 1 {
 		r.PromptTokens = 1
+	}
+	// A leg is priced for its share of the output (see Request.Phase):
+	// a prefill leg its first token, a decode leg the rest.
+	switch r.Phase {
+	case schemas.PhasePrefill:
+		r.OutputTokens = 1
+	case schemas.PhaseDecode:
+		r.OutputTokens = max(r.OutputTokens-1, 1)
 	}
 
 	p.refresh(f)

@@ -26,13 +26,21 @@ const (
 	// Decision.Relaxed), since a late first token is still an answer.
 	ReasonTTFTTarget // the first token would come after the TTFT target
 	ReasonTPOTTarget // the time per output token would exceed the TPOT target
+	// ReasonRoleMismatch: the worker does not take the request's phase
+	// (the phase axis): its role does not (schemas.RoleTakes), or a
+	// split leg finds it without a link, or no transfer is priced from
+	// the source's link to its own. Unresolvable for this phase only: an
+	// aggregated request that finds only prefill and decode workers may
+	// still be served split, which Place tries before it calls the
+	// decision unresolvable.
+	ReasonRoleMismatch
 	NumReasons
 )
 
 var reasonNames = [NumReasons]string{
 	"", "excluded", "dtype_unsupported", "model_too_large", "cannot_run", "deadline_unreachable",
 	"stale", "draining", "would_preempt", "hbm_busy", "priority_reserve", "deadline_busy",
-	"ttft_target", "tpot_target",
+	"ttft_target", "tpot_target", "role_mismatch",
 }
 
 // String is the reason's stable name, used in events and metrics.
@@ -46,7 +54,7 @@ func (r Reason) String() string {
 // Unresolvable reports whether waiting cannot make this worker eligible
 // for the request.
 func (r Reason) Unresolvable() bool {
-	return r >= ReasonExcluded && r <= ReasonDeadlineUnreachable
+	return r >= ReasonExcluded && r <= ReasonDeadlineUnreachable || r == ReasonRoleMismatch
 }
 
 // Axis names for Options.Disabled.
@@ -61,6 +69,8 @@ const (
 	// AxisInterference prices the inter-token latency a placement's prefill
 	// puts on the sequences already decoding on the worker.
 	AxisInterference = "interference"
+	// AxisPhase splits prefill from decode across workers (axis_phase.go).
+	AxisPhase = "phase"
 )
 
 const (
@@ -72,10 +82,11 @@ const (
 	axLatency
 	axWorkflow
 	axInterference
+	axPhase
 	numAxes
 )
 
 // Axes lists every axis name, in pipeline order.
-var Axes = []string{AxisGPU, AxisHeadroom, AxisKV, AxisWarmth, AxisPriority, AxisLatency, AxisWorkflow, AxisInterference}
+var Axes = []string{AxisGPU, AxisHeadroom, AxisKV, AxisWarmth, AxisPriority, AxisLatency, AxisWorkflow, AxisInterference, AxisPhase}
 
-var axisNames = [numAxes]string{AxisGPU, AxisHeadroom, AxisKV, AxisWarmth, AxisPriority, AxisLatency, AxisWorkflow, AxisInterference}
+var axisNames = [numAxes]string{AxisGPU, AxisHeadroom, AxisKV, AxisWarmth, AxisPriority, AxisLatency, AxisWorkflow, AxisInterference, AxisPhase}

@@ -81,6 +81,14 @@ func (p *Placer) scan(d *Decision, r *Request, weight uint64, cutoff time.Time) 
 			if buckets[b].n == 0 {
 				continue
 			}
+			if cl.takes&p.rp.phase == 0 {
+				// Its workers cannot take the phase: no cost-model calls
+				// for them, and a bound that is skipped once the bar is
+				// set (and until then reads them for their reason).
+				buckets[b].bound = math.Inf(1)
+				p.bucketOrder = append(p.bucketOrder, b)
+				continue
+			}
 			if cl.epoch != p.epoch {
 				p.prepare(cl, r)
 			}
@@ -164,13 +172,16 @@ func (p *Placer) skipGroups(d *Decision, from, to int32) {
 	}
 }
 
-// bound rejects the worker at Idx i if it is excluded, draining or stale,
-// and otherwise appends it with its lower bound to p.order.
+// bound rejects the worker at Idx i if it is excluded, cannot take the
+// request's phase, is draining or stale, and otherwise appends it with its
+// lower bound to p.order.
 func (p *Placer) bound(d *Decision, i int32, r *Request, cutoff time.Time) {
 	h := &p.view.hot[i]
 	switch {
 	case h.flags&rowExcluded != 0:
 		p.reject(d, i, ReasonExcluded)
+	case p.classes[h.class].takes&p.rp.phase == 0:
+		p.reject(d, i, ReasonRoleMismatch) // unresolvable: before the busy reasons
 	case h.flags&rowDraining != 0:
 		p.reject(d, i, ReasonDraining)
 	case h.flags&rowHeard == 0 || p.stale(h, i, cutoff):
@@ -276,6 +287,9 @@ const queueCutMin = 8
 // +Inf when that queue is over the request's queue ceiling, as lowerBound
 // has it.
 func (p *Placer) groupBoundAt(cl *class, gr *group, lo int, queuedTokens int) float64 {
+	if cl.takes&p.rp.phase == 0 {
+		return math.Inf(1) // bound turns every member down (and cl is not prepared)
+	}
 	decode := cl.decodeAt[lo]
 	if gr.maxFrac > 0 && lo+1 < decodeBuckets {
 		// As decodeInterp computes it, at the group's two extremes: it is

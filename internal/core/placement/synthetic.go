@@ -22,6 +22,10 @@ type SyntheticConfig struct {
 	// cost model with its own catalog, such as internal/core/perf's, can cost
 	// the same fleet.
 	Rename map[string]string
+	// Links, when set, gives every worker one of them and a role (both,
+	// prefill or decode, a third each), for disaggregated placements;
+	// unset, the fleet is the same as before it existed.
+	Links []string
 }
 
 // Synthetic builds, for benchmarks and the `bench placement` command only, a
@@ -49,8 +53,13 @@ func Synthetic(cfg SyntheticConfig, now time.Time) (*fleet.Fleet, []Request) {
 		if rng.IntN(4) == 0 {
 			models = append(models, schemas.ModelState{Name: name("llama-70b"), Dtype: "fp8", State: states[rng.IntN(len(states))]})
 		}
+		var role, link string
+		if len(cfg.Links) > 0 {
+			role = []string{schemas.RoleBoth, schemas.RolePrefill, schemas.RoleDecode}[rng.IntN(3)]
+			link = cfg.Links[rng.IntN(len(cfg.Links))]
+		}
 		f.ApplyHeartbeat(&schemas.Heartbeat{
-			WorkerID: ids[i], Pool: "bench", GPU: name(gpu), TP: 1, Simulated: true,
+			WorkerID: ids[i], Pool: "bench", GPU: name(gpu), TP: 1, Simulated: true, Role: role, Link: link,
 			HBMTotalBytes: 80 << 30, HBMFreeBytes: uint64(rng.IntN(40)) << 30,
 			KVBlocksTotal: total, KVBlocksFree: total * (10 + rng.IntN(90)) / 100, BlockSize: tokens.BlockSize,
 			Models: models, Running: rng.IntN(64), QueuedTokens: rng.IntN(8000), MaxBatch: 256,

@@ -101,12 +101,14 @@ type keyFloat struct {
 }
 
 // sloFloats are the omitempty float terms after reclaim_usd, in field
-// order: the latency targets' and the interference axis's.
-func (t *Terms) sloFloats() [7]keyFloat {
-	return [7]keyFloat{
+// order: the latency targets', the interference axis's and the phase
+// axis's.
+func (t *Terms) sloFloats() [8]keyFloat {
+	return [8]keyFloat{
 		{"ttft_s", t.TTFTSeconds}, {"ttft_slack_s", t.TTFTSlackSeconds}, {"ttft_p_miss", t.TTFTPMiss},
 		{"tpot_s", t.TPOTSeconds}, {"tpot_p_miss", t.TPOTPMiss},
 		{"itl_delta_s", t.ITLDeltaSeconds}, {"interference_usd", t.InterferenceUSD},
+		{"transfer_s", t.TransferSeconds},
 	}
 }
 

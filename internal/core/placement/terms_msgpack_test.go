@@ -34,6 +34,7 @@ func TestTermsMsgpackMatchesReflection(t *testing.T) {
 			ValueOfTime: 0.001, WorkflowFactor: 1, PMiss: 0.01, TimeUSD: 1e-4, GPUUSD: 2e-5, TotalUSD: 1.3e-4, Blocks: 1}},
 		{"reclaim only", Terms{ReclaimBlocks: 7, ReclaimSeconds: 0.5, ReclaimUSD: 1e-9, CachedTokens: -3, Blocks: 1 << 40}},
 		{"one omitempty set", Terms{ReclaimSeconds: -0.25}},
+		{"transfer only", Terms{TransferSeconds: 0.3}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

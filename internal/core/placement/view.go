@@ -44,6 +44,11 @@ type view struct {
 	groups  []group
 	buckets []group
 	dirty   []int32 // groups whose members changed since summarize
+	// prefillers and decoders count the live rows that can take a
+	// prefill leg and a decode leg (their class's takes), kept by copyRow,
+	// so Place knows in two loads that a fleet without links cannot
+	// split and pays nothing for the chance.
+	prefillers, decoders int32
 }
 
 // A group is the workers of one cost class whose batch falls in one band:
@@ -152,10 +157,12 @@ type coldRow struct {
 	// neighbours is the sequences running or booked on the worker, by
 	// class rank (see the interference axis).
 	neighbours [fleet.NumClasses]float32
-	// gpu, arch and tp are what class and fp8 were derived from, so a
-	// heartbeat that keeps them skips the class lookup.
-	gpu, arch string
-	tp        int
+	// gpu, arch, tp, role and link are what class and fp8 were derived
+	// from, so a heartbeat that keeps them skips the class lookup; link is
+	// also where a decode leg's transfer to this worker ends.
+	gpu, arch  string
+	tp         int
+	role, link string
 }
 
 type rowFlags uint8
@@ -219,6 +226,7 @@ func (p *Placer) refresh(f *fleet.Fleet) {
 	if v.fleet != f {
 		v.fleet, v.version = f, 0
 		v.vers, v.hot, v.cold = v.vers[:0], v.hot[:0], v.cold[:0]
+		v.prefillers, v.decoders = 0, 0
 		for g := range v.members {
 			v.members[g] = v.members[g][:0]
 			for k := range v.byQueue[g] {
@@ -315,6 +323,7 @@ func (p *Placer) copyRow(i int32, w *fleet.Worker) {
 	if wasLive {
 		oldGroup = groupOf(h)
 		p.changed(oldGroup)
+		p.view.count(p.classes[h.class].takes, -1)
 	}
 	if w == nil {
 		if wasLive {
@@ -323,15 +332,16 @@ func (p *Placer) copyRow(i int32, w *fleet.Worker) {
 		*h, *c = hotRow{}, coldRow{}
 		return
 	}
-	if !wasLive || c.w != w || c.gpu != w.GPU || c.arch != w.Arch || c.tp != w.TP {
+	if !wasLive || c.w != w || c.gpu != w.GPU || c.arch != w.Arch || c.tp != w.TP || c.role != w.Role || c.link != w.Link {
 		var fp8 bool
 		h.class, fp8 = p.classOf(w)
 		h.flags = 0
 		if fp8 {
 			h.flags = rowFP8
 		}
-		c.gpu, c.arch, c.tp = w.GPU, w.Arch, w.TP
+		c.gpu, c.arch, c.tp, c.role, c.link = w.GPU, w.Arch, w.TP, w.Role, w.Link
 	}
+	p.view.count(p.classes[h.class].takes, 1)
 	h.flags = h.flags&rowFP8 | rowLive
 	if !w.LastSeen.IsZero() {
 		h.flags |= rowHeard
@@ -380,18 +390,30 @@ func (p *Placer) copyRow(i int32, w *fleet.Worker) {
 	}
 }
 
-// classOf returns the index of w's cost class (GPU and TP; the reference
-// GPU when the GPU axis is off) and whether its architecture runs FP8.
+// count adds n to the split-capable counts for a row whose class takes
+// takes.
+func (v *view) count(takes uint8, n int32) {
+	if takes&takesPrefill != 0 {
+		v.prefillers += n
+	}
+	if takes&takesDecode != 0 {
+		v.decoders += n
+	}
+}
+
+// classOf returns the index of w's cost class (GPU, TP and the phases it
+// takes; the reference GPU when the GPU axis is off) and whether its
+// architecture runs FP8.
 func (p *Placer) classOf(w *fleet.Worker) (int32, bool) {
 	fp8 := p.runsFP8(w.GPU, w.Arch)
-	key := classKey{gpu: w.GPU, tp: w.TP}
+	key := classKey{gpu: w.GPU, tp: w.TP, takes: takesOf(w.Role, w.Link)}
 	if !p.on[axGPU] {
 		key.gpu = p.opts.ReferenceGPU
 	}
 	id, ok := p.classIdx[key]
 	if !ok {
 		id = int32(len(p.classes))
-		p.classes = append(p.classes, class{gpu: key.gpu, tp: key.tp,
+		p.classes = append(p.classes, class{gpu: key.gpu, tp: key.tp, takes: key.takes,
 			errTTFT: p.phaseError(key.gpu, PhaseTTFT), errTPOT: p.phaseError(key.gpu, PhaseTPOT)})
 		p.classIdx[key] = id
 		for range decodeBuckets * bands {
