@@ -208,7 +208,11 @@ func targetTerms(p *Placer, c *cand, r *Request) {
 		// the largest stall pending on the worker (its queued prefill, at
 		// most one chunk) over the tokens after the first.
 		stall := min(queueFor(c.row.queue[fleet.NumClasses-1], c.c), float64(p.opts.ChunkTokens)*c.c.queueRate)
-		sigma := c.c.errTPOT*tpot + stall/float64(max(r.OutputTokens-1, 1))
+		after := r.OutputTokens - 1 // the tokens after the first: a decode leg's OutputTokens are all of them
+		if p.rp.phase == takesDecode {
+			after = r.OutputTokens
+		}
+		sigma := c.c.errTPOT*tpot + stall/float64(max(after, 1))
 		t.TPOTPMiss = tailProbability(target-tpot, sigma)
 	}
 }

@@ -12,7 +12,7 @@
 // term is a prediction in seconds
 // or US dollars, never an arbitrary score, and they meet in one formula:
 //
-//	completion_s = queue_s + load_s + prefill_s + decode_s + preempt_s
+//	completion_s = queue_s + load_s + prefill_s + transfer_s + decode_s + preempt_s
 //	total_usd    = completion_s × workflow_factor × value_of_time_usd_per_s
 //	             + delay_s × min(value_of_time, value_of_time[interactive])
 //	             + gpu_usd
@@ -42,6 +42,15 @@
 //	            held to (ttft_target, tpot_target filter them while any worker meets both)
 //	interference_usd  interference: the rise in P(miss TPOT) of the sequences decoding on
 //	            the worker that this request's prefill (and load) causes, × their miss penalty
+//
+//	transfer_s  phase: a decode leg's KV transfer from its prefill worker, in place of prefill_s
+//
+// The phase axis also splits: after the aggregated pass, when the fleet has
+// workers for both legs (a role that takes the phase, and a link) and the
+// request's uncached prompt is long enough, Place places a prefill leg
+// (its prompt and first token) and a decode leg (the rest, its KV moved
+// over the links) and keeps the split when its total_usd is lower at no
+// higher P(miss) (split.go; Decision.Prefill).
 //
 // The router books the chosen worker with Decision.Booking: prompt tokens
 // net of the cached prefix, so queue_s counts only work still to do.

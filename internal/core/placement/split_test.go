@@ -3,6 +3,7 @@ package placement
 import (
 	"math"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -318,4 +319,34 @@ func TestSplitAllocatesNothing(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { p.Place(f, &r, now) }); n != 0 {
 		t.Fatalf("%v allocations per split placement", n)
 	}
+}
+
+// BenchmarkPlaceSplit is BenchmarkPlace on a fleet where every worker has
+// a link and a role (a third each both, prefill, decode), so each request
+// whose uncached prompt is long enough also places its two legs.
+func BenchmarkPlaceSplit(b *testing.B) {
+	f, reqs := Synthetic(SyntheticConfig{Workers: 1000, Blocks: 100000, Requests: 512, Seed: 1, Links: []string{"ib-ndr", "eth-25"}}, now)
+	for i := range reqs {
+		reqs[i].PromptTokens += 2048 // every one long enough to weigh a split
+	}
+	p := New(splitCost{BenchCost()}, Options{})
+	for i := range reqs {
+		p.Place(f, &reqs[i], now)
+	}
+	splits := 0
+	lat := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t := time.Now()
+		if p.Place(f, &reqs[i%len(reqs)], now).Split() {
+			splits++
+		}
+		lat = append(lat, time.Since(t))
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, "p50_us")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds())/1e3, "p99_us")
+	b.ReportMetric(float64(splits)/float64(b.N), "split_frac")
 }
