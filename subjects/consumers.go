@@ -18,6 +18,11 @@ const (
 	// AdmitterResultsConsumerPrefix starts each admitter replica's own
 	// consumer on RESULTS.
 	AdmitterResultsConsumerPrefix = "admitter-results-"
+	// RouterHandoffsConsumer is the durable consumer on HANDOFFS that
+	// router replicas share (active-active peers as they share the class
+	// consumers; the leased router alone otherwise): each KV handle goes to
+	// one router, and back to another if that one dies before answering.
+	RouterHandoffsConsumer = "router-handoffs"
 )
 
 // AdmitterResultsConsumer is admitter replica instance's consumer on

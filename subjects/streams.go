@@ -29,6 +29,12 @@ const (
 // re-placed attempt to read them back, short enough that memory holds them.
 const TokensMaxAge = 10 * time.Minute
 
+// HandoffsMaxAge is how long the HANDOFFS stream keeps a prefill leg's KV
+// handle: a handle matters only while its KV is held on the prefill worker
+// (seconds to a few minutes) and until the router has answered it; a
+// router that was down longer re-places the request anyway.
+const HandoffsMaxAge = 10 * time.Minute
+
 // StreamOptions sizes the streams. The zero value gives the defaults used
 // by the one-machine setup.
 type StreamOptions struct {
@@ -96,7 +102,22 @@ func Streams(o StreamOptions) []jetstream.StreamConfig {
 		mk(StreamDLQ, "messages that could not be decoded, with the reason", []string{DLQAll}, o.MaxAge, 16),
 		mk(StreamJournal, "each decision loop's inputs in order, for exact replay", []string{JournalAll}, short, 8),
 		tokens(mk, o.MaxAge),
+		handoffs(mk, o.MaxAge),
 	}
+}
+
+// handoffs is the HANDOFFS stream: the KV handles prefill legs leave (and
+// the failed ones decode legs report) on sy.handoff.<tenant>.<id>. Stored,
+// because the prefill worker acks its dispatch once its handle is stored:
+// from then on the handle is the only durable record that the request is
+// between its legs, and the routers' shared consumer redelivers it if the
+// router that pulled it dies before the decode leg's dispatch is stored.
+// Dedupe on Nats-Msg-Id (id + attempt and a kind suffix) makes a prefill
+// leg that runs again after a restart leave one handle, not two.
+func handoffs(mk func(string, string, []string, time.Duration, int64) jetstream.StreamConfig, maxAge time.Duration) jetstream.StreamConfig {
+	cfg := mk(StreamHandoffs, "KV handles between a split request's prefill and decode legs", []string{HandoffAll()}, min(maxAge, HandoffsMaxAge), 16)
+	cfg.Duplicates = min(cfg.Duplicates, cfg.MaxAge)
+	return cfg
 }
 
 // results is the RESULTS stream, the ledger of final results. Finishers

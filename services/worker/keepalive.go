@@ -50,6 +50,11 @@ func (w *Worker) heldMsgs(out []jetstream.Msg) []jetstream.Msg {
 			out = append(out, j.msg)
 		}
 	}
+	for _, h := range w.held {
+		if h.msg != nil {
+			out = append(out, h.msg)
+		}
+	}
 	if w.remote != nil {
 		for _, m := range w.remote.msgs {
 			out = append(out, m)
@@ -63,7 +68,9 @@ func (w *Worker) heldMsgs(out []jetstream.Msg) []jetstream.Msg {
 func (w *Worker) holding() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	n := len(w.inflight)
+	// Held prefill KV counts: a stopping prefill worker waits for its
+	// decode workers' pulls (bounded by the drain), or they fail over.
+	n := len(w.inflight) + len(w.held)
 	if w.remote != nil {
 		n += len(w.remote.msgs)
 	}

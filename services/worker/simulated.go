@@ -122,6 +122,14 @@ func (w *Worker) afterStep(ctx context.Context, st engine.Step) {
 }
 
 func (w *Worker) complete(ctx context.Context, j *job, f engine.Finished) {
+	switch j.d.Phase {
+	case schemas.PhasePrefill:
+		w.completePrefill(ctx, j, f)
+		return
+	case schemas.PhaseDecode:
+		w.completeDecode(ctx, j, f)
+		return
+	}
 	a := j.d.Admitted
 	// A resumed sequence prefilled the tokens streamed before as prompt;
 	// they are output the client received, and counted as such.

@@ -70,6 +70,14 @@ type Config struct {
 	// holds, simulated or at a real engine (DefaultDrainTimeout when 0);
 	// what is still running then is handed back unacked and re-placed.
 	DrainTimeout time.Duration
+	// Role is which legs of a disaggregated request this worker takes
+	// (schemas.RolePrefill, RoleDecode, RoleBoth; "" is both), Link its
+	// network link for KV transfers (a catalog link name; "" takes no split
+	// leg). Both go into the heartbeat for placement.
+	Role, Link string
+	// KVHold is how long a finished prefill's KV is held for its decode
+	// worker's pull (DefaultKVHold when 0).
+	KVHold time.Duration
 }
 
 // DefaultAckWait is the dispatch consumer's ack wait.
@@ -100,6 +108,8 @@ type Worker struct {
 	vkv *vllmRelay
 	// tombstones are cancels that arrived before their dispatch.
 	tombstones map[string]tombstone
+	// held are finished prefill legs whose KV waits for a pull (legs.go).
+	held map[string]heldKV
 	// instant bounds and tracks the zero-time backend's answers in flight.
 	instant   chan struct{}
 	instantWG sync.WaitGroup
@@ -119,8 +129,12 @@ type job struct {
 	tokens *tokenStream
 	// words produces the simulated answer's words in order.
 	words simWords
-	// resumed is what earlier attempts streamed, when this one continues it.
+	// resumed is what earlier attempts streamed, when this one continues it
+	// (for a decode leg: at least the prefill's first token).
 	resumed streamed
+	// addedAt is when a decode leg's sequence entered the engine, after
+	// its KV transfer.
+	addedAt time.Time
 }
 
 // New builds a worker. The replica must fit the GPU.
@@ -149,6 +163,12 @@ func New(sh *svc.Shell, cfg Config) (*Worker, error) {
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = DefaultDrainTimeout
 	}
+	if cfg.KVHold <= 0 {
+		cfg.KVHold = DefaultKVHold
+	}
+	if !schemas.ValidRole(cfg.Role) {
+		return nil, fmt.Errorf("worker %s: unknown role %q (prefill, decode or both)", cfg.ID, cfg.Role)
+	}
 	if !subjects.ValidToken(cfg.ID) || !subjects.ValidToken(cfg.Pool) {
 		return nil, fmt.Errorf("worker id %q and pool %q must be subject tokens", cfg.ID, cfg.Pool)
 	}
@@ -160,7 +180,7 @@ func New(sh *svc.Shell, cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker %s engine: %w", cfg.ID, err)
 	}
-	w := &Worker{sh: sh, cfg: cfg, replica: rep, eng: eng, inflight: map[string]*job{}, wake: make(chan struct{}, 1),
+	w := &Worker{sh: sh, cfg: cfg, replica: rep, eng: eng, inflight: map[string]*job{}, held: map[string]heldKV{}, wake: make(chan struct{}, 1),
 		instant: make(chan struct{}, instantConcurrency)}
 	w.clock = simClock{real0: sh.Now(), sim0: sh.Now(), speed: cfg.SpeedUp}
 	simulated := 1.0
@@ -224,6 +244,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("snapshot subscription: %w", err)
 	}
 	defer snapSub.Unsubscribe()
+	pullSub, err := w.sh.NC.Subscribe(subjects.KVPullRequest(w.cfg.ID), w.onKVPull)
+	if err != nil {
+		return fmt.Errorf("KV pull subscription: %w", err)
+	}
+	defer pullSub.Unsubscribe()
 	stopControl, err := w.subscribeControl()
 	if err != nil {
 		return err
@@ -299,6 +324,12 @@ func (w *Worker) onDispatch(ctx context.Context, m jetstream.Msg) {
 			return
 		}
 	}
+	if e := w.refusePhase(d); e != nil {
+		res := svc.ErrorResult(id, d.Admitted.Tenant, d.Admitted.Priority, e, w.sh.Now())
+		res.WorkerID = w.cfg.ID
+		w.finish(ctx, d, m, res)
+		return
+	}
 	if e := engine.RefuseLate(&d.Admitted, w.sh.Now(), w.cfg.ID); e != nil {
 		w.finish(ctx, d, m, svc.ErrorResult(id, d.Admitted.Tenant, d.Admitted.Priority, e, w.sh.Now()))
 		return
@@ -348,13 +379,29 @@ func (w *Worker) onDispatch(ctx context.Context, m jetstream.Msg) {
 		return
 	}
 	// A stream its lost worker had begun continues from what the client
-	// already received (docs/architecture.md, "Mid-stream failover").
-	resumed, ok := w.resumePoint(ctx, d, m)
+	// already received (docs/architecture.md, "Mid-stream failover"); a
+	// decode leg continues after the prefill's first token.
+	var resumed streamed
+	ok := false
+	if d.Phase == schemas.PhaseDecode {
+		resumed, ok = w.decodeResumePoint(ctx, d, m)
+	} else {
+		resumed, ok = w.resumePoint(ctx, d, m)
+	}
 	if !ok {
 		return
 	}
 	if resumed.seq > 0 && (resumed.done || resumed.tokens >= d.Admitted.Request.MaxTokens) {
 		w.answerFromRecord(ctx, d, m, resumed, true)
+		return
+	}
+	if d.Phase == schemas.PhaseDecode {
+		if resumed.tokens >= d.Admitted.Request.MaxTokens {
+			// The prefill's token was the whole answer.
+			w.answerFromRecord(ctx, d, m, resumed, true)
+			return
+		}
+		w.startDecode(ctx, d, m, resumed)
 		return
 	}
 	seq := engine.Sequence{
@@ -368,6 +415,9 @@ func (w *Worker) onDispatch(ctx context.Context, m jetstream.Msg) {
 	var err error
 	if resumed.tokens > 0 {
 		seq, err = engine.Resume(seq, resumed.tokens)
+	}
+	if d.Phase == schemas.PhasePrefill {
+		seq = w.prefillSequence(seq)
 	}
 	j := &job{d: d, msg: m, words: newSimWords(id), resumed: resumed}
 	j.words.skip(resumed.tokens)
