@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/switchyard-ai/switchyard/internal/adapter/config"
+	"github.com/switchyard-ai/switchyard/internal/core/catalog"
 	"github.com/switchyard-ai/switchyard/internal/core/control"
 	"github.com/switchyard-ai/switchyard/internal/core/perf"
 	"github.com/switchyard-ai/switchyard/internal/driver/sim"
@@ -35,7 +36,8 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	sgStart := fs.Duration("servegen-start", 0, "servegen: offset into the rate data to start at")
 	sgLengths := fs.String("servegen-lengths", "", "servegen: length statistics file (default: servegen_client_length_stats.csv beside the first rates file)")
 	sgModels := fs.String("servegen-models", "", "servegen: the catalog model serving each ServeGen pool, e.g. m-large=llama-3.1-70b,mm-image=qwen2.5-7b (pools not named are served by --model; give pools of other models GPUs with --gpus h100:4@MODEL)")
-	gpus := fs.String("gpus", "h100:16", "replicas per GPU type: gpu:count[:tp],...")
+	gpus := fs.String("gpus", "h100:16", "replicas per GPU type: gpu:count[:tp][@role][@model],... (role prefill or decode fixes a pool's phases: h100:4@prefill,a100-80g:4@decode)")
+	link := fs.String("link", "", "every worker's network link for KV transfers (a catalog link: "+strings.Join(catalog.LinkNames(), ", ")+"); with one the router may split a request's prefill from its decode; pools with a fixed role default to "+sim.DefaultRoleLink)
 	model := fs.String("model", "llama-3.1-8b", "catalog model")
 	policies := fs.String("policies", "round-robin,least-loaded,llm-d,llm-d-slo,dynamo,sglang,switchyard", "comma-separated policies, or 'all'")
 	rate := fs.Float64("rate-scale", 1, "multiply the trace's arrival rate")
@@ -153,6 +155,12 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		cfg = sim.Config{GPUs: specs, Model: *model, KVBlocks: *kvBlocks, HeartbeatInterval: *heartbeat, Drain: *drain, Seed: *seed}
 	}
+	if *link != "" {
+		if _, ok := catalog.LinkNamed(*link); !ok {
+			return fmt.Errorf("--link %q: want one of %s", *link, strings.Join(catalog.LinkNames(), ", "))
+		}
+		cfg.Link = *link
+	}
 	if *catFile != "" {
 		cat, err := config.LoadCatalog(*catFile)
 		if err != nil {
@@ -192,6 +200,7 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 				str, scfg = again.Trace, again.Config
 				scfg.HeartbeatInterval = cfg.HeartbeatInterval
 				scfg.Drain = cfg.Drain
+				scfg.Link = cfg.Link
 			} else {
 				sg := traces.ServeGenConfig{Seed: seed, Start: *sgStart, Duration: *duration, RateScale: *sgRate}
 				if str, err = loadTrace(*format, *trace, traces.ReadOptions{Limit: *limit, Seed: seed}, seed, *workflowRate, *genDur, *stage, sg, *sgLengths, *sgModels); err != nil {

@@ -289,6 +289,9 @@ func describeFleet(pools []sim.GPUSpec) string {
 		if g.TP > 1 {
 			s += fmt.Sprintf(":%d", g.TP)
 		}
+		if g.Role != "" {
+			s += "@" + g.Role
+		}
 		if g.Model != "" {
 			s += "@" + g.Model
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/core/queue"
 	"github.com/switchyard-ai/switchyard/internal/core/retry"
 	"github.com/switchyard-ai/switchyard/internal/core/routing"
+	"github.com/switchyard-ai/switchyard/schemas"
 )
 
 // What a simulation is run with: the fleet (GPU × model × count), the
@@ -29,11 +30,41 @@ type GPUSpec struct {
 	TP    int // GPUs per replica (default 1)
 	// Model is the catalog model the pool serves ("" = Config.Model).
 	Model string
+	// Role fixes the phases the pool's workers take (schemas.RolePrefill,
+	// RoleDecode; "" or RoleBoth takes all and leaves the split to the
+	// router) and Link their network link for KV transfers (a catalog
+	// link; "" takes Config.Link).
+	Role, Link string
+}
+
+// DefaultRoleLink is the link of a pool that fixes a role without naming a
+// link: InfiniBand NDR, what the disaggregated deployments of vLLM, Dynamo
+// and llm-d run their KV transfers over.
+const DefaultRoleLink = "ib-ndr"
+
+// linkOf is a pool's link: its own, else the run's, else the default for
+// a pool with a fixed role.
+func (c *Config) linkOf(g GPUSpec) string {
+	switch {
+	case g.Link != "":
+		return g.Link
+	case c.Link != "":
+		return c.Link
+	case g.Role != "" && g.Role != schemas.RoleBoth:
+		return DefaultRoleLink
+	}
+	for _, o := range c.GPUs {
+		if o.Role != "" && o.Role != schemas.RoleBoth {
+			return DefaultRoleLink // a role-both pool beside role pools
+		}
+	}
+	return ""
 }
 
 // ParseGPUs parses "h100:8,a100-80g:8" (optionally "h100:4:2" for TP 2,
-// and "h100:4@llama-3.1-70b" for a pool serving another model than the
-// run's).
+// "h100:4@llama-3.1-70b" for a pool serving another model than the run's,
+// and "h100:4@prefill" or "a100-80g:4@decode" for a pool with a fixed
+// role; "@" parts combine: "h100:2@prefill@llama-3.1-70b").
 func ParseGPUs(s string) ([]GPUSpec, error) {
 	var out []GPUSpec
 	for _, part := range strings.Split(s, ",") {
@@ -41,9 +72,21 @@ func ParseGPUs(s string) ([]GPUSpec, error) {
 		if part == "" {
 			continue
 		}
-		part, model, _ := strings.Cut(part, "@")
+		tags := strings.Split(part, "@")
+		part = tags[0]
 		f := strings.Split(part, ":")
-		g := GPUSpec{GPU: f[0], Count: 1, TP: 1, Model: strings.TrimSpace(model)}
+		g := GPUSpec{GPU: f[0], Count: 1, TP: 1}
+		for _, tag := range tags[1:] {
+			switch tag = strings.TrimSpace(tag); tag {
+			case schemas.RolePrefill, schemas.RoleDecode, schemas.RoleBoth:
+				g.Role = tag
+			default:
+				if g.Model != "" {
+					return nil, fmt.Errorf("sim: %q names two models (%s, %s); a role is prefill, decode or both", part, g.Model, tag)
+				}
+				g.Model = tag
+			}
+		}
 		var err error
 		if len(f) > 1 {
 			if g.Count, err = strconv.Atoi(f[1]); err != nil || g.Count < 1 {
@@ -68,7 +111,12 @@ func ParseGPUs(s string) ([]GPUSpec, error) {
 
 // Config describes the simulated fleet.
 type Config struct {
-	GPUs    []GPUSpec
+	GPUs []GPUSpec
+	// Link is the workers' network link for KV transfers (a catalog link,
+	// internal/core/catalog/links.go) where a pool names none. Empty: the
+	// workers have none and no request is split, unless a pool fixes a
+	// role, which implies a disaggregated deployment (DefaultRoleLink).
+	Link    string
 	Model   string // catalog model name
 	Dtype   string // default bf16
 	Catalog *catalog.Catalog

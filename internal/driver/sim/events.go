@@ -13,10 +13,11 @@ const (
 
 // Events after the autoscaler's (evReady, evControl: autoscale.go).
 const (
-	evAdmit = evRetry + 3 + iota // a deferred request reaches the router
-	evTick                       // the router's retry tick while work waits
-	evSweep                      // the router's idle tick: breakers, reaper
-	evFault                      // a scheduled fault strikes a worker
+	evAdmit   = evRetry + 3 + iota // a deferred request reaches the router
+	evTick                         // the router's retry tick while work waits
+	evSweep                        // the router's idle tick: breakers, reaper
+	evFault                        // a scheduled fault strikes a worker
+	evHandoff                      // a prefill leg's KV handle reaches the router
 )
 
 // event is one scheduled happening. It is a plain value (no interface) so

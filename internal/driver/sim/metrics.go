@@ -66,6 +66,12 @@ type Result struct {
 	// Reliability is what breakers and retries did.
 	Reliability Reliability `json:"reliability"`
 
+	// Split counts the requests whose prefill ran on one worker and
+	// decode on another (their last attempt's placement), and
+	// TransferP99ms the priced KV transfer their decode legs waited.
+	Split         int     `json:"split,omitempty"`
+	TransferP99ms float64 `json:"transfer_p99_ms,omitempty"`
+
 	Steps       uint64  `json:"engine_steps"`
 	WallSeconds float64 `json:"wall_s"`
 
@@ -83,12 +89,18 @@ type ClassResult struct {
 	Failed        int     `json:"failed"`
 	SLOAttainment float64 `json:"slo_attainment"`
 	TTFTP99ms     float64 `json:"ttft_p99_ms"`
+	// ITLP99ms is the class's p99 over finished requests of the mean
+	// time per output token after the first (what its TPOT target
+	// judges).
+	ITLP99ms float64 `json:"itl_p99_ms,omitempty"`
 }
 
 func (r *runner) result(name string) *Result {
 	res := &Result{Name: name, ByPriority: map[string]ClassResult{}, Steps: r.steps}
 	var prompt, cached, outTok float64
 	ttftByClass := map[string][]float64{}
+	itlByClass := map[string][]float64{}
+	var transfers []float64
 	wfOK := map[string]bool{}
 	var end int64
 	for i := range r.reqs {
@@ -111,6 +123,13 @@ func (r *runner) result(name string) *Result {
 			res.TTFTs = append(res.TTFTs, st.ttft)
 			res.ITLs = append(res.ITLs, st.itl)
 			ttftByClass[q.Priority] = append(ttftByClass[q.Priority], st.ttft)
+			if q.OutputTokens > 1 {
+				itlByClass[q.Priority] = append(itlByClass[q.Priority], st.itl)
+			}
+			if st.phase == schemas.PhaseDecode {
+				res.Split++
+				transfers = append(transfers, float64(st.transfer)/1e9)
+			}
 			if st.sloMet {
 				res.Succeeded++
 				c.Succeeded++
@@ -190,11 +209,16 @@ func (r *runner) result(name string) *Result {
 	res.TTFTMeanms = 1000 * mean(res.TTFTs)
 	res.ITLP50ms = 1000 * stats.Quantile(res.ITLs, 0.5)
 	res.ITLP99ms = 1000 * stats.Quantile(res.ITLs, 0.99)
+	sort.Float64s(transfers)
+	res.TransferP99ms = 1000 * stats.Quantile(transfers, 0.99)
 	for p, c := range res.ByPriority {
 		c.SLOAttainment = ratio(c.Succeeded, c.Requests)
 		xs := ttftByClass[p]
 		sort.Float64s(xs)
 		c.TTFTP99ms = 1000 * stats.Quantile(xs, 0.99)
+		is := itlByClass[p]
+		sort.Float64s(is)
+		c.ITLP99ms = 1000 * stats.Quantile(is, 0.99)
 		res.ByPriority[p] = c
 	}
 	for _, p := range schemas.Priorities {

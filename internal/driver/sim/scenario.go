@@ -55,6 +55,11 @@ type ScenarioPool struct {
 	Model string `json:"model,omitempty"`
 	Count int    `json:"count"`
 	TP    int    `json:"tp,omitempty"`
+	// Role fixes the phases the pool takes (prefill, decode; both or
+	// empty leaves the split to the router) and Link its network link
+	// for KV transfers (a catalog link name; see Config.Link).
+	Role string `json:"role,omitempty"`
+	Link string `json:"link,omitempty"`
 }
 
 // ScenarioTenant is one tenant: its class, its share of the trace's
@@ -265,6 +270,12 @@ func (sc *Scenario) Check(cat *catalog.Catalog) error {
 		if p.TP < 0 {
 			return fmt.Errorf("%s.tp: %d, want at least 1", f, p.TP)
 		}
+		if !schemas.ValidRole(p.Role) {
+			return fmt.Errorf("%s.role: %q, want prefill, decode or both", f, p.Role)
+		}
+		if _, ok := catalog.LinkNamed(p.Link); p.Link != "" && !ok {
+			return fmt.Errorf("%s.link: %q is not a catalog link (have %s)", f, p.Link, strings.Join(catalog.LinkNames(), ", "))
+		}
 		served[m] = true
 	}
 	total := 0.0
@@ -426,7 +437,7 @@ func (t *ScenarioTrace) check() error {
 func (sc *Scenario) gpuSpecs() []GPUSpec {
 	var out []GPUSpec
 	for _, p := range sc.Fleet {
-		out = append(out, GPUSpec{GPU: p.GPU, Count: p.Count, TP: max(p.TP, 1), Model: p.Model})
+		out = append(out, GPUSpec{GPU: p.GPU, Count: p.Count, TP: max(p.TP, 1), Model: p.Model, Role: p.Role, Link: p.Link})
 	}
 	return out
 }

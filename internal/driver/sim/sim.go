@@ -78,6 +78,16 @@ type reqState struct {
 	cached   int
 	gpuSec   float64
 	code     string
+	// A split request's legs: phase is the leg dispatched to worker
+	// (schemas.PhasePrefill, PhaseDecode; "" for a whole request), source
+	// the prefill worker holding its KV, firstTokenAt when that worker
+	// produced the first token, prefillCached the prompt tokens it found
+	// cached, transfer the KV transfer time the decode leg waits.
+	phase         string
+	source        int32
+	firstTokenAt  int64
+	prefillCached int
+	transfer      int64
 }
 
 // runner is one simulation in progress.
@@ -196,6 +206,8 @@ func (r *runner) loop() {
 			r.h.push(r.now+int64(r.cfg.HeartbeatInterval), evHeartbeat, w.idx)
 		case evDeliver:
 			r.deliver(ev.a, ev.b)
+		case evHandoff:
+			r.handoff(ev.a, ev.b)
 		case evArrive:
 			r.arrive(ev.a)
 		case evAdmit:
@@ -267,9 +279,18 @@ func (r *runner) act(a *routing.Action) {
 		if !ok {
 			return
 		}
-		st.status, st.worker, st.placeAt = stPlaced, wi, r.now
-		st.attempt = int32(a.Held.Adm.Attempt)
-		r.h.pushAB(r.now+int64(r.cfg.DispatchLatency), evDeliver, i, st.attempt)
+		st.attempt = int32(a.Attempt)
+		st.worker, st.phase = wi, a.Phase
+		delay := int64(r.cfg.DispatchLatency)
+		if a.Phase == schemas.PhaseDecode {
+			// The decode leg pulls the KV before it starts: the transfer
+			// the placement priced is waited on the way in.
+			st.transfer = int64(a.TransferSeconds * 1e9)
+			delay += st.transfer
+		} else {
+			st.status, st.placeAt = stPlaced, r.now
+		}
+		r.h.pushAB(r.now+delay, evDeliver, i, st.attempt)
 	case routing.ActFail:
 		i, ok := r.byID[a.ID]
 		if !ok || r.resolved(i) {

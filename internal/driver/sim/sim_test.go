@@ -230,10 +230,13 @@ func TestParseGPUs(t *testing.T) {
 		want []GPUSpec
 		err  bool
 	}{
-		{"h100:8", []GPUSpec{{"h100", 8, 1, ""}}, false},
-		{"h100:8,a100-80g:4:2", []GPUSpec{{"h100", 8, 1, ""}, {"a100-80g", 4, 2, ""}}, false},
-		{"l4", []GPUSpec{{"l4", 1, 1, ""}}, false},
-		{"h100:2@llama-3.1-70b,h100:2:2", []GPUSpec{{"h100", 2, 1, "llama-3.1-70b"}, {"h100", 2, 2, ""}}, false},
+		{"h100:8", []GPUSpec{{GPU: "h100", Count: 8, TP: 1}}, false},
+		{"h100:8,a100-80g:4:2", []GPUSpec{{GPU: "h100", Count: 8, TP: 1}, {GPU: "a100-80g", Count: 4, TP: 2}}, false},
+		{"l4", []GPUSpec{{GPU: "l4", Count: 1, TP: 1}}, false},
+		{"h100:2@llama-3.1-70b,h100:2:2", []GPUSpec{{GPU: "h100", Count: 2, TP: 1, Model: "llama-3.1-70b"}, {GPU: "h100", Count: 2, TP: 2}}, false},
+		{"h100:4@prefill,a100-80g:4@decode", []GPUSpec{{GPU: "h100", Count: 4, TP: 1, Role: "prefill"}, {GPU: "a100-80g", Count: 4, TP: 1, Role: "decode"}}, false},
+		{"h100:2@prefill@llama-3.1-70b", []GPUSpec{{GPU: "h100", Count: 2, TP: 1, Role: "prefill", Model: "llama-3.1-70b"}}, false},
+		{"h100:2@llama-3.1-70b@qwen2.5-7b", nil, true},
 		{"h100:x", nil, true},
 		{"", nil, true},
 	}

@@ -38,10 +38,13 @@ type simWorker struct {
 	// sleepPending: the controller put it to sleep while it ran
 	// sequences; it sleeps once they are done (kick).
 	sleepPending bool
+	// role and link are what the heartbeat says of the worker's phases
+	// and KV link (schemas.Heartbeat.Role, Link).
+	role, link string
 }
 
 // newWorker builds one replica's engine.
-func (r *runner) newWorker(gpu, model string, tp int, id string) (*simWorker, error) {
+func (r *runner) newWorker(gpu, model string, tp int, id, role, link string) (*simWorker, error) {
 	if model == "" {
 		model = r.cfg.Model
 	}
@@ -57,7 +60,7 @@ func (r *runner) newWorker(gpu, model string, tp int, id string) (*simWorker, er
 		return nil, fmt.Errorf("sim: %w", err)
 	}
 	w := &simWorker{id: id, idx: int32(len(r.ws)), pool: gpu, eng: eng, rep: rep,
-		running: map[int32]int32{}, deliveredAt: map[int32]int64{}}
+		running: map[int32]int32{}, deliveredAt: map[int32]int64{}, role: role, link: link}
 	r.ws = append(r.ws, w)
 	r.byWID[w.id] = w.idx
 	return w, nil
@@ -70,7 +73,7 @@ func (r *runner) buildFleet() error {
 			// Pools of one GPU serving different models share a numbering.
 			n := seen[g.GPU]
 			seen[g.GPU]++
-			if _, err := r.newWorker(g.GPU, g.Model, g.TP, fmt.Sprintf("%s-%02d", g.GPU, n)); err != nil {
+			if _, err := r.newWorker(g.GPU, g.Model, g.TP, fmt.Sprintf("%s-%02d", g.GPU, n), g.Role, r.cfg.linkOf(g)); err != nil {
 				return err
 			}
 		}
@@ -105,11 +108,24 @@ func (r *runner) deliver(i, attempt int32) {
 		r.finishError(w, i, e)
 		return
 	}
-	err := w.eng.Add(engine.Sequence{
+	seq := engine.Sequence{
 		ID: q.ID, PromptTokens: q.PromptTokens, BlockHashes: q.BlockHashes,
 		MaxTokens: q.OutputTokens, Arrival: at(r.now),
 		Priority: engine.PriorityOf(adm.Priority), Critical: adm.Priority == schemas.PriorityCritical,
-	})
+	}
+	switch st.phase {
+	case schemas.PhasePrefill:
+		seq.PrefillOnly = true
+	case schemas.PhaseDecode:
+		// The pull: the source must still hold the KV (it is released to
+		// this worker), else the leg fails back to the router.
+		if e := r.pull(w, i); e != nil {
+			r.legFailed(w, i, e)
+			return
+		}
+		seq.Transferred = true
+	}
+	err := w.eng.Add(seq)
 	if err != nil {
 		r.finishError(w, i, schemas.Errf(schemas.CodeUnplaceable, "", "worker %s cannot run it: %v", w.id, err))
 		return
@@ -193,15 +209,27 @@ func (r *runner) finish(w *simWorker, f engine.Finished) {
 	st := &r.reqs[i]
 	st.gpuSec += f.GPUSeconds
 	if r.resolved(i) || st.attempt != attempt || st.worker != w.idx {
+		if f.Handoff {
+			w.eng.ReleaseKV(f.ID) // nobody will pull it
+		}
+		return
+	}
+	if f.Handoff {
+		r.handedOff(w, i, f)
 		return
 	}
 	w.done++
 	st.cached = f.CachedTokens
 	st.preempt = int32(f.Preemptions)
-	ttft := f.FirstTokenAt.Sub(at(st.submitAt))
+	first := f.FirstTokenAt
+	if st.phase == schemas.PhaseDecode {
+		first = at(st.firstTokenAt) // the prefill worker's first token
+		st.cached = st.prefillCached // what the prompt found cached where it ran
+	}
+	ttft := first.Sub(at(st.submitAt))
 	var itl time.Duration
 	if f.OutputTokens > 1 {
-		itl = f.FinishedAt.Sub(f.FirstTokenAt) / time.Duration(f.OutputTokens-1)
+		itl = f.FinishedAt.Sub(first) / time.Duration(f.OutputTokens-1)
 	}
 	st.ttft, st.itl = ttft.Seconds(), itl.Seconds()
 	st.sloMet = slo.Met(slo.Observed{OK: true, TTFT: ttft, ITL: itl, Finished: f.FinishedAt}, slo.TargetOf(&r.adm[i]))
@@ -219,6 +247,7 @@ func (r *runner) heartbeat(w *simWorker) {
 	w.hbSeq++
 	hb := &w.hb
 	hb.WorkerID, hb.Pool, hb.Backend = w.id, w.pool, "sim"
+	hb.Role, hb.Link = w.role, w.link
 	hb.KVSeq, hb.Seq, hb.SentAt, hb.CompletedTotal = w.kvSeq, w.hbSeq, at(r.now), w.done
 	hb.Draining = r.as != nil && r.as.draining(w.idx)
 	w.eng.FillHeartbeatAt(hb, at(r.now))
