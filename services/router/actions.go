@@ -76,16 +76,21 @@ func (r *Router) do(ctx context.Context, in routing.Input, a routing.Action) {
 		r.fail(ctx, in, a)
 	case routing.ActDispatch:
 		r.dispatch(ctx, in, a)
+	case actSettleHandoff:
+		r.ackHandoff(a)
 	}
 }
 
 func (r *Router) dispatch(ctx context.Context, in routing.Input, a routing.Action) {
 	h := a.Held
+	// The message acked once the dispatch is stored: the admitted request,
+	// or, for a decode leg, the KV handle it answers.
 	msg, _ := h.Handle.(jetstream.Msg)
 	delete(r.progress, a.ID)
 	d := schemas.Dispatch{V: schemas.Version, Admitted: h.Adm, WorkerID: a.Worker, RouterID: r.sh.Instance, PlacedAt: in.At,
-		PredictedSeconds: a.Terms.CompletionSeconds, CachedTokens: a.Terms.CachedTokens}
-	m, err := svc.Encode(subjects.Dispatch(a.Worker), schemas.Msgpack, d, a.ID+"-a"+strconv.Itoa(h.Adm.Attempt))
+		PredictedSeconds: a.Terms.CompletionSeconds, CachedTokens: a.Terms.CachedTokens,
+		Phase: a.Phase, DecodeWorker: a.DecodeWorker, Handoff: a.Handoff, TransferSeconds: a.TransferSeconds}
+	m, err := svc.Encode(subjects.Dispatch(a.Worker), schemas.Msgpack, d, DispatchMsgID(a.ID, h.Adm.Attempt, a.Phase))
 	if r.cfg.ActiveActive {
 		// Its own before it is published: a worker's result can come back
 		// before this goroutine gets past the publish, and a result for an
@@ -118,6 +123,21 @@ func (r *Router) dispatch(ctx context.Context, in routing.Input, a routing.Actio
 	r.dispatchedCounter(h.Adm.Priority, a.GPU).Inc()
 	ev, _ := routing.EventFor(in, a)
 	r.sh.Emit(ev)
+}
+
+// DispatchMsgID is a dispatch's Nats-Msg-Id: the request id and attempt,
+// so two re-placements of one attempt are one stored dispatch, and for a
+// split request's legs a suffix ("-p", "-d"), so the two legs of one
+// attempt never dedupe each other. internal/adapter/trail parses it back.
+func DispatchMsgID(id string, attempt int, phase string) string {
+	s := id + "-a" + strconv.Itoa(attempt)
+	switch phase {
+	case schemas.PhasePrefill:
+		s += "-p"
+	case schemas.PhaseDecode:
+		s += "-d"
+	}
+	return s
 }
 
 // duplicate handles a second delivery of a held request. A redelivery of

@@ -358,6 +358,14 @@ func (r *Router) consume(ctx context.Context) error {
 		}
 		ccs = append(ccs, cc)
 	}
+	hc, err := r.consumeHandoffs(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	ccs = append(ccs, hc)
 	r.sh.Log.Info("router consuming", "policy", r.core.Policy(), "active_active", r.cfg.ActiveActive)
 	if r.cfg.ActiveActive {
 		// Peers adopt by membership (peers.go), not at start.
@@ -436,7 +444,12 @@ func (r *Router) apply(ctx context.Context, in routing.Input, handle jetstream.M
 	var h any
 	if handle != nil {
 		h = handle
-		r.progress[in.Admitted.Request.ID] = in.At
+		switch {
+		case in.Admitted != nil:
+			r.progress[in.Admitted.Request.ID] = in.At
+		case in.Handoff != nil:
+			r.progress[in.Handoff.RequestID] = in.At
+		}
 	}
 	if in.Kind == routing.InForget {
 		clear(r.progress)
@@ -448,5 +461,8 @@ func (r *Router) apply(ctx context.Context, in routing.Input, handle jetstream.M
 	}
 	for _, a := range acts {
 		r.effects = append(r.effects, effect{in: in, act: a})
+	}
+	if in.Kind == routing.InHandoff && handle != nil {
+		r.settleHandoff(in, handle, acts)
 	}
 }
