@@ -264,6 +264,9 @@ func runWorker(ctx context.Context, args []string, _ io.Writer) error {
 	fs.StringVar(&vkv.Replay, "vllm-kv-replay", "", "openai backend: the vLLM engine's KV event replay socket, e.g. tcp://127.0.0.1:5558")
 	fs.IntVar(&vkv.DPRank, "vllm-dp-rank", 0, "openai backend: the vLLM engine's data-parallel rank (vLLM offsets both KV event ports by it)")
 	pool := fs.String("pool", "", "pool name (default: the GPU name)")
+	role := fs.String("role", schemas.RoleBoth, "which legs of a disaggregated request this worker takes: prefill, decode or both (whole requests too)")
+	link := fs.String("link", "", "the worker's network link for KV transfers, a catalog link name (e.g. ib-ndr, nvlink4, roce-400); none: it takes no split leg")
+	kvHold := fs.Duration("kv-hold", worker.DefaultKVHold, "how long a finished prefill's KV is held for its decode worker's pull")
 	speed := fs.Float64("speedup", 1, "run the simulated GPU this many times faster than real time")
 	var fault worker.Fault // fault injection, for fault tests only (services/worker/fault.go)
 	fs.Float64Var(&fault.Slowdown, "fault-slowdown", 0, "FAULT INJECTION (tests): stretch every engine step by this factor")
@@ -280,13 +283,22 @@ func runWorker(ctx context.Context, args []string, _ io.Writer) error {
 	if err := fault.Validate(); err != nil {
 		return err
 	}
+	if !schemas.ValidRole(*role) {
+		return fmt.Errorf("worker: --role %q: want prefill, decode or both", *role)
+	}
+	if *link != "" {
+		if _, ok := cat.Link(*link); !ok {
+			return fmt.Errorf("worker: --link %q: not a catalog link (%s)", *link, strings.Join(cat.LinkNames(), ", "))
+		}
+	}
 	// A real engine may serve a model the catalog lacks: ask it what it is.
 	if cat, err = worker.LearnServedModel(ctx, cat, worker.Config{ID: f.id, Model: *model, Backend: *backend, OpenAIURL: *openaiURL, OpenAIModel: *openaiModel}); err != nil {
 		return err
 	}
 	w, err := worker.New(sh, worker.Config{ID: f.id, Pool: *pool, GPU: *gpu, Model: *model, Dtype: *dtype, TP: *tp, SpeedUp: *speed, Catalog: cat,
 		Backend: *backend, OpenAIURL: *openaiURL, OpenAIModel: *openaiModel, MaxConcurrent: *maxConc, Fault: fault,
-		VLLMKV: vkv, EngineStallAfter: stallOrOff(*stallAfter), DrainTimeout: *drainTimeout, AckWait: *ackWait})
+		VLLMKV: vkv, EngineStallAfter: stallOrOff(*stallAfter), DrainTimeout: *drainTimeout, AckWait: *ackWait,
+		Role: *role, Link: *link, KVHold: *kvHold})
 	if err != nil {
 		return err
 	}

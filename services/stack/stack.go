@@ -53,6 +53,9 @@ type WorkerSpec struct {
 	// replica loading its weights before it registers, as the simulator's
 	// scaled-up replicas do.
 	JoinAfter time.Duration
+	// Role and Link are the worker's disaggregation role (schemas.Role*;
+	// "" takes everything) and its KV-transfer link (a catalog link name).
+	Role, Link string
 }
 
 // Config configures a stack. The zero value runs three H100 workers serving
@@ -334,7 +337,8 @@ func (s *Stack) AddWorker(spec WorkerSpec) (string, error) {
 	}
 	w, err := worker.New(sh, worker.Config{ID: id, GPU: spec.GPU, Model: spec.Model, Dtype: spec.Dtype, TP: spec.TP,
 		SpeedUp: s.cfg.SpeedUp, Catalog: s.Catalog, Instant: s.cfg.InstantWorkers, Backend: spec.Backend, OpenAIURL: spec.OpenAIURL,
-		InitialWeights: spec.InitialWeights, MaxConcurrent: spec.MaxConcurrent, EngineStallAfter: spec.EngineStallAfter})
+		InitialWeights: spec.InitialWeights, MaxConcurrent: spec.MaxConcurrent, EngineStallAfter: spec.EngineStallAfter,
+		Role: spec.Role, Link: spec.Link})
 	if err != nil {
 		return "", err
 	}

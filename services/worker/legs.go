@@ -430,8 +430,11 @@ func (w *Worker) completeDecode(ctx context.Context, j *job, f engine.Finished) 
 	a := j.d.Admitted
 	h := j.d.Handoff
 	k := j.resumed.tokens // output the client had before this leg
+	// The prefill leg's first token (its placement plus its simulated
+	// time to first token, as an aggregated result counts it), or, after a
+	// failover, the first token the client saw from an earlier attempt.
 	firstToken := h.FirstTokenAt.Sub(a.SubmittedAt)
-	if !j.resumed.firstAt.IsZero() {
+	if a.Attempt > 0 && !j.resumed.firstAt.IsZero() {
 		firstToken = j.resumed.firstAt.Sub(a.SubmittedAt)
 	}
 	queue := j.d.PlacedAt.Sub(a.SubmittedAt)
@@ -442,7 +445,8 @@ func (w *Worker) completeDecode(ctx context.Context, j *job, f engine.Finished) 
 	if !j.resumed.lastAt.IsZero() {
 		lastBefore = j.resumed.lastAt
 	}
-	gap := max(0, j.addedAt.Sub(lastBefore))
+	// In simulated time, as the engine's durations are (SpeedUp).
+	gap := time.Duration(float64(max(0, j.addedAt.Sub(lastBefore))) * w.cfg.SpeedUp)
 	decode := f.FinishedAt.Sub(f.Arrival)
 	// The engine counts the prefill's first token in OutputTokens; this
 	// leg generated the rest.
@@ -464,7 +468,7 @@ func (w *Worker) completeDecode(ctx context.Context, j *job, f engine.Finished) 
 		Usage: schemas.Usage{PromptTokens: a.PromptTokens, CompletionTokens: generated + k, CachedTokens: h.CachedTokens},
 		Timing: schemas.Timing{
 			QueueMs: ms(queue), TTFTMs: ms(firstToken), ITLMs: itl,
-			TotalMs: ms(finished.Sub(a.SubmittedAt)),
+			TotalMs: ms(firstToken + gap + decode),
 		},
 		WorkerID: w.cfg.ID, GPU: w.replica.GPU.Name, Simulated: true, Priority: a.Priority, Attempt: a.Attempt,
 		// Both legs' GPU time, priced at this worker's rate: the handle

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchyard-ai/switchyard/internal/adapter/bus"
@@ -57,7 +58,7 @@ type Options struct {
 // request passes through them. JOURNAL records inputs by reference and
 // TOKENS only chunks; neither is scanned.
 var scanned = []string{
-	subjects.StreamSubmit, subjects.StreamAdmitted, subjects.StreamDispatch,
+	subjects.StreamSubmit, subjects.StreamAdmitted, subjects.StreamDispatch, subjects.StreamHandoffs,
 	subjects.StreamEvents, subjects.StreamResults, subjects.StreamDLQ,
 }
 
@@ -186,12 +187,42 @@ func match(stream string, m jetstream.Msg, want map[string]bool) []idStep {
 			return []idStep{{id: msgID, Step: Step{What: what}}}
 		}
 	case subjects.StreamDispatch:
-		// A dispatch's msg id is "<request id>-a<attempt>".
-		i := strings.LastIndex(msgID, "-a")
-		if i > 0 && want[msgID[:i]] {
+		// A dispatch's msg id is "<request id>-a<attempt>", with "-p" or
+		// "-d" after it for a split request's prefill or decode leg.
+		id, attempt, leg, ok := parseDispatchMsgID(msgID)
+		if ok && want[id] {
 			worker, _ := subjects.ParseDispatch(m.Subject())
-			return []idStep{{id: msgID[:i], Step: Step{What: fmt.Sprintf("dispatched to %s, attempt %s", worker, msgID[i+2:])}}}
+			what := fmt.Sprintf("dispatched to %s, attempt %s", worker, attempt)
+			if leg != "" {
+				what = fmt.Sprintf("%s leg dispatched to %s, attempt %s", leg, worker, attempt)
+				var d schemas.Dispatch
+				if err := decodeAny(h, m.Data(), &d); err == nil {
+					switch {
+					case leg == schemas.PhasePrefill && d.DecodeWorker != "":
+						what += ", decode planned on " + d.DecodeWorker
+					case leg == schemas.PhaseDecode && d.Handoff != nil:
+						what += fmt.Sprintf(", KV from %s (transfer %.3f s)", d.Handoff.Worker, d.TransferSeconds)
+					}
+				}
+			}
+			return []idStep{{id: id, Step: Step{What: what}}}
 		}
+	case subjects.StreamHandoffs:
+		id, ok := handoffID(m.Subject())
+		if !ok || !want[id] {
+			return nil
+		}
+		what := "KV handle"
+		var kv schemas.KVHandle
+		if err := decodeAny(h, m.Data(), &kv); err == nil {
+			if kv.Failed != nil {
+				what = fmt.Sprintf("KV pull failed on %s, attempt %d: %s", kv.DecodeWorker, kv.Attempt, kv.Failed.Message)
+			} else {
+				what = fmt.Sprintf("KV handle from %s for %s, attempt %d: %d blocks, %d prompt tokens (%d cached), held until %s",
+					kv.Worker, kv.DecodeWorker, kv.Attempt, kv.Blocks, kv.PromptTokens, kv.CachedTokens, kv.ExpiresAt.UTC().Format("15:04:05.000"))
+			}
+		}
+		return []idStep{{id: id, Step: Step{What: what}}}
 	case subjects.StreamResults:
 		_, id, err := subjects.ParseResult(m.Subject())
 		if err != nil || !want[id] {
@@ -237,6 +268,41 @@ func match(stream string, m jetstream.Msg, want map[string]bool) []idStep {
 		}
 	}
 	return nil
+}
+
+// parseDispatchMsgID splits a dispatch's Nats-Msg-Id,
+// "<id>-a<attempt>[-p|-d]", into the request id, the attempt and the leg
+// (schemas.PhasePrefill, PhaseDecode, or "" for a whole request).
+func parseDispatchMsgID(msgID string) (id, attempt, leg string, ok bool) {
+	switch {
+	case strings.HasSuffix(msgID, "-p"):
+		leg, msgID = schemas.PhasePrefill, strings.TrimSuffix(msgID, "-p")
+	case strings.HasSuffix(msgID, "-d"):
+		leg, msgID = schemas.PhaseDecode, strings.TrimSuffix(msgID, "-d")
+	}
+	i := strings.LastIndex(msgID, "-a")
+	if i <= 0 {
+		return "", "", "", false
+	}
+	return msgID[:i], msgID[i+2:], leg, true
+}
+
+// handoffID is the request id of sy.handoff.<tenant>.<id>.
+func handoffID(subject string) (string, bool) {
+	t := strings.Split(subject, ".")
+	if len(t) != 4 || t[0] != subjects.Prefix || t[1] != "handoff" {
+		return "", false
+	}
+	return t[3], true
+}
+
+// decodeAny decodes a message body by its Content-Type.
+func decodeAny(h nats.Header, data []byte, v any) error {
+	f, err := schemas.FormatFromContentType(h.Get(schemas.HeaderContentType))
+	if err != nil {
+		return err
+	}
+	return schemas.Unmarshal(f, data, v)
 }
 
 // matchesAny reports whether subject matches one of the NATS filter
