@@ -79,6 +79,8 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	capMinHigh := fs.Int("capacity-min-high", 1000, "capacity: lengthen each probe's window until it holds this many critical and interactive requests, or to the whole trace (negative: the window as given)")
 	decisionsOut := fs.String("decisions", "", "autoscale: write every control decision here, one JSON object a line: policy, at_s (virtual seconds since the first arrival), pools (arrival_rate, forecast, capacity_per_replica, backlog, current, raw and desired replicas, reason) and changes")
 	outcomesOut := fs.String("outcomes", "", "write every request's outcome here, one JSON object a line (policy, id, tenant, class, submitted and done in seconds of virtual time, status, code, SLO met, TTFT, worker, attempts)")
+	cheapest := fs.String("cheapest-fleet", "", "with --capacity: instead of the capacity search, find the cheapest fleet ($/h) over these GPU generations (comma-separated) that serves the trace at 1× within both bars (majority of --seeds), by family: each generation alone, a prefill pool of one and a decode pool of another (roles fixed), and two generations with roles left to the router; the first policy of --policies places")
+	cheapestMax := fs.Int("cheapest-max", 8, "cheapest-fleet: most replicas in a candidate fleet")
 	diagnose := fs.Float64("diagnose", 0, "capacity: also break each policy's outcomes down by class and GPU type at this rate scale (queue wait, TTFT and TPOT misses)")
 	fs.SetOutput(stdout)
 	if err := fs.Parse(args); err != nil {
@@ -143,7 +145,7 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 		if ls.Scenario.Drain == "" {
 			cfg.Drain = *drain
 		}
-		fleetText = "scenario " + ls.File + ": fleet " + describeFleet(cfg.GPUs) + ", model " + cfg.Model
+		fleetText = "scenario " + ls.File + ": fleet " + sim.DescribePools(cfg.GPUs) + ", model " + cfg.Model
 		if len(cfg.Faults) > 0 {
 			fleetText += fmt.Sprintf(", %d faults", len(cfg.Faults))
 		}
@@ -214,6 +216,9 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 		var trimmed []string
 		for _, n := range names {
 			trimmed = append(trimmed, strings.TrimSpace(n))
+		}
+		if *cheapest != "" {
+			return runCheapest(ctx, stdout, runs, trimmed[0], strings.Split(*cheapest, ","), *cheapestMax, cfg.Link, *jsonOut)
 		}
 		return runCapacity(ctx, stdout, runs, trimmed, fleetText, capacityOptions{
 			search: sim.CapacitySearch{Tolerance: *capTol, MaxScale: *capMax, MaxFleetFactor: *capFleet, NoFleet: *capFleet == 0, Parallel: *parallel,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -281,21 +282,47 @@ func failText(x float64) string {
 	return fmt.Sprintf("%g", x)
 }
 
-// describeFleet prints pools as --gpus spells them.
-func describeFleet(pools []sim.GPUSpec) string {
-	var out []string
-	for _, g := range pools {
-		s := fmt.Sprintf("%s:%d", g.GPU, g.Count)
-		if g.TP > 1 {
-			s += fmt.Sprintf(":%d", g.TP)
-		}
-		if g.Role != "" {
-			s += "@" + g.Role
-		}
-		if g.Model != "" {
-			s += "@" + g.Model
-		}
-		out = append(out, s)
+
+// runCheapest is `sim --capacity --cheapest-fleet`: the cheapest fleet of
+// each family that serves the runs' traces at 1× within both bars.
+func runCheapest(ctx context.Context, stdout io.Writer, runs []sim.CapacityRun, policy string, gpus []string, maxReplicas int, link string, jsonOut bool) error {
+	for i := range gpus {
+		gpus[i] = strings.TrimSpace(gpus[i])
 	}
-	return strings.Join(out, ",")
+	cands := sim.FleetMixes(gpus, maxReplicas, link, sim.CatalogPrice(runs[0].Config))
+	out, err := sim.CheapestFleets(ctx, runs, cands, policy, sim.CapacitySearch{OnProbe: func(name string, p sim.CapacityProbe, _ float64) {
+		fmt.Fprintf(os.Stderr, "cheapest: %s serves at 1×: %v\n", name, p.Meets)
+	}})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "cheapest fleet serving the trace at 1× (task ≥ 0.90, critical and interactive ≥ 0.99; majority of %d seeds), policy %s, %d candidates tried of %d:\n", len(runs), policy, len(out), len(cands))
+	best := map[string]sim.FleetMixOutcome{}
+	for _, o := range out {
+		mark := ""
+		if o.Serves {
+			mark = "  ← cheapest " + o.Family
+			best[o.Family] = o
+		}
+		fmt.Fprintf(stdout, "  %-12s %-36s $%6.2f/h  task %s  high-min %s  split %d%s\n", o.Family, o.Fleet, o.PricePerHour, floats(o.Task), floats(o.High), o.Split, mark)
+	}
+	if h, ok := best[sim.FamilyHomogeneous]; ok {
+		for _, fam := range []string{sim.FamilySplit, sim.FamilyMixed} {
+			if b, ok := best[fam]; ok {
+				fmt.Fprintf(stdout, "%s %s costs %.2f× the cheapest homogeneous fleet %s ($%.2f vs $%.2f/h)\n", fam, b.Fleet, b.PricePerHour/h.PricePerHour, h.Fleet, b.PricePerHour, h.PricePerHour)
+			}
+		}
+	}
+	if jsonOut {
+		return json.NewEncoder(stdout).Encode(map[string]any{"policy": policy, "tried": out, "candidates": len(cands)})
+	}
+	return nil
+}
+
+func floats(xs []float64) string {
+	var b []string
+	for _, x := range xs {
+		b = append(b, fmt.Sprintf("%.3f", x))
+	}
+	return strings.Join(b, "/")
 }

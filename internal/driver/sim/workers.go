@@ -223,7 +223,7 @@ func (r *runner) finish(w *simWorker, f engine.Finished) {
 	st.preempt = int32(f.Preemptions)
 	first := f.FirstTokenAt
 	if st.phase == schemas.PhaseDecode {
-		first = at(st.firstTokenAt) // the prefill worker's first token
+		first = at(st.firstTokenAt)  // the prefill worker's first token
 		st.cached = st.prefillCached // what the prompt found cached where it ran
 	}
 	ttft := first.Sub(at(st.submitAt))
