@@ -282,7 +282,6 @@ func failText(x float64) string {
 	return fmt.Sprintf("%g", x)
 }
 
-
 // runCheapest is `sim --capacity --cheapest-fleet`: the cheapest fleet of
 // each family that serves the runs' traces at 1× within both bars.
 func runCheapest(ctx context.Context, stdout io.Writer, runs []sim.CapacityRun, policy string, gpus []string, maxReplicas int, link string, jsonOut bool) error {
