@@ -23,11 +23,48 @@ type Pool struct {
 	TP    int    // default 1
 	// Min and Max bound the desired replicas; Min 0 allows scale to zero.
 	Min, Max int
+	// Role fixes the phase the pool's replicas serve in disaggregated
+	// serving (schemas.RolePrefill or RoleDecode): such a pool is sized for
+	// its phase alone (phases.go). "" or schemas.RoleBoth is a pool of
+	// whole requests, sized as before.
+	Role string
 }
 
 // Key is the pool's name: "<gpu>:<model>" with dots replaced so it is one
-// NATS subject token (model names such as llama-3.1-8b contain dots).
-func (p Pool) Key() string { return PoolKey(p.GPU, p.Model) }
+// NATS subject token (model names such as llama-3.1-8b contain dots), and
+// ":<role>" after it for a pool with a fixed role, so that a prefill and a
+// decode pool of one GPU and model are two pools.
+func (p Pool) Key() string { return RolePoolKey(p.GPU, p.Model, p.Role) }
+
+// RolePoolKey names the pool of gpu × model × role: PoolKey for a pool of
+// whole requests, PoolKey ":" role for one with a fixed role.
+func RolePoolKey(gpu, model, role string) string {
+	if FixedRole(role) {
+		return PoolKey(gpu, model) + ":" + role
+	}
+	return PoolKey(gpu, model)
+}
+
+// FixedRole reports whether role limits a worker to one phase.
+func FixedRole(role string) bool { return role == schemas.RolePrefill || role == schemas.RoleDecode }
+
+// HeartbeatPool is the key of the pool a heartbeat's worker belongs to
+// among the configured ones (configured reports whether a key is one): the
+// pool of its GPU, model and role where that is configured, else the pool
+// of its GPU and model. The fallback is what keeps a worker the controller
+// turned from both to one role (RoleDecision) in the pool it was started
+// in. "" when the heartbeat names no GPU or model.
+func HeartbeatPool(hb *schemas.Heartbeat, configured func(key string) bool) string {
+	if len(hb.Models) == 0 || hb.GPU == "" {
+		return ""
+	}
+	if FixedRole(hb.Role) {
+		if k := RolePoolKey(hb.GPU, hb.Models[0].Name, hb.Role); configured == nil || configured(k) {
+			return k
+		}
+	}
+	return PoolKey(hb.GPU, hb.Models[0].Name)
+}
 
 // PoolKey names the pool of gpu × model.
 func PoolKey(gpu, model string) string {
@@ -45,8 +82,23 @@ type Config struct {
 
 	// ITLTarget is the inter-token latency the batch sizing protects: the
 	// tightest TPOT objective of the classes served (default 50 ms, the
-	// critical class's).
+	// critical class's). A decode pool is sized to keep it (phases.go).
 	ITLTarget time.Duration
+	// TTFTTarget is the first-token objective a prefill pool is sized to
+	// keep: TTFTBase plus PerPromptToken per prompt token, as the classes'
+	// objectives are written (default the tightest of the HighClasses' in
+	// placement.DefaultTargets: the critical class's 1 s + 100 µs/token).
+	TTFTTarget placement.ClassTargets
+	// AssignRoles lets the controller turn workers of a pool of whole
+	// requests (role both, with a KV link) into prefill workers when the
+	// uncached prompt tokens grow long enough to split, and back when they
+	// shrink (phases.go, RoleDecision). Off by default: it needs workers
+	// that carry out sy.ctl.role commands.
+	AssignRoles bool
+	// RoleDwell is the least time between two role changes in one pool
+	// (default 60 s): a worker turned to prefill still finishes the
+	// decodes it holds, so flapping would leave both roles half-served.
+	RoleDwell time.Duration
 	// TargetUtilization is the share of a replica's modelled capacity the
 	// scaler plans to use (default 1: the headroom for bursts and arrival
 	// noise is planned explicitly, by the burst rate and HeadroomZ).
@@ -218,6 +270,10 @@ func (c *Config) fill() {
 	if len(c.HighClasses) == 0 {
 		c.HighClasses = []string{schemas.PriorityCritical, schemas.PriorityInteractive}
 	}
+	if c.TTFTTarget.TTFTBase <= 0 {
+		c.TTFTTarget = tightestTTFT(c.HighClasses)
+	}
+	def(&c.RoleDwell, time.Minute)
 	def(&c.UpCooldown, 10*time.Second)
 	def(&c.DownCooldown, 30*time.Second)
 	def(&c.ZeroWindow, 5*time.Minute)

@@ -59,6 +59,11 @@ type poolState struct {
 	// sleepWant is how many of the pool's replicas the scaler keeps asleep
 	// instead of releasing them (Config.SleepOnRelease, sleep.go).
 	sleepWant int
+	// phase is a pool with a fixed role's share of the role pools' flow at
+	// this decision (phases.go); roleAt the last role change decided in a
+	// pool of whole requests (decideRoles).
+	phase  phaseDemand
+	roleAt time.Time
 }
 
 type rec struct {
@@ -80,6 +85,10 @@ type workerState struct {
 	intentAt time.Time
 	counted  uint64
 	seen     bool
+	// role is the role last commanded (decideRoles), trusted over a
+	// lagging heartbeat as intent is.
+	role   string
+	roleAt time.Time
 }
 
 // Controller holds the damping state between decisions. It is not safe
@@ -98,6 +107,8 @@ type Controller struct {
 	haveUnserved bool
 	// heldSeen is each pool's held demand at the last decision (held.go).
 	heldSeen map[string]heldMark
+	// phases measures the flow through the pools with a fixed role.
+	phases phaseGroup
 }
 
 // New builds a Controller.
@@ -155,7 +166,7 @@ func (c *Controller) Decide(in Inputs) Decision {
 	for i := range in.Workers {
 		hb := &in.Workers[i]
 		live[hb.WorkerID] = true
-		if k := heartbeatPool(hb); k != "" {
+		if k := c.heartbeatPool(hb); k != "" {
 			byPool[k] = append(byPool[k], hb)
 		}
 	}
@@ -188,9 +199,19 @@ func (c *Controller) Decide(in Inputs) Decision {
 	}
 	c.unserved, c.haveUnserved = in.Unserved, true
 	unservedShares := c.queueShares(byPool, in, 1)
+	// Pools with a fixed role share one flow of requests, each its phase
+	// of it (phases.go).
+	var phased map[string]phaseDemand
+	if c.hasPhases() {
+		phased = c.phaseDemands(byPool, in, shares, unserved, unservedShares)
+	}
 	for _, ps := range c.pools {
 		g := c.guardHeld(ps, byPool[ps.Key()], in, &d)
-		rd := c.scale(ps, byPool[ps.Key()], in, shares[ps.Key()], unserved*unservedShares[ps.Key()], highMiss, &d)
+		queuedHere := shares[ps.Key()]
+		if pd, ok := phased[ps.Key()]; ok {
+			ps.phase, queuedHere = pd, pd.queued
+		}
+		rd := c.scale(ps, byPool[ps.Key()], in, queuedHere, unserved*unservedShares[ps.Key()], highMiss, &d)
 		rd = g.apply(c, ps, rd, &d)
 		if rd.Desired >= ps.Max && highMiss {
 			atMax = true
@@ -210,24 +231,31 @@ func (c *Controller) Decide(in Inputs) Decision {
 			st = &workerState{}
 			c.workers[hb.WorkerID] = st
 		}
-		ps := c.byKey[heartbeatPool(hb)]
+		ps := c.byKey[c.heartbeatPool(hb)]
 		rep, ok := c.replicaFor(hb, ps)
 		if !ok || hb.Draining {
+			continue
+		}
+		if c.roleOf(hb, in.Now) == schemas.RolePrefill {
+			// A prefill worker's sequences end at their first token: it
+			// has no decodes for speculation to speed up or for a smaller
+			// budget to protect, and PrefillCapacity plans it at the
+			// default token budget.
 			continue
 		}
 		c.decideSpec(hb, st, rep, in, &d)
 		c.decideBudget(hb, st, rep, in, highQueued > 0 || highMiss, &d)
 	}
+	c.decideRoles(byPool, in, &d)
 	c.decideWarmth(ws, byPool, &d, in)
 	c.decideShed(in.Now, highMiss, atMax, high, &d)
 	return d
 }
 
-func heartbeatPool(hb *schemas.Heartbeat) string {
-	if len(hb.Models) == 0 || hb.GPU == "" {
-		return ""
-	}
-	return PoolKey(hb.GPU, hb.Models[0].Name)
+// heartbeatPool is the configured pool a heartbeat's worker belongs to
+// (HeartbeatPool), or its GPU × model key when none is configured.
+func (c *Controller) heartbeatPool(hb *schemas.Heartbeat) string {
+	return HeartbeatPool(hb, func(k string) bool { return c.byKey[k] != nil })
 }
 
 func (c *Controller) replicaFor(hb *schemas.Heartbeat, ps *poolState) (perf.Replica, bool) {

@@ -25,8 +25,18 @@ func (a Attainment) Ratio() float64 {
 // mean of the squared prompt lengths. Attention makes a prompt's prefill
 // cost grow with its square, so a mix with a long tail of prompts costs
 // more than its mean prompt says; PromptTokensSquared 0 means no spread
-// (every prompt PromptTokens long).
-type Mix struct{ PromptTokens, OutputTokens, PromptTokensSquared float64 }
+// (every prompt PromptTokens long). CachedTokens is the mean of the prompt
+// tokens a worker found already in its KV cache (for a split request, the
+// prefill worker): the rest are what a prefill computes, which is what a
+// prefill pool is sized by (phases.go); 0 counts every prompt token as
+// uncached. PromptTokensCubed and PromptTokensFourth are the means of the
+// prompt lengths' third and fourth powers: a prefill's time grows with
+// the square of its prompt, so the second moment of prefill times — what
+// a prefill queue's wait grows with — needs them (0: not measured).
+type Mix struct {
+	PromptTokens, OutputTokens, PromptTokensSquared, CachedTokens float64
+	PromptTokensCubed, PromptTokensFourth                         float64
+}
 
 // Inputs is what the controller sees at one decision.
 type Inputs struct {
@@ -68,7 +78,7 @@ func Unserved(status, code, workerID string) bool {
 
 // Change is one decided change, with its reason.
 type Change struct {
-	Kind   string // KindReplicas, KindSpec, KindBudget, KindWarmth, KindShed
+	Kind   string // KindReplicas, KindSpec, KindBudget, KindWarmth, KindRole, KindShed
 	Target string // pool key, worker id or class
 	From   string
 	To     string
@@ -99,6 +109,12 @@ type ReplicaDecision struct {
 	TP, Max          int
 	ColdStartSeconds float64
 	Held             int
+	// Role is the pool's fixed role ("" for a pool of whole requests). A
+	// pool with one is sized in its phase's tokens: TokenRate is the
+	// uncached prompt tokens (prefill) or output tokens (decode) per second
+	// it plans for, TokenCapacity one replica's at the phase's target.
+	Role                     string
+	TokenRate, TokenCapacity float64
 }
 
 // SpecDecision is a speculative-decoding switch for one worker.
@@ -128,6 +144,16 @@ type WarmthDecision struct {
 	Reason string
 }
 
+// RoleDecision turns a worker of a pool of whole requests into one phase
+// (schemas.RolePrefill) or back (schemas.RoleBoth); the worker applies it
+// to the dispatches it takes and to its heartbeat's Role.
+type RoleDecision struct {
+	Worker string
+	Pool   string
+	Role   string
+	Reason string
+}
+
 // ShedDecision sets the admitter's shedding margin for one class.
 type ShedDecision struct {
 	Class  string
@@ -143,6 +169,7 @@ type Decision struct {
 	Spec     []SpecDecision
 	Budgets  []BudgetDecision
 	Warmth   []WarmthDecision
+	Roles    []RoleDecision
 	Shed     []ShedDecision
 	Changes  []Change
 }
@@ -163,6 +190,7 @@ const (
 	KindSpec     = "spec"
 	KindBudget   = "budget"
 	KindWarmth   = "warmth"
+	KindRole     = "role"
 	KindShed     = "shed"
 )
 

@@ -27,6 +27,14 @@ const mixHorizon = 500
 // its SLO (shed and failed requests are misses: the tenant got no answer in
 // time); a success with output also moves the mix.
 func (r *Recent) Observe(at time.Time, class string, met, ok bool, promptTokens, outputTokens int) {
+	r.ObserveCached(at, class, met, ok, promptTokens, outputTokens, 0)
+}
+
+// ObserveCached is Observe with the prompt tokens the worker found cached
+// (schemas.Usage.CachedTokens; for a split request the prefill worker's),
+// which moves the mix's CachedTokens: a prefill pool is sized by the
+// tokens left to compute.
+func (r *Recent) ObserveCached(at time.Time, class string, met, ok bool, promptTokens, outputTokens, cachedTokens int) {
 	r.outcomes = append(r.outcomes, recentOutcome{at: at, class: class, met: met})
 	if ok && outputTokens > 0 {
 		r.n = min(r.n+1, mixHorizon)
@@ -34,6 +42,10 @@ func (r *Recent) Observe(at time.Time, class string, met, ok bool, promptTokens,
 		r.mix.PromptTokens += w * (float64(promptTokens) - r.mix.PromptTokens)
 		r.mix.OutputTokens += w * (float64(outputTokens) - r.mix.OutputTokens)
 		r.mix.PromptTokensSquared += w * (float64(promptTokens)*float64(promptTokens) - r.mix.PromptTokensSquared)
+		r.mix.CachedTokens += w * (float64(min(max(cachedTokens, 0), promptTokens)) - r.mix.CachedTokens)
+		p := float64(promptTokens)
+		r.mix.PromptTokensCubed += w * (p*p*p - r.mix.PromptTokensCubed)
+		r.mix.PromptTokensFourth += w * (p*p*p*p - r.mix.PromptTokensFourth)
 	}
 }
 

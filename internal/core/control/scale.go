@@ -26,7 +26,7 @@ func (c *Controller) queueShares(byPool map[string][]*schemas.Heartbeat, in Inpu
 				n++
 			}
 		}
-		caps[ps.Key()] = float64(n) * Capacity(ps.rep, in.Mix, c.cfg.ITLTarget)
+		caps[ps.Key()] = float64(n) * c.queueWeight(ps, in.Mix)
 		total += caps[ps.Key()]
 	}
 	if total > 0 {
@@ -37,10 +37,10 @@ func (c *Controller) queueShares(byPool map[string][]*schemas.Heartbeat, in Inpu
 	}
 	best, bestCost := "", 0.0
 	for _, ps := range c.pools {
-		if ps.Max == 0 {
+		if ps.Max == 0 || ps.Role == schemas.RoleDecode {
 			continue
 		}
-		cost := ps.rep.PricePerHour() / max(Capacity(ps.rep, in.Mix, c.cfg.ITLTarget), 1e-9)
+		cost := ps.rep.PricePerHour() / max(c.queueWeight(ps, in.Mix), 1e-9)
 		if best == "" || cost < bestCost {
 			best, bestCost = ps.Key(), cost
 		}
@@ -81,6 +81,10 @@ func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, q
 	if ps.haveLast {
 		if dt := now.Sub(ps.lastAt).Seconds(); dt > 0 {
 			arrived := max(0, done+load-ps.lastSeen) + unserved
+			if FixedRole(ps.Role) {
+				// Measured over the role pools' flow (phases.go).
+				arrived = ps.phase.arrived
+			}
 			ps.fc.observe(arrived/dt, c.levelGain(ps), c.cfg.TrendGain)
 			ps.arrivals = append(ps.arrivals, arrival{n: arrived, dt: dt})
 		}
@@ -105,7 +109,8 @@ func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, q
 	// requests, over their decode for long ones (a reasoning model's
 	// answers decode for a minute; ten seconds of Poisson noise would buy
 	// a replica for a spike the batch absorbs).
-	planQ := poissonRate(plan, max(c.cfg.BurstWindow.Seconds(), RequestSeconds(ps.rep, in.Mix, c.cfg.ITLTarget)), c.cfg.HeadroomZ)
+	pm := c.model(ps, in.Mix)
+	planQ := poissonRate(plan, max(c.cfg.BurstWindow.Seconds(), pm.requestSeconds), c.cfg.HeadroomZ)
 	// Bursts shorter than a lead time are over before a replica ordered
 	// for them serves, so the fleet must already hold them: the burst rate
 	// is the least capacity that would have served every arrival of the
@@ -143,7 +148,7 @@ func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, q
 	case !highMiss:
 		ps.calib += (1 - ps.calib) * min(1, c.cfg.Interval.Seconds()/c.cfg.CalibrationRecover.Seconds())
 	}
-	capU := Capacity(ps.rep, in.Mix, c.cfg.ITLTarget) * c.cfg.TargetUtilization * ps.calib
+	capU := pm.capacity * c.cfg.TargetUtilization * ps.calib
 	// A burst is held to the SLO by starting its requests in time, not by
 	// finishing them: what a replica must keep up with through a burst is
 	// its prefills alongside the decodes it is running, which for long
@@ -151,7 +156,7 @@ func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, q
 	// reasoning model's 1,400-token answers decode for a minute each; the
 	// batch absorbs the burst). The burst rate is planned against that
 	// start rate, expressed in capU's units.
-	burstCap := max(capU, BurstCapacity(ps.rep, in.Mix, c.cfg.ITLTarget)*c.cfg.TargetUtilization*ps.calib)
+	burstCap := max(capU, pm.burst*c.cfg.TargetUtilization*ps.calib)
 	burst *= capU / burstCap
 	backlog := queued + float64(waiting)
 	// Headroom — the Poisson quantile and the burst rate — is bought only
@@ -173,6 +178,9 @@ func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, q
 	raw := ceilDiv(need+backlog/c.cfg.DrainTarget.Seconds(), capU)
 	why := fmt.Sprintf("arrivals %.2f/s (forecast %.2f/s at +%.0fs, the cold-load time %.1fs plus one interval; %.2f/s with Poisson headroom over %s; bursts of the last lead time need %.2f/s to queue at most %s; headroom for the %.0f%% of traffic in %v), backlog %.0f, capacity %.2f req/s per replica at %.0f%% of modelled (%.2f of it after SLO misses)",
 		rate, plan, lead, loadS, planQ, c.cfg.BurstWindow, burst, c.cfg.QueueBudget, share*100, c.cfg.HighClasses, backlog, capU, c.cfg.TargetUtilization*100, ps.calib)
+	if FixedRole(ps.Role) {
+		why = fmt.Sprintf("%s; %.0f tokens/s arriving (forecast %.0f), %s", why, rate*pm.tokensPerRequest, plan*pm.tokensPerRequest, pm.why)
+	}
 	if load > 0 && raw < 1 {
 		raw = 1
 	}
@@ -206,6 +214,9 @@ func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, q
 	ps.highShareSeen, ps.highPenalty = share, c.highPenalty(in.SLO)
 	rd := ReplicaDecision{Pool: ps.Key(), GPU: ps.GPU, Model: ps.Model, Current: current, Raw: raw,
 		ArrivalRate: rate, Forecast: plan, Capacity: capU, Backlog: int(backlog + 0.5)}
+	if FixedRole(ps.Role) {
+		rd.Role, rd.TokenRate, rd.TokenCapacity = ps.Role, plan*pm.tokensPerRequest, pm.tokenCapacity*c.cfg.TargetUtilization*ps.calib
+	}
 
 	// Replicas kept asleep instead of released wake as their levels are
 	// needed again: the scaler keeps asleep at most those above the

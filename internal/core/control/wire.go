@@ -12,6 +12,7 @@ import (
 //	sy.ctl.budget.<worker>    BudgetMsg    controller → worker
 //	sy.ctl.spec.<worker>      SpecMsg      controller → worker
 //	sy.ctl.warmth.<worker>    WarmthMsg    controller → worker
+//	sy.ctl.role.<worker>      RoleMsg      controller → worker
 //	sy.ctl.replicas.<pool>    ReplicasMsg  controller → scaler (and KEDA via the metric)
 //	sy.ctl.shed.<class>       ShedMsg      controller → admitter
 //	sy.rpc.drain.<worker>     (request)    scaler → worker: stop taking work
@@ -22,6 +23,9 @@ func SpecSubject(worker string) string { return subjects.Control(KindSpec, worke
 
 // WarmthSubject is sy.ctl.warmth.<worker>.
 func WarmthSubject(worker string) string { return subjects.Control(KindWarmth, worker) }
+
+// RoleSubject is sy.ctl.role.<worker>.
+func RoleSubject(worker string) string { return subjects.Control(KindRole, worker) }
 
 // ReplicasSubject is sy.ctl.replicas.<pool>.
 func ReplicasSubject(pool string) string { return subjects.Control(KindReplicas, pool) }
@@ -68,6 +72,19 @@ type WarmthMsg struct {
 	At     time.Time `json:"at"`
 }
 
+// RoleMsg sets the phases a worker takes (schemas.RolePrefill, RoleDecode
+// or RoleBoth). The worker takes only dispatches its new role takes
+// (schemas.RoleTakes) from then on, finishes what it already holds, and
+// sends the role in every heartbeat after; a role it does not know it
+// ignores. The CONTROL stream keeps the last one per worker, so a worker
+// that restarts reads the role it was given.
+type RoleMsg struct {
+	Worker string    `json:"worker"`
+	Role   string    `json:"role"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
 // ReplicasMsg is a pool's desired replica count. Routers and admitters
 // read it too: it says what a new replica of the pool runs (Dtype, TP),
 // how many may run (Max) and how long one started now takes to serve
@@ -77,6 +94,7 @@ type ReplicasMsg struct {
 	Pool             string    `json:"pool"`
 	GPU              string    `json:"gpu"`
 	Model            string    `json:"model"`
+	Role             string    `json:"role,omitempty"` // a fixed role its replicas start with
 	Dtype            string    `json:"dtype,omitempty"`
 	TP               int       `json:"tp,omitempty"`
 	Max              int       `json:"max,omitempty"`
