@@ -217,7 +217,14 @@ func (c *Core) Apply(in Input, handle any) []Action {
 		c.heldDemandEvents(in.At)
 	case InDispatchFailed:
 		// The dispatch never reached the stream: undo the booking and hold
-		// the request again.
+		// the request again. A decode leg's attempt already stored its
+		// prefill leg's dispatch, which would dedupe a second split of the
+		// same attempt: it is re-placed as the next attempt instead, the
+		// handle's message (handle) carrying it until that is stored.
+		if f, ok := c.placedOn[in.ID]; ok && f.phase == schemas.PhaseDecode {
+			c.replace(in.ID, f, schemas.CodeInternal, "the decode leg's dispatch was not stored", "", in.At, handle)
+			break
+		}
 		c.unbook(in.ID)
 		delete(c.placedOn, in.ID)
 		if in.Admitted != nil {

@@ -86,7 +86,7 @@ func (c *Core) handoff(kv *schemas.KVHandle, handle any, now time.Time) {
 		if f.phase != schemas.PhaseDecode {
 			return
 		}
-		c.replace(id, f, kv.Failed.Code, kv.Failed.Message, kv.Worker, now)
+		c.replace(id, f, kv.Failed.Code, kv.Failed.Message, kv.Worker, now, nil)
 		return
 	}
 	if f.phase != schemas.PhasePrefill || kv.Worker != f.worker {
@@ -107,7 +107,7 @@ func (c *Core) handoff(kv *schemas.KVHandle, handle any, now time.Time) {
 		c.excludeSuspects(&req, now)
 		dec := c.cfg.Policy.Place(c.fleet, &req, now)
 		if !dec.OK() {
-			c.replace(id, f, schemas.CodeWorkerFailed, "no decode worker can take the handed-off KV: "+Summarize(dec), "", now)
+			c.replace(id, f, schemas.CodeWorkerFailed, "no decode worker can take the handed-off KV: "+Summarize(dec), "", now, nil)
 			return
 		}
 		target, transfer, predicted, gpu, terms = dec.Worker.ID, dec.TransferSeconds, dec.Terms.CompletionSeconds, dec.Worker.GPU, dec.Terms
@@ -125,8 +125,10 @@ func (c *Core) handoff(kv *schemas.KVHandle, handle any, now time.Time) {
 
 // replace re-places an in-flight request whose leg failed, under the
 // retry budget, as a lost worker's work is; exclude names a worker the
-// next attempt must avoid ("" for none).
-func (c *Core) replace(id string, f *inflight, code, reason, exclude string, now time.Time) {
+// next attempt must avoid ("" for none), handle is the shell's message
+// that carries the request until the next attempt is stored (nil: the
+// shell attaches one).
+func (c *Core) replace(id string, f *inflight, code, reason, exclude string, now time.Time, handle any) {
 	delete(c.placedOn, id)
 	c.unbook(id)
 	if d, ok := c.cfg.Policy.(Completer); ok {
@@ -141,14 +143,14 @@ func (c *Core) replace(id string, f *inflight, code, reason, exclude string, now
 			"scope": dec.Scope, "leg_failed": code, "leg_reason": reason}}
 	c.acts = append(c.acts, Action{Kind: ActEvent, ID: id, Worker: f.worker, Event: ev})
 	if !dec.Retry {
-		c.fail(&Held{Adm: adm}, dec.Error())
+		c.fail(&Held{Adm: adm, Handle: handle}, dec.Error())
 		return
 	}
 	adm.Attempt++
 	if exclude != "" {
 		adm.ExcludeWorkers = append(append([]string(nil), adm.ExcludeWorkers...), exclude)
 	}
-	h := &Held{Adm: adm}
+	h := &Held{Adm: adm, Handle: handle}
 	c.held[id] = h
 	c.q.Push(c.item(h, now))
 	c.placeReady(now)

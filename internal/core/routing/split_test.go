@@ -164,3 +164,20 @@ func TestSplitLostPrefillWorkerReplaces(t *testing.T) {
 		t.Fatalf("after p1 died: attempt %d %q on %s; want attempt 1's prefill on p2", again.Attempt, again.Phase, again.Worker)
 	}
 }
+
+// TestSplitDecodeDispatchNotStoredIsNextAttempt: a decode leg whose
+// dispatch never reached the stream is re-placed as the next attempt (the
+// prefill dispatch of this attempt is stored and would dedupe a second
+// split of it), carried by the handle's message.
+func TestSplitDecodeDispatchNotStoredIsNextAttempt(t *testing.T) {
+	s := splitSim(t)
+	dispatchOf(t, s.admit(admitted("r1", "acme", time.Minute, 8000, 200, s.now)), "r1")
+	kv := &schemas.KVHandle{RequestID: "r1", Tenant: "acme", Worker: "p1", PromptTokens: 8000, FirstTokenAt: s.now}
+	dec := dispatchOf(t, s.apply(Input{Kind: InHandoff, Handoff: kv}), "r1")
+	in := Input{Kind: InDispatchFailed, ID: "r1", Admitted: &dec.Held.Adm, At: s.now}
+	acts := s.core.Apply(in, "handoff-msg")
+	again := dispatchOf(t, acts, "r1")
+	if again.Attempt != 1 || again.Phase != schemas.PhasePrefill || again.Held.Handle != "handoff-msg" {
+		t.Fatalf("after the decode dispatch failed: attempt %d %q carried by %v; want attempt 1's prefill leg carried by the handle's message", again.Attempt, again.Phase, again.Held.Handle)
+	}
+}
