@@ -100,8 +100,9 @@ const (
 
 type pool struct {
 	control.Pool
-	rep  perf.Replica
-	next int // name counter
+	rep perf.Replica
+	// link is the KV link the pool's workers name (Config.linkOf).
+	link string
 }
 
 // starting is a worker provisioned but not yet serving: it loads its
@@ -130,6 +131,10 @@ type autoscaler struct {
 	starts   []starting
 	recent   control.Recent
 	margins  map[string]float64
+	// nextID numbers started workers per GPU, across the pools of that
+	// GPU (a prefill and a decode pool of h100s, or two models), as
+	// buildFleet numbers the initial fleet, so no two share an id.
+	nextID   map[string]int
 	stats    AutoscaleStats
 	first    int64
 	lastRep  int
@@ -177,14 +182,14 @@ func (r *runner) newAutoscaler() error {
 			}
 			// The canonical names, so the pool key matches the heartbeats'.
 			cc.Pools = append(cc.Pools, control.Pool{GPU: rep.GPU.Name, Model: rep.Model.Name, Dtype: r.cfg.Dtype, TP: rep.TP,
-				Min: min(as.Min, as.Max), Max: max(as.Max, g.Count)})
+				Min: min(as.Min, as.Max), Max: max(as.Max, g.Count), Role: g.Role})
 		}
 	}
 	ctl, err := control.New(cc)
 	if err != nil {
 		return fmt.Errorf("sim: autoscale: %w", err)
 	}
-	a := &autoscaler{cfg: as, ctl: ctl, byKey: map[string]*pool{}, queued: map[string]int{},
+	a := &autoscaler{cfg: as, ctl: ctl, byKey: map[string]*pool{}, queued: map[string]int{}, nextID: map[string]int{},
 		slo: map[string]control.Attainment{}, starting: map[string]int{}, margins: map[string]float64{},
 		stats: AutoscaleStats{Changes: map[string]int{}}, recent: control.Recent{Window: as.SLOWindow}}
 	a.cfg.Control = ctl.Config()
@@ -207,7 +212,9 @@ func (r *runner) newAutoscaler() error {
 		if len(r.ws) > 0 && rep.Model.Name != r.ws[0].rep.Model.Name {
 			return fmt.Errorf("sim: autoscale: pool %s serves %s, the trace asks for %s", p.Key(), p.Model, r.cfg.Model)
 		}
-		pl := &pool{Pool: p, rep: rep}
+		// A pool with a fixed role starts workers with it and a link (the
+		// run's, else DefaultRoleLink), as buildFleet builds the initial ones.
+		pl := &pool{Pool: p, rep: rep, link: r.cfg.linkOf(GPUSpec{GPU: p.GPU, Role: p.Role})}
 		a.pools = append(a.pools, pl)
 		a.byKey[p.Key()] = pl
 	}
@@ -220,11 +227,12 @@ func (r *runner) newAutoscaler() error {
 func (a *autoscaler) adopt(r *runner) error {
 	first := int64(r.tr.Requests[0].Arrival)
 	for _, w := range r.ws {
-		pl := a.byKey[control.PoolKey(w.rep.GPU.Name, w.rep.Model.Name)]
+		hb := schemas.Heartbeat{GPU: w.rep.GPU.Name, Role: w.role, Models: []schemas.ModelState{{Name: w.rep.Model.Name}}}
+		pl := a.byKey[control.HeartbeatPool(&hb, func(k string) bool { return a.byKey[k] != nil })]
 		if pl == nil {
 			return fmt.Errorf("sim: autoscale: worker %s is in no configured pool", w.id)
 		}
-		pl.next++
+		a.nextID[pl.rep.GPU.Name]++
 		a.poolOf = append(a.poolOf, pl)
 		a.startAt = append(a.startAt, first)
 		a.endAt = append(a.endAt, -1)
@@ -366,6 +374,15 @@ func (a *autoscaler) decide(r *runner) {
 			r.heartbeat(w)
 		}
 	}
+	for _, rd := range d.Roles {
+		// The worker takes the dispatches of its new role from its next
+		// heartbeat on and finishes what it holds, as the live worker does
+		// on sy.ctl.role.<worker>.
+		if w := a.live(r, rd.Worker); w != nil && schemas.ValidRole(rd.Role) {
+			w.role = rd.Role
+			r.heartbeat(w)
+		}
+	}
 	for _, s := range d.Shed {
 		a.margins[s.Class] = s.Margin
 	}
@@ -427,8 +444,8 @@ func (a *autoscaler) reconcile(r *runner, pl *pool, desired int) {
 	}
 	start, drain := control.Reconcile(hbs, pending, desired)
 	for ; start > 0; start-- {
-		id := fmt.Sprintf("%s-%02d", pl.rep.GPU.Name, pl.next)
-		pl.next++
+		id := fmt.Sprintf("%s-%02d", pl.rep.GPU.Name, a.nextID[pl.rep.GPU.Name])
+		a.nextID[pl.rep.GPU.Name]++
 		a.starts = append(a.starts, starting{pool: pl, id: id, startAt: r.now})
 		a.stats.Started++
 		// It loads from the controller's start tier (local disk unless a
@@ -461,7 +478,7 @@ func (a *autoscaler) ready(r *runner, k int) {
 		panic(fmt.Sprintf("sim: autoscale: %v", err))
 	}
 	w := &simWorker{id: s.id, idx: int32(n), pool: s.pool.rep.GPU.Name, eng: eng, rep: s.pool.rep,
-		running: map[int32]int32{}, deliveredAt: map[int32]int64{}}
+		running: map[int32]int32{}, deliveredAt: map[int32]int64{}, role: s.pool.Role, link: s.pool.link}
 	r.ws = append(r.ws, w)
 	r.byWID[w.id] = w.idx
 	a.poolOf = append(a.poolOf, s.pool)
@@ -506,7 +523,14 @@ func (a *autoscaler) draining(i int32) bool { return int(i) < len(a.drainAt) && 
 // resolved feeds a request's outcome into the SLO window and the mix.
 func (a *autoscaler) resolved(r *runner, i int32, status uint8) {
 	q := &r.tr.Requests[i]
-	a.recent.Observe(at(r.now), q.Priority, status == stOK && r.reqs[i].sloMet, status == stOK, q.PromptTokens, q.OutputTokens)
+	st := &r.reqs[i]
+	// The prompt tokens found cached where the prefill ran: a split
+	// request's prefill worker's, a whole request's own worker's.
+	cached := st.cached
+	if st.phase == schemas.PhaseDecode {
+		cached = st.prefillCached
+	}
+	a.recent.ObserveCached(at(r.now), q.Priority, status == stOK && st.sloMet, status == stOK, q.PromptTokens, q.OutputTokens, cached)
 	// Shed, or expired in the queue, without a worker (control.Unserved).
 	if status != stOK && r.reqs[i].placeAt == 0 {
 		a.unserved++

@@ -122,3 +122,92 @@ func TestAutoscaleOnDecision(t *testing.T) {
 		t.Fatalf("decision log saw %d replica changes, the stats count %d", changes, res.Autoscale.Changes[control.KindReplicas])
 	}
 }
+
+// TestAutoscalePhasePoolsSizedSeparately: a fleet of one prefill H100 and
+// one decode A100 on the Mooncake conversation slice, autoscaled from one
+// replica each. The two pools are sized separately — the prefill pool by
+// the uncached prompt tokens, the decode pool by the output tokens — and
+// every worker the autoscaler starts takes its pool's role (every request
+// still splits). The same requests in two versions — three quarters of
+// every prompt a prefix all of them share (a long common document, cached
+// once per worker), and no prefix shared at all (every block hash unique)
+// — bring the prefill pool four times the uncached tokens at the same
+// request rate in the second: it grows, and the decode pool, whose work is
+// the same, does not follow it.
+func TestAutoscalePhasePoolsSizedSeparately(t *testing.T) {
+	base := mooncakeSlice(t, 1000)
+	rehash := func(name string, sharedShare float64) *traces.Trace {
+		tr := &traces.Trace{Name: name, Requests: make([]traces.Request, len(base.Requests))}
+		copy(tr.Requests, base.Requests)
+		next := uint64(1 << 40)
+		for i := range tr.Requests {
+			hs := make([]uint64, len(tr.Requests[i].BlockHashes))
+			common := int(sharedShare * float64(len(hs)))
+			for k := range hs {
+				if k < common {
+					hs[k] = uint64(k + 1) // the prefix every request shares
+					continue
+				}
+				hs[k], next = next, next+1
+			}
+			tr.Requests[i].BlockHashes = hs
+		}
+		return tr
+	}
+	shared, cold := rehash("3/4 shared prefix", 0.75), rehash("no shared prefix", 0)
+	pre := control.RolePoolKey("h100", "llama-3.1-8b", schemas.RolePrefill)
+	dec := control.RolePoolKey("a100-80g", "llama-3.1-8b", schemas.RoleDecode)
+	type sizing struct {
+		meanDesired, tokenRate map[string]float64
+		maxDesired             map[string]int
+		res                    *Result
+	}
+	measure := func(tr *traces.Trace) sizing {
+		gpus, err := ParseGPUs("h100:1@prefill,a100-80g:1@decode")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sz := sizing{meanDesired: map[string]float64{}, tokenRate: map[string]float64{}, maxDesired: map[string]int{}}
+		n := 0
+		cfg := Config{GPUs: gpus, Model: "llama-3.1-8b", Seed: 1, Autoscale: &Autoscale{Min: 1, Max: 16,
+			OnDecision: func(_ time.Duration, d control.Decision) {
+				n++
+				for _, rd := range d.Replicas {
+					sz.meanDesired[rd.Pool] += float64(rd.Desired)
+					sz.tokenRate[rd.Pool] += rd.TokenRate
+					sz.maxDesired[rd.Pool] = max(sz.maxDesired[rd.Pool], rd.Desired)
+				}
+			}}}
+		sz.res = run(t, cfg, tr, "switchyard")
+		for k := range sz.meanDesired {
+			sz.meanDesired[k] /= float64(n)
+			sz.tokenRate[k] /= float64(n)
+		}
+		as := sz.res.Autoscale
+		t.Logf("%s: %d requests, %d finished, %d split, attainment %.3f; started %d; prefill desired mean %.2f max %d (%.0f uncached tokens/s), decode mean %.2f max %d (%.0f output tokens/s)",
+			tr.Name, sz.res.Requests, sz.res.Finished, sz.res.Split, sz.res.SLOAttainment, as.Started,
+			sz.meanDesired[pre], sz.maxDesired[pre], sz.tokenRate[pre], sz.meanDesired[dec], sz.maxDesired[dec], sz.tokenRate[dec])
+		return sz
+	}
+	a, b := measure(shared), measure(cold)
+	for _, sz := range []sizing{a, b} {
+		if sz.res.Autoscale.Started == 0 {
+			t.Fatalf("nothing started: %+v", sz.res.Autoscale)
+		}
+		if sz.res.Split != sz.res.Finished {
+			t.Errorf("%d of %d finished requests split: a started worker without its pool's role takes whole requests", sz.res.Split, sz.res.Finished)
+		}
+		if sz.maxDesired[pre] < 2 || sz.maxDesired[dec] < 2 {
+			t.Errorf("prefill max %d, decode max %d: both pools should grow from one replica under this load", sz.maxDesired[pre], sz.maxDesired[dec])
+		}
+	}
+	if b.tokenRate[pre] <= a.tokenRate[pre] {
+		t.Errorf("uncached tokens/s planned: %.0f with shared prefixes, %.0f with none: want more with none", a.tokenRate[pre], b.tokenRate[pre])
+	}
+	if b.meanDesired[pre] <= a.meanDesired[pre] {
+		t.Errorf("prefill pool mean %.2f replicas with shared prefixes, %.2f with none: want it to grow with the uncached tokens", a.meanDesired[pre], b.meanDesired[pre])
+	}
+	if grow, follow := b.meanDesired[pre]-a.meanDesired[pre], b.meanDesired[dec]-a.meanDesired[dec]; follow >= grow {
+		t.Errorf("decode pool moved %.2f replicas where prefill moved %.2f: the pools are not sized separately", follow, grow)
+	}
+}
