@@ -171,7 +171,9 @@ func (c *Controller) onResult(m *nats.Msg) {
 	// Shed and rejected requests count as misses: the tenant did not get
 	// an answer in time.
 	ok := r.Status == schemas.StatusOK
-	c.recent.Observe(c.sh.Now(), r.Priority, ok && r.SLOMet, ok, r.Usage.PromptTokens, r.Usage.CompletionTokens)
+	// The cached prompt tokens are the prefill's: what a prefill pool's
+	// sizing leaves out of the tokens it must compute.
+	c.recent.ObserveCached(c.sh.Now(), r.Priority, ok && r.SLOMet, ok, r.Usage.PromptTokens, r.Usage.CompletionTokens, r.Usage.CachedTokens)
 	code := ""
 	if r.Error != nil {
 		code = r.Error.Code
@@ -248,7 +250,7 @@ func (c *Controller) publish(d control.Decision) {
 	// Desired replicas go out every interval: a scaler that (re)starts
 	// converges within one interval.
 	for _, r := range d.Replicas {
-		send(control.ReplicasSubject(r.Pool), control.ReplicasMsg{Pool: r.Pool, GPU: r.GPU, Model: r.Model, Dtype: r.Dtype, TP: r.TP, Max: r.Max,
+		send(control.ReplicasSubject(r.Pool), control.ReplicasMsg{Pool: r.Pool, GPU: r.GPU, Model: r.Model, Role: r.Role, Dtype: r.Dtype, TP: r.TP, Max: r.Max,
 			ColdStartSeconds: r.ColdStartSeconds, Desired: r.Desired, Current: r.Current, Held: r.Held, Reason: r.Reason, At: d.At})
 	}
 	for _, s := range d.Spec {
@@ -259,6 +261,9 @@ func (c *Controller) publish(d control.Decision) {
 	}
 	for _, w := range d.Warmth {
 		send(control.WarmthSubject(w.Worker), control.WarmthMsg{Worker: w.Worker, Model: w.Model, State: w.State, Reason: w.Reason, At: d.At})
+	}
+	for _, r := range d.Roles {
+		send(control.RoleSubject(r.Worker), control.RoleMsg{Worker: r.Worker, Role: r.Role, Reason: r.Reason, At: d.At})
 	}
 	for _, s := range d.Shed {
 		send(control.ShedSubject(s.Class), control.ShedMsg{Class: s.Class, Margin: s.Margin, Reason: s.Reason, At: d.At})

@@ -23,7 +23,9 @@ type ScalerConfig struct {
 	// Pools maps pool keys to what a new worker of that pool runs.
 	Pools []control.Pool
 	// Add starts one worker of the pool and returns its id; it must not
-	// block on the worker's readiness (the worker joins by heartbeat).
+	// block on the worker's readiness (the worker joins by heartbeat). A
+	// pool with a fixed role (p.Role) starts its worker with that role
+	// and a KV link, or the worker's heartbeats join no pool of it.
 	Add func(p control.Pool) (string, error)
 	// Stop drains a worker (it finishes what it holds) and returns once it
 	// has exited.
@@ -125,7 +127,9 @@ func (s *Scaler) onHeartbeat(m *nats.Msg) {
 	if s.stopping[hb.WorkerID] {
 		return
 	}
-	pool := control.PoolKey(hb.GPU, hb.Models[0].Name)
+	// A worker with a fixed role belongs to its role's pool where one is
+	// configured (a prefill and a decode pool of one GPU are two pools).
+	pool := control.HeartbeatPool(&hb, func(k string) bool { _, ok := s.pools[k]; return ok })
 	s.seen[hb.WorkerID] = scaled{pool: pool, hb: hb, at: s.now()}
 	delete(s.starting, hb.WorkerID)
 }
