@@ -211,3 +211,34 @@ func TestAutoscalePhasePoolsSizedSeparately(t *testing.T) {
 		t.Errorf("decode pool moved %.2f replicas where prefill moved %.2f: the pools are not sized separately", follow, grow)
 	}
 }
+
+// TestAutoscaleAssignsRoles: with AssignRoles, a fleet of role-both H100s
+// on a KV link, serving the Mooncake slice's long uncached prompts, has
+// workers turned to prefill by the controller: the changes are counted,
+// the turned workers' heartbeats carry the role, and nothing is lost.
+func TestAutoscaleAssignsRoles(t *testing.T) {
+	tr := mooncakeSlice(t, 400)
+	roles := map[string]string{}
+	cfg := Config{GPUs: []GPUSpec{{GPU: "h100", Count: 4}}, Link: "ib-ndr", Model: "llama-3.1-8b", Seed: 1,
+		Autoscale: &Autoscale{Min: 4, Max: 4, Control: control.Config{AssignRoles: true},
+			OnDecision: func(_ time.Duration, d control.Decision) {
+				for _, r := range d.Roles {
+					roles[r.Worker] = r.Role
+				}
+			}}}
+	res := run(t, cfg, tr, "switchyard")
+	off := cfg
+	off.Autoscale = &Autoscale{Min: 4, Max: 4}
+	base := run(t, off, tr, "switchyard")
+	t.Logf("role changes %d, final roles %v; %d finished (%d split), attainment %.3f; without role changes %d finished (%d split), attainment %.3f",
+		res.Autoscale.Changes[control.KindRole], roles, res.Finished, res.Split, res.SLOAttainment, base.Finished, base.Split, base.SLOAttainment)
+	if res.Autoscale.Changes[control.KindRole] == 0 {
+		t.Fatal("no role change on long uncached prompts")
+	}
+	if res.Finished+res.Failed+res.Shed != res.Requests {
+		t.Fatalf("lost requests: %d of %d resolved", res.Finished+res.Failed+res.Shed, res.Requests)
+	}
+	if base.Autoscale.Changes[control.KindRole] != 0 {
+		t.Errorf("roles changed without AssignRoles")
+	}
+}
