@@ -379,7 +379,7 @@ func (c *Controller) queueWeight(ps *poolState, mix Mix) float64 {
 // decideRoles turns workers of a pool of whole requests into prefill
 // workers, or back, when Config.AssignRoles is on. The router splits a
 // request only when its uncached prompt is long enough to pay for moving
-// its KV (placement's SplitMinUncached, 1,024 tokens by default); once the
+// its KV (placement's SplitMinUncached: one step's prefill budget, 8,192 tokens, by default); once the
 // mix's uncached prompts are that long, the pool's work falls into the two
 // phases in the proportion of their replica-seconds — a request's prefill
 // at the TTFT target against its decode at the TPOT target (PrefillCapacity,
@@ -459,7 +459,7 @@ func (c *Controller) decideRoles(byPool map[string][]*schemas.Heartbeat, in Inpu
 
 // roleSplitMinUncached is the uncached prompt below which the router does
 // not split a request: placement.Options.SplitMinUncached's default.
-const roleSplitMinUncached = 1024
+const roleSplitMinUncached = placement.DefaultChunkTokens
 
 // roleOf is a worker's role as the controller counts it: the one it last
 // commanded until a heartbeat shows it or intentTTL passes, else the

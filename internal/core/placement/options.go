@@ -10,6 +10,11 @@ import (
 // The placer's options: which axes run, their weights and prices, and
 // the defaults a zero Options takes.
 
+// DefaultChunkTokens is Options.ChunkTokens's default, vLLM's
+// max_num_batched_tokens for chunked prefill (8,192), and so
+// Options.SplitMinUncached's.
+const DefaultChunkTokens = 8192
+
 // Options configures a Placer. Zero values take the documented defaults.
 type Options struct {
 	// Disabled turns axes off by name (the Axis* constants) for ablations.
@@ -93,10 +98,16 @@ type Options struct {
 	// implements TransferCost; Disabled[AxisPhase] is SplitOff too.
 	Split string
 	// SplitMinUncached is the fewest prompt tokens left uncached on the
-	// aggregated choice for a split to be weighed at all (default 1024):
-	// below it the prefill is too short to interfere with decodes or to
-	// pay for moving its KV, and the second placement is not worth its
-	// time. A request no aggregated worker can take is weighed whatever
+	// aggregated choice for a split to be weighed at all (default
+	// ChunkTokens, one step's prefill budget): a prefill that fits in one
+	// chunk stretches its neighbours' decode by one step, which the
+	// interference axis already prices where it lands, while splitting it
+	// pays a transfer, holds its KV twice for a moment and costs a second
+	// placement. Prompts longer than a step stall the decodes beside them
+	// step after step — the "heavy ITL penalty" disaggregation exists for.
+	// (At 1,024 the Azure code trace, prompts up to 7.4k tokens, split
+	// 148 requests at 4× and lost a critical one; it should not split at
+	// all.) A request no aggregated worker can take is weighed whatever
 	// its length.
 	SplitMinUncached int
 }
@@ -121,7 +132,7 @@ func (o *Options) fill() {
 		o.Targets = DefaultTargets
 	}
 	if o.ChunkTokens <= 0 {
-		o.ChunkTokens = 8192
+		o.ChunkTokens = DefaultChunkTokens
 	}
 	if o.NeighbourTokens <= 0 {
 		o.NeighbourTokens = 512
@@ -157,7 +168,7 @@ func (o *Options) fill() {
 		o.Split = SplitAuto
 	}
 	if o.SplitMinUncached <= 0 {
-		o.SplitMinUncached = 1024
+		o.SplitMinUncached = o.ChunkTokens
 	}
 }
 

@@ -139,6 +139,8 @@ func TestSplitOnlyWhenCheaperAtNoMoreRisk(t *testing.T) {
 		{"long prompt, infiniband", "ib-ndr", 100000, 100, true, true},
 		{"long prompt, ethernet: tpot would miss", "eth-25", 100000, 100, true, false},
 		{"short prompt", "ib-ndr", 1023, 100, false, false},
+		{"one step's prefill (Azure code's longest)", "ib-ndr", 7437, 100, false, false},
+		{"past one step's prefill: the idle prefill worker takes it off the busy one", "ib-ndr", 8192, 100, true, true},
 		{"tiny prompt", "ib-ndr", 50, 100, false, false},
 		{"one output token", "ib-ndr", 100000, 1, false, false},
 	}
@@ -271,8 +273,10 @@ func TestLegsOnTheirOwn(t *testing.T) {
 // for legs asked for on their own.
 func TestPruningKeepsTheSplit(t *testing.T) {
 	f, reqs := Synthetic(SyntheticConfig{Workers: 300, Blocks: 30000, Requests: 150, Seed: 7, Links: []string{"ib-ndr", "eth-25"}}, now)
-	pruned := New(splitCost{BenchCost()}, Options{})
-	full := New(splitCost{BenchCost()}, Options{Explain: 1 << 20})
+	// The synthetic prompts are short: the pruning is under test here, not
+	// the threshold, so it is lowered until they are weighed.
+	pruned := New(splitCost{BenchCost()}, Options{SplitMinUncached: 1024})
+	full := New(splitCost{BenchCost()}, Options{Explain: 1 << 20, SplitMinUncached: 1024})
 	source := ""
 	for _, w := range f.Workers() {
 		if w != nil && w.Role == schemas.RolePrefill {

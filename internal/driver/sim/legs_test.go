@@ -2,12 +2,15 @@ package sim
 
 import (
 	"encoding/json"
+	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/switchyard-ai/switchyard/internal/core/perf"
 	"github.com/switchyard-ai/switchyard/internal/core/routing"
+	"github.com/switchyard-ai/switchyard/loadgen/traces"
 )
 
 // roles is two prefill and two decode H100s over InfiniBand (the role
@@ -100,4 +103,28 @@ func TestNoLinkNoSplit(t *testing.T) {
 	if res.Split != 0 {
 		t.Fatalf("%d requests split on a fleet without links", res.Split)
 	}
+}
+
+// TestAzureCodeNeverSplits: short-prompt traffic (Azure code, prompts up to
+// 7.4k tokens, one step's prefill) on a fleet that could split runs
+// exactly as on one that cannot: no request splits, and every figure is
+// the same.
+func TestAzureCodeNeverSplits(t *testing.T) {
+	tr, err := traces.ReadAzureFile(filepath.Join("..", "..", "..", "testdata", "traces", "azure_llm_2023_code.csv"), traces.ReadOptions{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr = tr.Scale(4).Window(2 * time.Minute)
+	fleet := Config{GPUs: []GPUSpec{{GPU: "h100", Count: 2}, {GPU: "a100-80g", Count: 2}}, Model: "llama-3.1-8b"}
+	linked := fleet
+	linked.Link = "ib-ndr"
+	a, b := run(t, fleet, tr, "switchyard"), run(t, linked, tr, "switchyard")
+	if b.Split != 0 {
+		t.Fatalf("%d Azure code requests split", b.Split)
+	}
+	a.WallSeconds, b.WallSeconds = 0, 0
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("figures moved with links on the fleet:\n without %+v\n with    %+v", a, b)
+	}
+	t.Logf("%d requests, attainment %.4f either way", a.Requests, a.SLOAttainment)
 }
