@@ -61,6 +61,7 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	ctlInterval := fs.Duration("control-interval", 2*time.Second, "autoscale: controller decision interval")
 	asUtil := fs.Float64("target-utilization", 0, "autoscale: share of a replica's modelled capacity the scaler plans to use (0: the controller's default, 1 — its burst and noise headroom is planned explicitly)")
 	asWarmth := fs.Bool("autoscale-warmth", false, "autoscale: also apply the controller's sleep/wake/unload decisions")
+	asRoles := fs.Bool("assign-roles", false, "autoscale: let the controller turn role-both workers with a link into prefill workers, or back, as the mix's uncached prompts grow or shrink (internal/core/control/phases.go)")
 	asSleepOnRelease := fs.Bool("sleep-on-release", false, "autoscale: put a replica past its release hold to sleep (weights to host memory, its GPU still counted) instead of releasing it when the forecast asks for it again within another hold; implies --autoscale-warmth")
 	asStartTier := fs.String("start-tier", "", "autoscale: the weight tier a started replica loads from (hbm, host, page_cache, disk, remote; default disk): a what-if for the bound a faster cold start sets")
 	catFile := fs.String("catalog", "", "JSON file merged over the built-in catalog (GPUs, models, weight tiers)")
@@ -307,6 +308,7 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 					c.Autoscale.Control.TrendDamping = *asDamping
 					c.Autoscale.Control.SleepOnRelease = *asSleepOnRelease
 					c.Autoscale.Control.StartTier = *asStartTier
+					c.Autoscale.Control.AssignRoles = *asRoles
 					if decisions != nil {
 						c.Autoscale.OnDecision = decisions.decision(pol.Name, points[jb.si].Scale)
 					}

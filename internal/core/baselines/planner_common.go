@@ -95,7 +95,9 @@ func newView(in control.Inputs, pools []*plannerPool) view {
 		if hb.Draining || len(hb.Models) == 0 {
 			continue
 		}
-		k := control.PoolKey(hb.GPU, hb.Models[0].Name)
+		// A worker of a fixed role belongs to its role's pool, as the
+		// controller keys it (control.HeartbeatPool).
+		k := control.HeartbeatPool(hb, nil)
 		v.workers[k] = append(v.workers[k], hb)
 	}
 	for _, p := range pools {
