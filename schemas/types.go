@@ -222,6 +222,12 @@ type KVHandle struct {
 	// GPUSeconds is the prefill leg's GPU time, carried into the final
 	// result's cost.
 	GPUSeconds float64 `json:"gpu_seconds,omitempty"`
+	// CostUSD is the prefill leg's GPU cost at the prefill worker's own
+	// price: the decode worker adds it to its leg's cost, since pricing
+	// both legs at the decode GPU's rate misprices a split across GPU
+	// generations (the point of splitting). Zero from an older prefill
+	// worker: the decode worker then prices GPUSeconds at its own rate.
+	CostUSD float64 `json:"cost_usd,omitempty"`
 	// Engine carries an engine's own transfer parameters (vLLM's
 	// kv_transfer_params as the prefill response returned them).
 	Engine map[string]any `json:"engine,omitempty"`

@@ -17,7 +17,8 @@ import (
 )
 
 // Disaggregated serving's two legs on a simulated worker
-// (docs/architecture.md, "Disaggregated serving"):
+// (docs/architecture.md, "Disaggregated serving"; at a real engine see
+// legs_remote.go, whose streaming and KV pull differ):
 //
 //   - Prefill (Dispatch.Phase "prefill"): the prompt and its first token,
 //     streamed as chunk 1 when the request streams; the KV stays held here
@@ -120,8 +121,10 @@ func (w *Worker) refusePhase(d schemas.Dispatch) *schemas.Error {
 	if d.Phase == schemas.PhaseDecode && d.Handoff == nil {
 		return schemas.Errf(schemas.CodeInternal, "", "decode dispatch for worker %s carries no KV handle", w.cfg.ID)
 	}
-	if d.Phase != schemas.PhaseBoth && (w.remote != nil || w.cfg.Instant) {
-		return schemas.Errf(schemas.CodeBackendError, "", "worker %s (%s backend) does not run split %s legs yet", w.cfg.ID, w.backendName(), d.Phase)
+	// The simulated engine and real engines run legs (legs_remote.go);
+	// the zero-time backend has no KV to hand off.
+	if d.Phase != schemas.PhaseBoth && w.cfg.Instant {
+		return schemas.Errf(schemas.CodeBackendError, "", "worker %s (%s backend) does not run split %s legs", w.cfg.ID, w.backendName(), d.Phase)
 	}
 	return nil
 }
@@ -155,7 +158,7 @@ func (w *Worker) completePrefill(ctx context.Context, j *job, f engine.Finished)
 		Worker: w.cfg.ID, Link: w.cfg.Link, DecodeWorker: j.d.DecodeWorker,
 		PromptTokens: f.PromptTokens, CachedTokens: f.CachedTokens, Blocks: blocks, BlockHashes: a.BlockHashes,
 		FirstToken: first, FirstTokenAt: j.d.PlacedAt.Add(f.FirstTokenAt.Sub(f.Arrival)),
-		ExpiresAt: now.Add(w.cfg.KVHold), GPUSeconds: f.GPUSeconds,
+		ExpiresAt: now.Add(w.cfg.KVHold), GPUSeconds: f.GPUSeconds, CostUSD: w.eng.CostUSD(f.GPUSeconds),
 	}
 	if j.resumed.tokens > 0 && !j.resumed.firstAt.IsZero() {
 		h.FirstTokenAt = j.resumed.firstAt // what the client saw first
@@ -463,6 +466,7 @@ func (w *Worker) completeDecode(ctx context.Context, j *job, f engine.Finished) 
 		text = SimulatedText(a.Request.ID, a.Model, k+generated)
 	}
 	gpu := f.GPUSeconds + h.GPUSeconds
+	cost := w.eng.CostUSD(f.GPUSeconds) + prefillCost(h, w.eng.CostUSD)
 	res := schemas.Result{
 		ID: a.Request.ID, Tenant: a.Tenant, Status: schemas.StatusOK, Model: a.Model, Text: text, FinishReason: "length",
 		Usage: schemas.Usage{PromptTokens: a.PromptTokens, CompletionTokens: generated + k, CachedTokens: h.CachedTokens},
@@ -471,9 +475,8 @@ func (w *Worker) completeDecode(ctx context.Context, j *job, f engine.Finished) 
 			TotalMs: ms(firstToken + gap + decode),
 		},
 		WorkerID: w.cfg.ID, GPU: w.replica.GPU.Name, Simulated: true, Priority: a.Priority, Attempt: a.Attempt,
-		// Both legs' GPU time, priced at this worker's rate: the handle
-		// does not carry the prefill GPU's price.
-		GPUSeconds: gpu, CostUSD: w.eng.CostUSD(gpu), FinishedAt: finished,
+		// Both legs' GPU time, each leg priced at its own GPU's rate.
+		GPUSeconds: gpu, CostUSD: cost, FinishedAt: finished,
 	}
 	if a.Attempt > 0 {
 		res.Reliability = &schemas.Reliability{ResumedFromSeq: j.resumed.seq, ResumedTokens: k, LostWorkers: a.ExcludeWorkers}
@@ -485,4 +488,15 @@ func (w *Worker) completeDecode(ctx context.Context, j *job, f engine.Finished) 
 		w.flush(j.tokens, true)
 	}
 	w.finish(ctx, j.d, j.msg, res)
+}
+
+// prefillCost is what a handle's prefill leg cost: its CostUSD, priced by
+// the prefill worker at its own GPU's rate, or, from a prefill worker that
+// predates the field (CostUSD zero with GPU time spent), its GPU-seconds at
+// this worker's rate (price), the best estimate left.
+func prefillCost(h *schemas.KVHandle, price func(gpuSeconds float64) float64) float64 {
+	if h.CostUSD > 0 || h.GPUSeconds <= 0 {
+		return h.CostUSD
+	}
+	return price(h.GPUSeconds)
 }

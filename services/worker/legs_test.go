@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/switchyard-ai/switchyard/internal/core/catalog"
 	"github.com/switchyard-ai/switchyard/internal/testkit/bustest"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/svc"
@@ -179,6 +181,12 @@ func TestTwoLegs(t *testing.T) {
 	}
 	if res.GPUSeconds <= kv.GPUSeconds || res.Timing.TTFTMs <= 0 || res.Timing.ITLMs <= 0 {
 		t.Fatalf("gpu %.4f (prefill %.4f), ttft %.1f ms, itl %.2f ms", res.GPUSeconds, kv.GPUSeconds, res.Timing.TTFTMs, res.Timing.ITLMs)
+	}
+	// Each leg priced by its own worker: the handle's cost from the
+	// prefill worker, the decode leg's at this worker's rate.
+	if h100, _ := catalog.Default().GPU("h100"); kv.CostUSD <= 0 ||
+		math.Abs(res.CostUSD-((res.GPUSeconds-kv.GPUSeconds)/3600*h100.PricePerHour+kv.CostUSD)) > 1e-12 {
+		t.Fatalf("cost $%.9f (handle $%.9f) over %.4f GPU-s: want the decode leg's cost plus the handle's", res.CostUSD, kv.CostUSD, res.GPUSeconds)
 	}
 	for _, w := range []string{"p1", "d1"} {
 		if n := ackPending(ctx, t, env.JS, w); n != 0 {
