@@ -32,12 +32,19 @@ func decodeSequence(s engine.Sequence, remaining int) engine.Sequence {
 }
 
 // engineHoldsKV reports whether the engine still holds id's KV for a pull.
-// Callers hold w.mu.
-func (w *Worker) engineHoldsKV(id string) bool { return w.eng.HoldsKV(id) }
+// A real engine cannot be asked: vLLM keeps the blocks until its decode
+// instance reads them or its abort timeout, which the worker's hold stays
+// under (legs_remote.go), so within the hold it does. Callers hold w.mu.
+func (w *Worker) engineHoldsKV(id string) bool { return w.remote != nil || w.eng.HoldsKV(id) }
 
 // engineReleaseKV frees the KV held for id (its blocks stay cached as
-// prefix blocks). Callers hold w.mu.
-func (w *Worker) engineReleaseKV(id string) { w.eng.ReleaseKV(id) }
+// prefix blocks). A real engine frees its own, once read or timed out.
+// Callers hold w.mu.
+func (w *Worker) engineReleaseKV(id string) {
+	if w.remote == nil {
+		w.eng.ReleaseKV(id)
+	}
+}
 
 // prefillBlocks is how many KV blocks a finished prefill holds.
 func (w *Worker) prefillBlocks(f engine.Finished) int { return f.HeldBlocks }

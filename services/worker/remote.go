@@ -98,6 +98,10 @@ func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.
 	}
 	w.mu.Lock()
 	_, running := r.cancels[a.Request.ID]
+	// A prefill leg whose KV waits for its pull holds its dispatch in
+	// w.held, not in cancels (legs_remote.go): a redelivery of it is left
+	// alone as a running one is.
+	running = running || w.heldPrefill(d)
 	if !running {
 		r.cancels[a.Request.ID] = stop
 		r.msgs[a.Request.ID] = m
@@ -153,144 +157,206 @@ func (w *Worker) runRemote(ctx context.Context, d schemas.Dispatch, m jetstream.
 			w.handBack(d, m, "the engine is stalled: not sent to it", nil)
 			return
 		}
-		resumed, ok := w.resumePoint(ctx, d, m)
-		if !ok {
-			return
-		}
-		if resumed.seq > 0 && (resumed.done || (a.Request.MaxTokens > 0 && resumed.tokens >= a.Request.MaxTokens)) {
-			w.answerFromRecord(ctx, d, m, resumed, false)
-			return
-		}
-		req := openai.Request{Model: w.engineModel(a.Model), Messages: a.Request.Messages, Prompt: a.Request.Prompt,
-			MaxTokens: a.Request.MaxTokens, Temperature: a.Request.Temperature, Seed: a.Request.Seed,
-			TopP: a.Request.TopP, Stop: a.Request.Stop, ResponseFormat: a.Request.ResponseFormat, Tools: a.Request.Tools}
-		if resumed.seq > 0 {
-			if e := resumeRemote(&req, resumed); e != nil {
-				w.finish(ctx, d, m, svc.ErrorResult(a.Request.ID, a.Tenant, a.Priority, e, w.sh.Now()))
-				return
-			}
-		}
-		var ts *tokenStream
-		if a.Request.Stream {
-			ts = newTokenStream(&a)
-			ts.continueFrom(resumed)
-		}
-		w.ensureLoaded(rctx, req.Model)
-		r.noteProgress(w.sh.Now()) // a load is not the engine's silence
-		first := true
-		var firstAt time.Time
-		w.mu.Lock()
-		sentAt := w.sh.Now()
-		r.busy.start(a.Request.ID, sentAt)
-		w.mu.Unlock()
-		res, err := r.client.Generate(rctx, req, func(text string) {
-			r.noteProgress(w.sh.Now())
-			if first {
-				first = false
-				firstAt = w.sh.Now()
-				w.mu.Lock()
-				delete(r.unprefilled, a.Request.ID) // prefilled: decoding now
-				w.mu.Unlock()
-			}
-			// Each piece is one token for vLLM and Ollama, which stream
-			// token by token; chunks group them as the simulated path does.
-			if ts != nil && ts.add(text, 1, w.sh.Now()) {
-				w.flush(ts, false)
-			}
-		})
-		now := w.sh.Now()
-		w.mu.Lock()
-		busySeconds := r.busy.end(a.Request.ID, now)
-		w.mu.Unlock()
-		r.noteProgress(now)
-		if err != nil && stalledCause(rctx) {
-			w.handBack(d, m, "the engine stalled under it", ts)
-			return
-		}
-		if err != nil && drainedCause(rctx) {
-			w.handBackDrained(d, m, ts)
-			return
-		}
-		if err != nil && rctx.Err() == nil && (unreachable(err) || errors.Is(err, io.ErrUnexpectedEOF)) {
-			// The engine died under the request. Its answer is lost with
-			// the engine's KV cache, and this worker is no better placed
-			// than any other to redo it: the worker goes silent while its
-			// engine is down (see heartbeats), the router's breaker treats
-			// it as lost and re-places its work under the retry budget,
-			// and this dispatch is neither answered nor acked, so a router
-			// that takes over still finds it in flight. Redelivered later,
-			// the ledger check at the top of onDispatch skips it once the
-			// re-placed attempt has answered.
-			w.mu.Lock()
-			w.noteReachability(err)
-			w.remote.engine.down = true
-			w.mu.Unlock()
-			w.sh.Emit(schemas.Event{Kind: "engine_lost", RequestID: a.Request.ID, Tenant: a.Tenant, WorkerID: w.cfg.ID,
-				Reason: "engine " + r.client.BaseURL + " stopped answering mid-request: " + err.Error(),
-				Fields: map[string]any{"chunks_streamed": chunksOf(ts), "attempt": a.Attempt}})
-			m.NakWithDelay(engineLostRedelivery)
-			return
-		}
-		if ts != nil {
-			w.flush(ts, true)
-		}
-		aborted = err != nil && rctx.Err() != nil
-		if err != nil {
-			code, msg := schemas.CodeBackendError, "backend "+r.client.BaseURL+": "+err.Error()
-			switch {
-			case errors.Is(rctx.Err(), context.DeadlineExceeded):
-				code, msg = schemas.CodeDeadlineExceeded, "deadline passed while the backend was generating"
-			case errors.Is(rctx.Err(), context.Canceled):
-				code, msg = schemas.CodeCancelled, "cancelled while the backend was generating"
-			}
-			out := svc.ErrorResult(a.Request.ID, a.Tenant, a.Priority, &schemas.Error{Code: code, Message: msg}, now)
-			out.WorkerID, out.GPU = w.cfg.ID, w.replica.GPU.Name
-			w.finish(ctx, d, m, out)
-			return
-		}
-		queue := sentAt.Sub(a.SubmittedAt) // placement, transit, a slot here, a load
-		itl := 0.0
-		if res.CompletionTokens > 1 {
-			itl = float64((res.Total - res.TTFT).Microseconds()) / 1000 / float64(res.CompletionTokens-1)
-		}
-		// GPU time is this request's share of the engine's busy time, not
-		// its wall time: n generations at once share the GPU, and wall
-		// time × TP each counted the GPU n times (busyMeter).
-		gpuSec := busySeconds * float64(max(1, w.cfg.TP))
-		usage := schemas.Usage{PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens, CachedTokens: res.CachedTokens}
-		// Time to first token is from submission to the first token's
-		// chunk: the queue before placement, the dispatch's transit, the
-		// wait for a slot here, a weight load and the engine's own time to
-		// first token — the engine's figure alone left out all but the last.
-		if firstAt.IsZero() {
-			firstAt = now // nothing streamed: the answer's first token came with its end
-		}
-		text, ttft := res.Text, firstAt.Sub(a.SubmittedAt)
-		var rel *schemas.Reliability
-		if k := resumed.tokens; resumed.seq > 0 {
-			// The engine was sent the streamed text as prompt: it counted
-			// it as prompt tokens, and prefilled it in its time to first
-			// token, which is the re-prefill's measured price.
-			text = resumed.text + res.Text
-			usage.PromptTokens = max(0, res.PromptTokens-k)
-			usage.CompletionTokens = res.CompletionTokens + k
-			ttft = resumed.firstAt.Sub(a.SubmittedAt)
-			rel = &schemas.Reliability{ResumedFromSeq: resumed.seq, ResumedTokens: k, ReprefillTokens: res.PromptTokens - res.CachedTokens,
-				ReprefillGPUSeconds: res.TTFT.Seconds() * float64(max(1, w.cfg.TP)), LostWorkers: a.ExcludeWorkers}
-		}
-		out := schemas.Result{
-			ID: a.Request.ID, Tenant: a.Tenant, Status: schemas.StatusOK, Model: a.Model, Text: text,
-			FinishReason: res.FinishReason, Reliability: rel,
-			Usage:    usage,
-			Timing:   schemas.Timing{QueueMs: ms(queue), TTFTMs: ms(ttft), ITLMs: itl, TotalMs: ms(now.Sub(a.SubmittedAt))},
-			WorkerID: w.cfg.ID, GPU: w.replica.GPU.Name, Simulated: false, Priority: a.Priority, Attempt: a.Attempt,
-			GPUSeconds: gpuSec, CostUSD: busySeconds / 3600 * w.replica.PricePerHour(), FinishedAt: now,
-		}
-		dl := a.Deadline
-		out.Deadline = &dl
-		out.SLOMet = sloMet(&a, ttft, itl, now)
-		w.finish(ctx, d, m, out)
+		aborted = w.generateRemote(ctx, rctx, d, m)
 	}()
+}
+
+// generateRemote runs one dispatch at the engine and answers it (a result,
+// a KV handle, or the dispatch handed back), reporting whether the engine's
+// generation was aborted (a cancel or the deadline) so the caller can audit
+// the engine after it. A prefill leg goes to remotePrefill; a decode leg is
+// the aggregated request with its KV handle's engine parameters
+// (remoteDecodeLeg, legs_remote.go).
+func (w *Worker) generateRemote(ctx, rctx context.Context, d schemas.Dispatch, m jetstream.Msg) (aborted bool) {
+	r := w.remote
+	a := d.Admitted
+	var leg *decodeLeg
+	switch d.Phase {
+	case schemas.PhasePrefill:
+		return w.remotePrefill(ctx, rctx, d, m)
+	case schemas.PhaseDecode:
+		var ok bool
+		if leg, ok = w.remoteDecodeLeg(ctx, d, m); !ok {
+			return false
+		}
+	}
+	resumed, ok := w.resumePoint(ctx, d, m)
+	if !ok {
+		return false
+	}
+	if resumed.seq > 0 && (resumed.done || (a.Request.MaxTokens > 0 && resumed.tokens >= a.Request.MaxTokens)) {
+		w.answerFromRecord(ctx, d, m, resumed, false)
+		return false
+	}
+	req, e := w.remoteRequest(a, resumed)
+	if e != nil {
+		w.finish(ctx, d, m, svc.ErrorResult(a.Request.ID, a.Tenant, a.Priority, e, w.sh.Now()))
+		return false
+	}
+	if leg != nil {
+		req.KVTransferParams, req.RequestID = leg.params, leg.requestID
+	}
+	var ts *tokenStream
+	if a.Request.Stream {
+		ts = newTokenStream(&a)
+		ts.continueFrom(resumed)
+	}
+	w.ensureLoaded(rctx, req.Model)
+	r.noteProgress(w.sh.Now()) // a load is not the engine's silence
+	first := true
+	var firstAt time.Time
+	w.mu.Lock()
+	sentAt := w.sh.Now()
+	r.busy.start(a.Request.ID, sentAt)
+	w.mu.Unlock()
+	res, err := r.client.Generate(rctx, req, func(text string) {
+		r.noteProgress(w.sh.Now())
+		if first {
+			first = false
+			firstAt = w.sh.Now()
+			w.mu.Lock()
+			delete(r.unprefilled, a.Request.ID) // prefilled: decoding now
+			w.mu.Unlock()
+		}
+		// Each piece is one token for vLLM and Ollama, which stream
+		// token by token; chunks group them as the simulated path does.
+		if ts != nil && ts.add(text, 1, w.sh.Now()) {
+			w.flush(ts, false)
+		}
+	})
+	now := w.sh.Now()
+	w.mu.Lock()
+	busySeconds := r.busy.end(a.Request.ID, now)
+	w.mu.Unlock()
+	r.noteProgress(now)
+	if err != nil {
+		return w.remoteFailed(ctx, rctx, d, m, err, ts)
+	}
+	if ts != nil {
+		w.flush(ts, true)
+	}
+	out := w.remoteResult(a, res, resumed, sentAt, firstAt, now, busySeconds)
+	if leg != nil {
+		leg.addPrefill(&out, w.eng.CostUSD)
+	}
+	w.finish(ctx, d, m, out)
+	return false
+}
+
+// remoteRequest is the engine request a dispatch sends: the client's
+// request as admitted, continued after what an earlier attempt streamed
+// (resumeRemote). Both legs of a split request build it here, so the
+// decode instance is asked the question whose KV the prefill instance
+// computed.
+func (w *Worker) remoteRequest(a schemas.Admitted, resumed streamed) (openai.Request, *schemas.Error) {
+	req := openai.Request{Model: w.engineModel(a.Model), Messages: a.Request.Messages, Prompt: a.Request.Prompt,
+		MaxTokens: a.Request.MaxTokens, Temperature: a.Request.Temperature, Seed: a.Request.Seed,
+		TopP: a.Request.TopP, Stop: a.Request.Stop, ResponseFormat: a.Request.ResponseFormat, Tools: a.Request.Tools}
+	if resumed.seq > 0 {
+		if e := resumeRemote(&req, resumed); e != nil {
+			return req, e
+		}
+	}
+	return req, nil
+}
+
+// remoteFailed answers a dispatch whose engine request failed: handed back
+// when the engine stalled or the worker stopped under it, left unacked when
+// the engine died, else an error result. It reports whether the engine's
+// generation was aborted by a cancel or the deadline.
+func (w *Worker) remoteFailed(ctx, rctx context.Context, d schemas.Dispatch, m jetstream.Msg, err error, ts *tokenStream) (aborted bool) {
+	r := w.remote
+	a := d.Admitted
+	if stalledCause(rctx) {
+		w.handBack(d, m, "the engine stalled under it", ts)
+		return false
+	}
+	if drainedCause(rctx) {
+		w.handBackDrained(d, m, ts)
+		return false
+	}
+	if rctx.Err() == nil && (unreachable(err) || errors.Is(err, io.ErrUnexpectedEOF)) {
+		// The engine died under the request. Its answer is lost with
+		// the engine's KV cache, and this worker is no better placed
+		// than any other to redo it: the worker goes silent while its
+		// engine is down (see heartbeats), the router's breaker treats
+		// it as lost and re-places its work under the retry budget,
+		// and this dispatch is neither answered nor acked, so a router
+		// that takes over still finds it in flight. Redelivered later,
+		// the ledger check at the top of onDispatch skips it once the
+		// re-placed attempt has answered.
+		w.mu.Lock()
+		w.noteReachability(err)
+		w.remote.engine.down = true
+		w.mu.Unlock()
+		w.sh.Emit(schemas.Event{Kind: "engine_lost", RequestID: a.Request.ID, Tenant: a.Tenant, WorkerID: w.cfg.ID,
+			Reason: "engine " + r.client.BaseURL + " stopped answering mid-request: " + err.Error(),
+			Fields: map[string]any{"chunks_streamed": chunksOf(ts), "attempt": a.Attempt, "phase": d.Phase}})
+		m.NakWithDelay(engineLostRedelivery)
+		return false
+	}
+	if ts != nil {
+		w.flush(ts, true)
+	}
+	code, msg := schemas.CodeBackendError, "backend "+r.client.BaseURL+": "+err.Error()
+	switch {
+	case errors.Is(rctx.Err(), context.DeadlineExceeded):
+		code, msg = schemas.CodeDeadlineExceeded, "deadline passed while the backend was generating"
+	case errors.Is(rctx.Err(), context.Canceled):
+		code, msg = schemas.CodeCancelled, "cancelled while the backend was generating"
+	}
+	out := svc.ErrorResult(a.Request.ID, a.Tenant, a.Priority, &schemas.Error{Code: code, Message: msg}, w.sh.Now())
+	out.WorkerID, out.GPU = w.cfg.ID, w.replica.GPU.Name
+	w.finish(ctx, d, m, out)
+	return rctx.Err() != nil
+}
+
+// remoteResult is the final result of a generation at the engine: res as
+// the client measured it, sent at sentAt, its first byte at firstAt (zero:
+// nothing streamed), ended now, after busySeconds of the engine's time.
+func (w *Worker) remoteResult(a schemas.Admitted, res openai.Result, resumed streamed, sentAt, firstAt, now time.Time, busySeconds float64) schemas.Result {
+	queue := sentAt.Sub(a.SubmittedAt) // placement, transit, a slot here, a load
+	itl := 0.0
+	if res.CompletionTokens > 1 {
+		itl = float64((res.Total - res.TTFT).Microseconds()) / 1000 / float64(res.CompletionTokens-1)
+	}
+	// GPU time is this request's share of the engine's busy time, not
+	// its wall time: n generations at once share the GPU, and wall
+	// time × TP each counted the GPU n times (busyMeter).
+	gpuSec := busySeconds * float64(max(1, w.cfg.TP))
+	usage := schemas.Usage{PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens, CachedTokens: res.CachedTokens}
+	// Time to first token is from submission to the first token's
+	// chunk: the queue before placement, the dispatch's transit, the
+	// wait for a slot here, a weight load and the engine's own time to
+	// first token — the engine's figure alone left out all but the last.
+	if firstAt.IsZero() {
+		firstAt = now // nothing streamed: the answer's first token came with its end
+	}
+	text, ttft := res.Text, firstAt.Sub(a.SubmittedAt)
+	var rel *schemas.Reliability
+	if k := resumed.tokens; resumed.seq > 0 {
+		// The engine was sent the streamed text as prompt: it counted
+		// it as prompt tokens, and prefilled it in its time to first
+		// token, which is the re-prefill's measured price.
+		text = resumed.text + res.Text
+		usage.PromptTokens = max(0, res.PromptTokens-k)
+		usage.CompletionTokens = res.CompletionTokens + k
+		ttft = resumed.firstAt.Sub(a.SubmittedAt)
+		rel = &schemas.Reliability{ResumedFromSeq: resumed.seq, ResumedTokens: k, ReprefillTokens: res.PromptTokens - res.CachedTokens,
+			ReprefillGPUSeconds: res.TTFT.Seconds() * float64(max(1, w.cfg.TP)), LostWorkers: a.ExcludeWorkers}
+	}
+	out := schemas.Result{
+		ID: a.Request.ID, Tenant: a.Tenant, Status: schemas.StatusOK, Model: a.Model, Text: text,
+		FinishReason: res.FinishReason, Reliability: rel,
+		Usage:    usage,
+		Timing:   schemas.Timing{QueueMs: ms(queue), TTFTMs: ms(ttft), ITLMs: itl, TotalMs: ms(now.Sub(a.SubmittedAt))},
+		WorkerID: w.cfg.ID, GPU: w.replica.GPU.Name, Simulated: false, Priority: a.Priority, Attempt: a.Attempt,
+		GPUSeconds: gpuSec, CostUSD: busySeconds / 3600 * w.replica.PricePerHour(), FinishedAt: now,
+	}
+	dl := a.Deadline
+	out.Deadline = &dl
+	out.SLOMet = sloMet(&a, ttft, itl, now)
+	return out
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -197,6 +197,7 @@ func New(sh *svc.Shell, cfg Config) (*Worker, error) {
 			w.cfg.MaxConcurrent = 64
 		}
 		w.remote = newRemote(w.cfg)
+		warnRemoteHold(sh, w.cfg)
 		simulated = 0
 	default:
 		return nil, fmt.Errorf("worker %s: unknown backend %q (sim or openai)", cfg.ID, cfg.Backend)
