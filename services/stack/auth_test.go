@@ -34,11 +34,15 @@ func (v *violations) handler(_ *nats.Conn, _ *nats.Subscription, err error) {
 	v.mu.Unlock()
 }
 
-func (v *violations) has(subject string) bool {
+func (v *violations) has(subject string) bool { return v.refused("Publish to", subject) }
+
+// refused reports whether the server refused what ("Publish to",
+// "Subscription to") on subject.
+func (v *violations) refused(what, subject string) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for _, s := range v.seen {
-		if strings.Contains(s, `Permissions Violation for Publish to "`+subject+`"`) {
+		if strings.Contains(s, `Permissions Violation for `+what+` "`+subject+`"`) {
 			return true
 		}
 	}
@@ -119,7 +123,9 @@ func TestTenantsCannotTouchServiceConsumers(t *testing.T) {
 	opsJS, _ := bus.JetStream(opsNC)
 	type owned struct{ stream, name string }
 	var consumers []owned
-	for _, name := range []string{subjects.StreamSubmit, subjects.StreamAdmitted, subjects.StreamDispatch, subjects.StreamResults} {
+	// HANDOFFS: the routers' router-handoffs, whose KV handles name every
+	// tenant's split requests and the workers holding their KV.
+	for _, name := range []string{subjects.StreamSubmit, subjects.StreamAdmitted, subjects.StreamDispatch, subjects.StreamResults, subjects.StreamHandoffs} {
 		s, err := opsJS.Stream(ctx, name)
 		if err != nil {
 			t.Fatal(err)
@@ -130,12 +136,14 @@ func TestTenantsCannotTouchServiceConsumers(t *testing.T) {
 		}
 	}
 	admitterResults := subjects.AdmitterResultsConsumer("admitter-1")
-	found := false
+	found, handoffs := false, false
 	for _, c := range consumers {
 		found = found || (c.stream == subjects.StreamResults && c.name == admitterResults)
+		handoffs = handoffs || (c.stream == subjects.StreamHandoffs && c.name == subjects.RouterHandoffsConsumer)
 	}
-	if !found || len(consumers) < 4 {
-		t.Fatalf("service consumers %v: want the admitter's %s on RESULTS among them", consumers, admitterResults)
+	if !found || !handoffs || len(consumers) < 5 {
+		t.Fatalf("service consumers %v: want the admitter's %s on RESULTS and the routers' %s on HANDOFFS among them",
+			consumers, admitterResults, subjects.RouterHandoffsConsumer)
 	}
 
 	// acme tries each, with its replies on its own inbox: no reply may come.
@@ -166,6 +174,18 @@ func TestTenantsCannotTouchServiceConsumers(t *testing.T) {
 	}
 	try("$JS.API.DIRECT.GET."+subjects.StreamResults, []byte(`{"last_by_subj":"sy.result.globex.globex-0"}`))
 	try("$JS.API.STREAM.MSG.GET."+subjects.StreamResults, []byte(`{"last_by_subj":"sy.result.globex.globex-0"}`))
+	// A forged KV handle would send a decode worker to pull from wherever
+	// acme says, for a request of acme's or another tenant's; a forged
+	// pull would release a prefill worker's KV.
+	try(subjects.Handoff("globex", "globex-0"), []byte(`{"request_id":"globex-0","tenant":"globex","worker":"evil"}`))
+	try(subjects.Handoff("acme", "acme-1"), []byte(`{"request_id":"acme-1","tenant":"acme","worker":"evil"}`))
+	try(subjects.KVPullRequest("w1-0"), []byte(`{"request_id":"globex-0","tenant":"globex"}`))
+	try("$JS.API.STREAM.MSG.GET."+subjects.StreamHandoffs, []byte(`{"last_by_subj":"sy.handoff.globex.globex-0"}`))
+	for _, subj := range []string{subjects.HandoffAll(), subjects.Handoff("acme", ">")} {
+		if _, err := acmeNC.SubscribeSync(subj); err != nil {
+			t.Fatal(err)
+		}
+	}
 	try("$JS.API.CONSUMER.CREATE."+subjects.StreamResults+".mine."+subjects.Result("acme", ">"), []byte(`{"stream_name":"RESULTS","config":{"name":"mine","filter_subject":"sy.result.acme.>","deliver_subject":"sy.submit.globex"}}`))
 	if err := acmeNC.Flush(); err != nil {
 		t.Fatal(err)
@@ -181,6 +201,14 @@ func TestTenantsCannotTouchServiceConsumers(t *testing.T) {
 	}
 	if m, err := replies.NextMsg(500 * time.Millisecond); err == nil {
 		t.Fatalf("acme got an answer on %s: %s", m.Subject, m.Data)
+	}
+	for _, subj := range []string{subjects.HandoffAll(), subjects.Handoff("acme", ">")} {
+		for !acmeV.refused("Subscription to", subj) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the server let acme subscribe to %s", subj)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 
 	// The services are untouched and still serving: the admitter's

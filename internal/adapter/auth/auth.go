@@ -100,10 +100,20 @@ func ServicePermissions(service string) (Permissions, error) {
 		pub = []string{subjects.AdmittedAll, subjects.ScheduleAll, subjects.FinalAll, subjects.ResultAll}
 		sub = []string{subjects.SubmitAll, subjects.BatchSubmitAll, subjects.ResultAll, subjects.HeartbeatAll}
 	case "router":
+		// HandoffAll: the routers read KV handles with the shared durable
+		// router-handoffs, a pull consumer on HANDOFFS like theirs on
+		// ADMITTED (the JetStream API and its inbox deliveries are in
+		// jetStreamClient); listed, as ADMITTED is, to say what they read.
+		// They never publish a handle.
 		pub = []string{subjects.DispatchAll, subjects.AdmittedAll, subjects.FinalAll, subjects.JournalAll}
-		sub = []string{subjects.AdmittedAll, subjects.HeartbeatAll, subjects.KVAll, subjects.ResultAll, subjects.EventAll}
+		sub = []string{subjects.AdmittedAll, subjects.HeartbeatAll, subjects.KVAll, subjects.ResultAll, subjects.EventAll, subjects.HandoffAll()}
 	case "worker":
-		pub = []string{subjects.FinalAll, subjects.TokensAll, subjects.HeartbeatAll, subjects.KVAll}
+		// HandoffAll: a prefill leg's KV handle, and a decode leg's failed
+		// pull, are stored on HANDOFFS. The KV pull between workers,
+		// sy.rpc.kvpull.<worker> (served by the prefill worker, requested
+		// by the decode worker), is under RPCAll in common, its answer
+		// under AllowResponses.
+		pub = []string{subjects.FinalAll, subjects.TokensAll, subjects.HeartbeatAll, subjects.KVAll, subjects.HandoffAll()}
 		sub = []string{subjects.DispatchAll}
 	case "gateway":
 		pub = []string{subjects.SubmitAll, subjects.BatchSubmitAll}

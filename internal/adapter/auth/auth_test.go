@@ -256,3 +256,115 @@ func TestTenantIsolation(t *testing.T) {
 		t.Fatal("test ran out of time")
 	}
 }
+
+// TestSplitLegPermissions: under the generated config the services can
+// carry a split request's two legs — a worker stores a KV handle on
+// HANDOFFS, serves sy.rpc.kvpull.<itself> and requests it of another
+// worker, and a router reads the handles with the shared durable
+// router-handoffs — while a tenant can neither forge a handle nor read
+// one (they name other tenants' requests and workers), nor ask a worker
+// for a pull.
+func TestSplitLegPermissions(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	iso := startIsolated(t)
+	ops, _ := iso.connect(t, "ops", "")
+	opsJS, _ := bus.JetStream(ops)
+	if err := subjects.Provision(ctx, opsJS, subjects.StreamOptions{}); err != nil {
+		t.Fatalf("ops provision: %v", err)
+	}
+
+	prefill, errsP := iso.connect(t, "worker", "")
+	decode, errsD := iso.connect(t, "worker", "")
+	prefillJS, _ := bus.JetStream(prefill)
+	h := schemas.KVHandle{RequestID: "r1", Tenant: "a", Worker: "p1", PromptTokens: 4096, Blocks: 256}
+	m := nats.NewMsg(subjects.Handoff("a", "r1"))
+	m.Data = schemas.MustMarshal(schemas.JSON, h)
+	m.Header.Set(schemas.HeaderMsgID, "r1-a0-kv")
+	pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer pcancel()
+	if _, err := prefillJS.PublishMsg(pctx, m); err != nil {
+		t.Fatalf("worker cannot store a KV handle: %v", err)
+	}
+	pulls, err := prefill.Subscribe(subjects.KVPullRequest("p1"), func(m *nats.Msg) { m.Respond([]byte(`{"ok":true}`)) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pulls.Unsubscribe()
+	if err := prefill.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := decode.Request(subjects.KVPullRequest("p1"), []byte(`{"request_id":"r1"}`), 5*time.Second); err != nil || string(rep.Data) != `{"ok":true}` {
+		t.Fatalf("decode worker's KV pull from p1: %v %v", rep, err)
+	}
+
+	router, errsR := iso.connect(t, "router", "")
+	routerJS, _ := bus.JetStream(router)
+	cons, err := routerJS.CreateOrUpdateConsumer(ctx, subjects.StreamHandoffs, jetstream.ConsumerConfig{
+		Durable: subjects.RouterHandoffsConsumer, FilterSubject: subjects.HandoffAll(), AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatalf("router cannot create %s: %v", subjects.RouterHandoffsConsumer, err)
+	}
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for msg := range batch.Messages() {
+		var kv schemas.KVHandle
+		if err := schemas.Unmarshal(schemas.JSON, msg.Data(), &kv); err != nil || kv.RequestID != "r1" || msg.Subject() != subjects.Handoff("a", "r1") {
+			t.Fatalf("router read %s %q (%v)", msg.Subject(), msg.Data(), err)
+		}
+		if err := msg.DoubleAck(ctx); err != nil {
+			t.Fatalf("router cannot ack a handle: %v", err)
+		}
+		got++
+	}
+	if got != 1 || batch.Error() != nil {
+		t.Fatalf("router read %d handles (%v), want the one stored", got, batch.Error())
+	}
+	for name, e := range map[string]*errs{"prefill worker": errsP, "decode worker": errsD, "router": errsR} {
+		e.mu.Lock()
+		for _, err := range e.list {
+			t.Errorf("%s hit an error doing what it may: %v", name, err)
+		}
+		e.mu.Unlock()
+	}
+
+	ncB, errsB := iso.connect(t, "b", InboxPrefix("b"))
+	jsB, _ := bus.JetStream(ncB)
+	t.Run("a tenant cannot forge a handle", func(t *testing.T) {
+		for _, subj := range []string{subjects.Handoff("a", "r1"), subjects.Handoff("b", "mine")} {
+			m := nats.NewMsg(subj)
+			m.Data = schemas.MustMarshal(schemas.JSON, schemas.KVHandle{RequestID: "r1", Tenant: "a", Worker: "evil"})
+			m.Header.Set(schemas.HeaderMsgID, "forged-"+subj)
+			sctx, scancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			_, err := jsB.PublishMsg(sctx, m)
+			scancel()
+			if err == nil {
+				t.Fatalf("b's handle on %s was stored", subj)
+			}
+			errsB.waitFor(t, `Permissions Violation for Publish to "`+subj+`"`)
+		}
+		st, _ := opsJS.Stream(ctx, subjects.StreamHandoffs)
+		if info, _ := st.Info(ctx); info.State.Msgs != 1 {
+			t.Fatalf("HANDOFFS holds %d messages, want only the worker's", info.State.Msgs)
+		}
+	})
+	t.Run("a tenant cannot read handles or ask for a pull", func(t *testing.T) {
+		for _, subj := range []string{subjects.HandoffAll(), subjects.Handoff("a", ">"), subjects.Handoff("b", ">")} {
+			if _, err := ncB.SubscribeSync(subj); err != nil {
+				t.Fatal(err)
+			}
+			errsB.waitFor(t, `Permissions Violation for Subscription to "`+subj+`"`)
+		}
+		for _, api := range []string{"$JS.API.CONSUMER.MSG.NEXT." + subjects.StreamHandoffs + "." + subjects.RouterHandoffsConsumer,
+			"$JS.API.CONSUMER.CREATE." + subjects.StreamHandoffs + ".mine." + subjects.Handoff("b", ">"),
+			"$JS.API.STREAM.MSG.GET." + subjects.StreamHandoffs, subjects.KVPullRequest("p1")} {
+			if _, err := ncB.Request(api, []byte(`{}`), 500*time.Millisecond); err == nil {
+				t.Fatalf("b got an answer from %s", api)
+			}
+			errsB.waitFor(t, `Permissions Violation for Publish to "`+api+`"`)
+		}
+	})
+}
