@@ -181,9 +181,10 @@ func (w *Worker) completePrefill(ctx context.Context, j *job, f engine.Finished)
 		Reason: "prefill leg done; KV held for " + j.d.DecodeWorker,
 		Fields: map[string]any{"attempt": a.Attempt, "blocks": blocks, "prompt_tokens": f.PromptTokens, "cached_tokens": f.CachedTokens,
 			"gpu_seconds": f.GPUSeconds, "expires_at": h.ExpiresAt}})
-	w.mu.Lock()
-	w.done++
-	w.mu.Unlock()
+	// No completion is counted here: CompletedTotal counts requests
+	// finished (one per request, by the leg that publishes its result), as
+	// the simulator counts them and the controller and the admitter's
+	// throughput estimate read them.
 }
 
 // publishHandoff stores a handle on HANDOFFS and waits for the stored ack.

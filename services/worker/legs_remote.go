@@ -216,9 +216,7 @@ func (w *Worker) remotePrefill(ctx, rctx context.Context, d schemas.Dispatch, m 
 		Reason: "prefill leg done at the engine; its KV waits there for " + d.DecodeWorker + "'s engine to read it",
 		Fields: map[string]any{"attempt": a.Attempt, "blocks": blocks, "prompt_tokens": prompt, "cached_tokens": pre.CachedTokens,
 			"gpu_seconds": h.GPUSeconds, "expires_at": h.ExpiresAt, "engine_id": pre.Engine["remote_engine_id"]}})
-	w.mu.Lock()
-	w.done++
-	w.mu.Unlock()
+	// The request completes on its decode leg (see prefillLeg in legs.go).
 	return false
 }
 
