@@ -13,8 +13,8 @@ import (
 
 // subscribeControl applies the controller's per-worker decisions to the
 // engine: speculative decoding on/off (sy.ctl.spec.<id>), batch and token
-// budgets (sy.ctl.budget.<id>) and weight warmth (sy.ctl.warmth.<id>),
-// and answers a scaler's drain request (sy.rpc.drain.<id>).
+// budgets (sy.ctl.budget.<id>), weight warmth (sy.ctl.warmth.<id>) and
+// the role (sy.ctl.role.<id>, role.go), and answers a scaler's drain request (sy.rpc.drain.<id>).
 // The engine decides what each setting means; this only moves bytes. The
 // returned function unsubscribes.
 func (w *Worker) subscribeControl() (func(), error) {
@@ -40,6 +40,9 @@ func (w *Worker) subscribeControl() (func(), error) {
 		return nil, err
 	}
 	if err := add(control.WarmthSubject(w.cfg.ID), w.onWarmth); err != nil {
+		return nil, err
+	}
+	if err := add(control.RoleSubject(w.cfg.ID), w.onRole); err != nil {
 		return nil, err
 	}
 	if err := add(control.DrainSubject(w.cfg.ID), w.onDrain); err != nil {

@@ -106,16 +106,16 @@ func handoffMsgID(id string, attempt int, failed bool) string {
 // take, or that its backend cannot run split: a router placing it here is
 // a configuration error, and a clear result says so rather than running
 // the leg as something else.
-func (w *Worker) refusePhase(d schemas.Dispatch) *schemas.Error {
-	role := w.cfg.Role
-	if role == "" {
-		role = schemas.RoleBoth
-	}
+// The role is the live one (role.go): placed is when the dispatch was
+// stored, so work placed before a role change reached the routers is
+// still served.
+func (w *Worker) refusePhase(d schemas.Dispatch, placed time.Time) *schemas.Error {
+	role, takes := w.legRole(d.Phase, placed)
 	leg := d.Phase
 	if leg == schemas.PhaseBoth {
 		leg = "whole-request"
 	}
-	if !schemas.RoleTakes(w.cfg.Role, d.Phase) {
+	if !takes {
 		return schemas.Errf(schemas.CodeUnplaceable, "", "worker %s has role %s and takes no %s dispatch", w.cfg.ID, role, leg)
 	}
 	if d.Phase == schemas.PhaseDecode && d.Handoff == nil {

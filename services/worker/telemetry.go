@@ -79,13 +79,13 @@ func (w *Worker) Heartbeat() schemas.Heartbeat {
 	if w.remote != nil {
 		hb := w.remoteHeartbeat()
 		hb.KVSeq = w.kvSeq // relayed engine KV events (vllmkv.go) are sequenced here
-		hb.Role, hb.Link = w.cfg.Role, w.cfg.Link
+		hb.Role, hb.Link = w.roles.role, w.cfg.Link
 		return hb
 	}
 	hb := schemas.Heartbeat{
 		V: schemas.Version, WorkerID: w.cfg.ID, Pool: w.cfg.Pool, Backend: "sim", Draining: w.draining,
 		KVSeq: w.kvSeq, Seq: w.hbSeq, SentAt: w.sh.Now(), CompletedTotal: w.done, ErrorsTotal: w.errs,
-		Role: w.cfg.Role, Link: w.cfg.Link,
+		Role: w.roles.role, Link: w.cfg.Link,
 	}
 	w.eng.FillHeartbeat(&hb)
 	return hb

@@ -102,6 +102,9 @@ type Worker struct {
 	done     uint64
 	errs     uint64
 	draining bool
+	// roles is the live role (role.go): Config.Role until the controller
+	// changes it.
+	roles roleState
 	// remote is set for the openai backend.
 	remote *remote
 	// vkv relays a vLLM engine's KV events (vllmkv.go); guarded by mu.
@@ -181,7 +184,7 @@ func New(sh *svc.Shell, cfg Config) (*Worker, error) {
 		return nil, fmt.Errorf("worker %s engine: %w", cfg.ID, err)
 	}
 	w := &Worker{sh: sh, cfg: cfg, replica: rep, eng: eng, inflight: map[string]*job{}, held: map[string]heldKV{}, wake: make(chan struct{}, 1),
-		instant: make(chan struct{}, instantConcurrency)}
+		instant: make(chan struct{}, instantConcurrency), roles: roleState{role: cfg.Role}}
 	w.clock = simClock{real0: sh.Now(), sim0: sh.Now(), speed: cfg.SpeedUp}
 	simulated := 1.0
 	switch cfg.Backend {
@@ -255,6 +258,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	defer stopControl()
+	// After the subscription, so a command sent meanwhile is not missed;
+	// before the consumer, so no dispatch is judged by a stale role.
+	w.restoreRole(ctx)
 	stopKV, err := w.startVLLMKV(ctx)
 	if err != nil {
 		return err
@@ -325,7 +331,7 @@ func (w *Worker) onDispatch(ctx context.Context, m jetstream.Msg) {
 			return
 		}
 	}
-	if e := w.refusePhase(d); e != nil {
+	if e := w.refusePhase(d, storedAt(m, d)); e != nil {
 		res := svc.ErrorResult(id, d.Admitted.Tenant, d.Admitted.Priority, e, w.sh.Now())
 		res.WorkerID = w.cfg.ID
 		w.finish(ctx, d, m, res)
