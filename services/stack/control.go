@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/switchyard-ai/switchyard/internal/core/catalog"
 	"github.com/switchyard-ai/switchyard/internal/core/control"
 	"github.com/switchyard-ai/switchyard/internal/core/perf"
+	"github.com/switchyard-ai/switchyard/internal/driver/sim"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/controller"
 )
@@ -45,34 +47,11 @@ func (s *Stack) Controller() *controller.Controller { return s.ctl }
 func (s *Stack) startControl(cc ControlConfig) error {
 	cfg := cc.Control
 	cfg.Catalog = s.Catalog
-	cfg.Pools = cc.Pools
-	if len(cfg.Pools) == 0 {
-		count := map[string]int{}
-		var order []control.Pool
-		for _, w := range s.cfg.Fleet {
-			rep, err := perf.NewReplica(s.Catalog, w.GPU, w.Model, w.Dtype, max(w.TP, 1))
-			if err != nil {
-				return fmt.Errorf("stack control: %w", err)
-			}
-			// Canonical names, so the pool key matches the heartbeats'.
-			p := control.Pool{GPU: rep.GPU.Name, Model: rep.Model.Name, Dtype: w.Dtype, TP: rep.TP}
-			if count[p.Key()] == 0 {
-				order = append(order, p)
-			}
-			count[p.Key()]++
-		}
-		for _, p := range order {
-			p.Min, p.Max = max(cc.Min, 0), cc.Max
-			if cc.FromZero {
-				p.Min = 0
-			}
-			if p.Max <= 0 {
-				p.Max = max(4, 2*count[p.Key()])
-			}
-			p.Max = max(p.Max, p.Min)
-			cfg.Pools = append(cfg.Pools, p)
-		}
+	pools, links, err := derivePools(cc, s.cfg.Fleet, s.Catalog)
+	if err != nil {
+		return err
 	}
+	cfg.Pools = pools
 	speedUp := s.cfg.SpeedUp
 	if speedUp <= 0 {
 		speedUp = 1 // as the workers read it
@@ -102,7 +81,7 @@ func (s *Stack) startControl(cc ControlConfig) error {
 	sc, err := controller.NewScaler(sh.NC, controller.ScalerConfig{
 		Pools: cfg.Pools,
 		Add: func(p control.Pool) (string, error) {
-			return s.AddWorker(WorkerSpec{GPU: p.GPU, Model: p.Model, Dtype: p.Dtype, TP: p.TP, JoinAfter: load[p.Key()]})
+			return s.AddWorker(scaledWorker(p, cfg, links, load[p.Key()]))
 		},
 		Stop: s.StopWorker,
 		Log:  s.Log.With("service", "scaler"),
@@ -122,4 +101,75 @@ func (s *Stack) startControl(cc ControlConfig) error {
 	s.run("scaler", sc.Run)
 	s.run("controller", ctl.Run)
 	return nil
+}
+
+// derivePools is the pools the controller sizes: cc.Pools, else one per
+// GPU × model × fixed role of the fleet, bounded by [Min, Max]. links is
+// the KV link each pool's fleet workers name, by pool key, so the workers
+// the scaler adds can take split legs as their pool's first ones do.
+func derivePools(cc ControlConfig, fleet []WorkerSpec, cat *catalog.Catalog) ([]control.Pool, map[string]string, error) {
+	links := map[string]string{}
+	count := map[string]int{}
+	var order []control.Pool
+	for _, w := range fleet {
+		rep, err := perf.NewReplica(cat, w.GPU, w.Model, w.Dtype, max(w.TP, 1))
+		if err != nil {
+			return nil, nil, fmt.Errorf("stack control: %w", err)
+		}
+		// Canonical names, so the pool key matches the heartbeats'; a
+		// fixed role is its own pool (control.HeartbeatPool), sized for
+		// its phase.
+		p := control.Pool{GPU: rep.GPU.Name, Model: rep.Model.Name, Dtype: w.Dtype, TP: rep.TP}
+		if control.FixedRole(w.Role) {
+			p.Role = w.Role
+		}
+		if count[p.Key()] == 0 {
+			order = append(order, p)
+		}
+		count[p.Key()]++
+		if w.Link != "" && links[p.Key()] == "" {
+			links[p.Key()] = w.Link
+		}
+	}
+	if len(cc.Pools) > 0 {
+		return cc.Pools, links, nil
+	}
+	var pools []control.Pool
+	for _, p := range order {
+		p.Min, p.Max = max(cc.Min, 0), cc.Max
+		if cc.FromZero {
+			p.Min = 0
+		}
+		if p.Max <= 0 {
+			p.Max = max(4, 2*count[p.Key()])
+		}
+		p.Max = max(p.Max, p.Min)
+		pools = append(pools, p)
+	}
+	return pools, links, nil
+}
+
+// scaledWorker is the worker the local scaler starts for pool p. A pool
+// with a fixed role starts its workers with that role and a link: the
+// pool's own fleet link, else sim.DefaultRoleLink, as the simulator's
+// autoscaler does (a prefill or decode worker without a link could take
+// no work at all). A pool of whole requests keeps its fleet link, and
+// gets the default one where role pools run beside it or the controller
+// assigns roles: the controller turns only workers with a link.
+func scaledWorker(p control.Pool, cfg control.Config, links map[string]string, joinAfter time.Duration) WorkerSpec {
+	spec := WorkerSpec{GPU: p.GPU, Model: p.Model, Dtype: p.Dtype, TP: p.TP, JoinAfter: joinAfter, Link: links[p.Key()]}
+	if control.FixedRole(p.Role) {
+		spec.Role = p.Role
+	}
+	if spec.Link != "" {
+		return spec
+	}
+	split := spec.Role != "" || cfg.AssignRoles
+	for _, o := range cfg.Pools {
+		split = split || control.FixedRole(o.Role)
+	}
+	if split {
+		spec.Link = sim.DefaultRoleLink
+	}
+	return spec
 }
