@@ -16,6 +16,8 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/adapter/bus"
 	"github.com/switchyard-ai/switchyard/internal/adapter/config"
 	"github.com/switchyard-ai/switchyard/internal/core/catalog"
+	"github.com/switchyard-ai/switchyard/internal/driver/sim"
+	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/stack"
 	"github.com/switchyard-ai/switchyard/services/svc"
 	"github.com/switchyard-ai/switchyard/subjects"
@@ -67,18 +69,30 @@ func parseFleet(s, model, dtype string) ([]stack.WorkerSpec, error) {
 	if s == "" {
 		return nil, nil
 	}
+	// A role fixes a pool's phases (h100:1@prefill,a100-80g:2@decode);
+	// such workers get the link disaggregated deployments run over, and
+	// so do the role-both workers beside them, so any may take a leg.
+	roles := strings.Contains(s, "@")
 	for _, part := range strings.Split(s, ",") {
+		part, role, _ := strings.Cut(strings.TrimSpace(part), "@")
+		if !schemas.ValidRole(role) {
+			return nil, fmt.Errorf("fleet entry %q: role %q, want prefill, decode or both", part, role)
+		}
 		gpu, n := part, 1
 		if i := strings.IndexByte(part, ':'); i >= 0 {
 			gpu = part[:i]
 			v, err := strconv.Atoi(part[i+1:])
 			if err != nil || v < 0 {
-				return nil, fmt.Errorf("fleet entry %q: want gpu:count", part)
+				return nil, fmt.Errorf("fleet entry %q: want gpu:count[@role]", part)
 			}
 			n = v
 		}
+		link := ""
+		if roles {
+			link = sim.DefaultRoleLink
+		}
 		for i := 0; i < n; i++ {
-			out = append(out, stack.WorkerSpec{GPU: strings.TrimSpace(gpu), Model: model, Dtype: dtype, TP: 1})
+			out = append(out, stack.WorkerSpec{GPU: strings.TrimSpace(gpu), Model: model, Dtype: dtype, TP: 1, Role: role, Link: link})
 		}
 	}
 	return out, nil
@@ -89,7 +103,7 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 	listen := fs.String("listen", "127.0.0.1:4222", "NATS address for outside clients")
 	store := fs.String("store", "", "JetStream store directory (default: temp)")
 	workers := fs.Int("workers", 3, "number of simulated workers (default GPU h100)")
-	fleetFlag := fs.String("fleet", "", "fleet as gpu:count,... (overrides --workers), e.g. h100:2,a100-80g:2")
+	fleetFlag := fs.String("fleet", "", "fleet as gpu:count[@role],... (overrides --workers), e.g. h100:2,a100-80g:2, or h100:1@prefill,a100-80g:2@decode to split prompts from decodes")
 	model := fs.String("model", "llama-3.1-8b", "model the workers serve")
 	metricsAddr := fs.String("metrics", "127.0.0.1:9100", "Prometheus /metrics address (empty = off)")
 	speed := fs.Float64("speedup", 1, "simulated GPU speed-up over real time")
