@@ -294,6 +294,14 @@ func (w *Worker) pullAndDecode(ctx context.Context, j *job) {
 	id := a.Request.ID
 	transfer := time.Duration(d.TransferSeconds * float64(time.Second))
 	realTransfer := time.Duration(float64(transfer) / w.cfg.SpeedUp)
+	if len(h.Engine) > 0 {
+		// A real engine's prefill (vLLM's kv_transfer_params): its KV sits
+		// in that engine's memory, which a simulated engine cannot read.
+		// Decoding here would invent the answer; the router re-places it.
+		w.failDecode(ctx, j, schemas.Errf(schemas.CodeWorkerFailed, h.Worker,
+			"%s: simulated worker %s cannot decode from %s's handle: its KV is in a real engine (kv_transfer_params)", PullEngineMismatch, w.cfg.ID, h.Worker))
+		return
+	}
 	if e := w.pullKV(ctx, h, realTransfer); e != nil {
 		w.failDecode(ctx, j, e)
 		return

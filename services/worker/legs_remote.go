@@ -83,6 +83,11 @@ const vLLMNixlAbortTimeout = 480 * time.Second
 // worker got a handle it has no engine parameters to decode from.
 const PullNoEngineParams = "kv_no_engine_params"
 
+// PullEngineMismatch starts a failed handle's message when a simulated
+// decode worker is handed a real engine's KV (the mirror of
+// PullNoEngineParams).
+const PullEngineMismatch = "kv_engine_mismatch"
+
 // legRequestID is the X-Request-Id both legs of one attempt send: vLLM's
 // NixlConnector versions without remote_request_id pair the legs by it.
 // The attempt keeps a re-placed request's legs from reusing an id a vLLM

@@ -210,6 +210,18 @@ func TestTwoLegs(t *testing.T) {
 		t.Fatalf("d1: %d dispatches unacked after the failed pull was stored", n)
 	}
 
+	// A real engine's handle (vLLM's kv_transfer_params) cannot be decoded
+	// by a simulated engine: the leg fails back to the router.
+	real := kv
+	real.RequestID, real.Engine = "split-3", map[string]any{"do_remote_prefill": true, "remote_engine_id": "vllm-p"}
+	adm4 := adm2
+	adm4.Request.ID = "split-3"
+	publishDispatch(t, env.JS, schemas.Dispatch{Admitted: adm4, WorkerID: "d1", PlacedAt: time.Now(), Phase: schemas.PhaseDecode, Handoff: &real}, "split-3-a0-d")
+	h.wait(t, "failed handle (engine mismatch)", func() bool { return len(h.handles) == 3 })
+	if f := h.handles[2]; f.Failed == nil || !strings.HasPrefix(f.Failed.Message, PullEngineMismatch) || f.RequestID != "split-3" {
+		t.Fatalf("failed handle %+v (failed %+v)", f, f.Failed)
+	}
+
 	// A whole request on a prefill-only worker is refused with a result.
 	adm3 := adm2
 	adm3.Request.ID = "whole-1"
