@@ -318,6 +318,7 @@ func (w *Worker) pullAndDecode(ctx context.Context, j *job) {
 	seq := decodeSequence(engine.Sequence{
 		ID: id, PromptTokens: h.PromptTokens, BlockHashes: a.BlockHashes,
 		Priority: engine.PriorityOf(a.Priority), Critical: a.Priority == schemas.PriorityCritical,
+		TPOTTarget: time.Duration(a.TPOTTargetMs * float64(time.Millisecond)),
 	}, remaining)
 	w.mu.Lock()
 	if w.inflight[id] != j {

@@ -179,7 +179,7 @@ func New(sh *svc.Shell, cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker %s: %w", cfg.ID, err)
 	}
-	eng, err := engine.New(engine.Config{Replica: rep, MaxBatch: cfg.MaxBatch, InitialWeights: cfg.InitialWeights})
+	eng, err := engine.New(engine.Config{Replica: rep, MaxBatch: cfg.MaxBatch, InitialWeights: cfg.InitialWeights, TargetStepCap: true})
 	if err != nil {
 		return nil, fmt.Errorf("worker %s engine: %w", cfg.ID, err)
 	}
@@ -418,6 +418,7 @@ func (w *Worker) onDispatch(ctx context.Context, m jetstream.Msg) {
 		MaxTokens:    d.Admitted.Request.MaxTokens,
 		Priority:     engine.PriorityOf(d.Admitted.Priority),
 		Critical:     d.Admitted.Priority == schemas.PriorityCritical,
+		TPOTTarget:   time.Duration(d.Admitted.TPOTTargetMs * float64(time.Millisecond)),
 	}
 	var err error
 	if resumed.tokens > 0 {

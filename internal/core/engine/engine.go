@@ -47,6 +47,10 @@ const (
 	// a fifth to spare for prediction error and the odd uncapped step (the
 	// one that emits its first token).
 	DefaultCriticalStepTime = 40 * time.Millisecond
+	// StepTargetShare is the share of a decoding sequence's TPOT target a
+	// step may take under Config.TargetStepCap: the critical cap's 40 of
+	// 50 ms, the same fifth to spare.
+	StepTargetShare = 0.8
 )
 
 // SpecConfig configures speculative decoding (gpu-model.md §8). Each step a
@@ -83,10 +87,20 @@ type Config struct {
 	// on an H100), while decodes of long contexts can fill the step alone.
 	// 0 means DefaultCriticalStepTime; negative disables the cap.
 	CriticalStepTime time.Duration
-	ChunkSize        int // largest prefill chunk per sequence per step; 0 = TokenBudget
-	MemUtil          float64
-	KVBlocks         int // override; 0 = computed from the replica and MemUtil
-	Spec             SpecConfig
+	// TargetStepCap extends that cap to every class, from the targets the
+	// sequences carry (Sequence.TPOTTarget): the step is capped at
+	// StepTargetShare of the tightest TPOT target decoding, so the prefill
+	// chunks beside a sequence cannot stretch its inter-token latency past
+	// its own target — Sarathi-Serve's stall-free token budget, taken from
+	// the targets running rather than one fleet-wide number (issue 27).
+	// Switchyard's workers run with it; an engine that takes no per-step
+	// budget (vLLM's fixed max_num_batched_tokens), as the simulator
+	// models the baselines' engines, runs without.
+	TargetStepCap bool
+	ChunkSize     int // largest prefill chunk per sequence per step; 0 = TokenBudget
+	MemUtil       float64
+	KVBlocks      int // override; 0 = computed from the replica and MemUtil
+	Spec          SpecConfig
 	// InitialWeights is a schemas.Weight* state; empty means hot.
 	InitialWeights string
 }
@@ -108,6 +122,10 @@ type Sequence struct {
 	// Critical marks a latency-critical sequence: while one decodes, steps
 	// are capped at Config.CriticalStepTime.
 	Critical bool
+	// TPOTTarget is the sequence's mean time per output token target (0
+	// for none). With Config.TargetStepCap, while it decodes, steps are
+	// capped at StepTargetShare of it.
+	TPOTTarget time.Duration
 
 	// PrefillOnly is the prefill leg of a disaggregated request (issue 28,
 	// phases.go): the sequence prefills its prompt, produces its first

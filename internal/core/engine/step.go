@@ -81,9 +81,18 @@ func (e *Engine) planStep(k int) bool {
 	e.capSec = 0
 	if c := e.cfg.CriticalStepTime; c > 0 {
 		for _, s := range e.running {
-			if s.decoding && s.Critical {
-				e.capSec = c.Seconds()
-				break
+			if !s.decoding {
+				continue
+			}
+			limit := 0.0
+			if s.Critical {
+				limit = c.Seconds()
+			}
+			if t := s.TPOTTarget; e.cfg.TargetStepCap && t > 0 && (limit == 0 || StepTargetShare*t.Seconds() < limit) {
+				limit = StepTargetShare * t.Seconds()
+			}
+			if limit > 0 && (e.capSec == 0 || limit < e.capSec) {
+				e.capSec = limit
 			}
 		}
 	}

@@ -471,6 +471,7 @@ func (a *autoscaler) ready(r *runner, k int) {
 	eng, err := engine.New(engine.Config{
 		Replica: s.pool.rep, MaxBatch: r.cfg.MaxBatch, TokenBudget: r.cfg.TokenBudget,
 		KVBlocks: r.cfg.KVBlocks, Spec: engine.SpecConfig{Seed: uint64(r.cfg.Seed) + uint64(n)},
+		TargetStepCap: r.pol.EngineTargets,
 	})
 	if err != nil {
 		// The same replica built the initial fleet's engines: unreachable

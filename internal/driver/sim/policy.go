@@ -22,6 +22,11 @@ type Policy struct {
 	// queue and defers batch work while the fleet is busy. The baselines
 	// run without it, each with only the admission its own system has.
 	Admission bool
+	// EngineTargets runs the workers' engines with Switchyard's per-step
+	// budget from the running sequences' TPOT targets
+	// (engine.Config.TargetStepCap); the baselines' engines, vLLM's fixed
+	// token budget, run without it.
+	EngineTargets bool
 }
 
 // PolicyNames lists the policies NewPolicy knows, ablations included.
@@ -42,5 +47,6 @@ func NewPolicy(name string, pred *perf.Predictor) (Policy, error) {
 	if err != nil {
 		return Policy{}, fmt.Errorf("sim: %w (known: %s)", err, strings.Join(PolicyNames(), ", "))
 	}
-	return Policy{Name: name, Policy: p, Admission: name == "switchyard" || strings.HasPrefix(name, "switchyard-no-")}, nil
+	ours := name == "switchyard" || strings.HasPrefix(name, "switchyard-no-")
+	return Policy{Name: name, Policy: p, Admission: ours, EngineTargets: ours}, nil
 }

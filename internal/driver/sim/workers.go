@@ -55,6 +55,7 @@ func (r *runner) newWorker(gpu, model string, tp int, id, role, link string) (*s
 	eng, err := engine.New(engine.Config{
 		Replica: rep, MaxBatch: r.cfg.MaxBatch, TokenBudget: r.cfg.TokenBudget,
 		KVBlocks: r.cfg.KVBlocks, Spec: engine.SpecConfig{Seed: uint64(r.cfg.Seed) + uint64(len(r.ws))},
+		TargetStepCap: r.pol.EngineTargets,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sim: %w", err)
@@ -112,6 +113,7 @@ func (r *runner) deliver(i, attempt int32) {
 		ID: q.ID, PromptTokens: q.PromptTokens, BlockHashes: q.BlockHashes,
 		MaxTokens: q.OutputTokens, Arrival: at(r.now),
 		Priority: engine.PriorityOf(adm.Priority), Critical: adm.Priority == schemas.PriorityCritical,
+		TPOTTarget: time.Duration(adm.TPOTTargetMs * float64(time.Millisecond)),
 	}
 	switch st.phase {
 	case schemas.PhasePrefill:
