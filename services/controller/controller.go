@@ -271,7 +271,7 @@ func (c *Controller) publish(d control.Decision) {
 	for _, ch := range d.Changes {
 		ev := schemas.Event{Kind: ch.Kind, Reason: ch.Reason, At: d.At,
 			Fields: map[string]any{"target": ch.Target, "from": ch.From, "to": ch.To}}
-		if ch.Kind == control.KindSpec || ch.Kind == control.KindBudget || ch.Kind == control.KindWarmth {
+		if ch.Kind == control.KindSpec || ch.Kind == control.KindBudget || ch.Kind == control.KindWarmth || ch.Kind == control.KindRole {
 			ev.WorkerID = ch.Target
 		}
 		c.sh.Emit(ev)
