@@ -34,8 +34,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/http"
-	"strings"
 	"time"
 
 	"github.com/switchyard-ai/switchyard/schemas"
@@ -193,21 +191,12 @@ func (c *Client) Prefill(ctx context.Context, req Request) (Prefilled, error) {
 	if req.KVTransferParams == nil {
 		body["kv_transfer_params"] = PrefillParams()
 	}
-	hreq, err := c.newPost(ctx, path, body, req.RequestID)
+	start := time.Now()
+	resp, err := c.post(ctx, path, body, req.RequestID, "application/json", "openai: prefill")
 	if err != nil {
 		return Prefilled{}, err
 	}
-	hreq.Header.Set("Accept", "application/json")
-	start := time.Now()
-	resp, err := c.httpClient().Do(hreq)
-	if err != nil {
-		return Prefilled{}, fmt.Errorf("openai: prefill: %w", err)
-	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return Prefilled{}, fmt.Errorf("openai: prefill: %s: %s", resp.Status, strings.TrimSpace(string(msg)))
-	}
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxPrefillResponse))
 	if err != nil {
 		if ctx.Err() != nil {

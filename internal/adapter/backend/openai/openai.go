@@ -128,27 +128,39 @@ type streamChunk struct {
 	} `json:"error"`
 }
 
+// post sends body to path and returns the response once its status is
+// 200; any other status is an error carrying the start of its body. what
+// prefixes the errors ("openai", "openai: prefill").
+func (c *Client) post(ctx context.Context, path string, body map[string]any, requestID, accept, what string) (*http.Response, error) {
+	hreq, err := c.newPost(ctx, path, body, requestID)
+	if err != nil {
+		return nil, err
+	}
+	hreq.Header.Set("Accept", accept)
+	resp, err := c.httpClient().Do(hreq)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
+		return nil, fmt.Errorf("%s: %s: %s", what, resp.Status, strings.TrimSpace(string(msg)))
+	}
+	return resp, nil
+}
+
 // Generate streams one request. onChunk, if not nil, gets each non-empty
 // piece of text as it arrives. Cancelling ctx aborts the request.
 func (c *Client) Generate(ctx context.Context, req Request, onChunk func(text string)) (Result, error) {
 	path, body := c.body(req)
 	body["stream"] = true
 	body["stream_options"] = map[string]any{"include_usage": true}
-	hreq, err := c.newPost(ctx, path, body, req.RequestID)
+	start := time.Now()
+	resp, err := c.post(ctx, path, body, req.RequestID, "text/event-stream", "openai")
 	if err != nil {
 		return Result{}, err
 	}
-	hreq.Header.Set("Accept", "text/event-stream")
-	start := time.Now()
-	resp, err := c.httpClient().Do(hreq)
-	if err != nil {
-		return Result{}, fmt.Errorf("openai: %w", err)
-	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return Result{}, fmt.Errorf("openai: %s: %s", resp.Status, strings.TrimSpace(string(msg)))
-	}
 	var res Result
 	var text strings.Builder
 	sc := bufio.NewScanner(resp.Body)
