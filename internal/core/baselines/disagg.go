@@ -98,3 +98,22 @@ func splitTerms(d *placement.Decision, cost placement.CostModel, req *placement.
 		d.TransferSeconds = tr.KVTransferSeconds(pre.GPU, req.Model, dtype, tp, req.PromptTokens-decCached, secs, pre.Link, dec.Link)
 	}
 }
+
+// cachedTokens is the prompt tokens the fleet's KV index says w holds for
+// hashes, lens and touched the caller's scratch (grown as needed, left
+// zeroed): what a disaggregated baseline's decider and terms read.
+func cachedTokens(f *fleet.Fleet, hashes []uint64, w *fleet.Worker, lens, touched *[]int32) int {
+	for len(*lens) < f.Prefix().MaxWorker() {
+		*lens = append(*lens, 0)
+	}
+	*touched = f.Prefix().Match(hashes, *lens, (*touched)[:0])
+	n := 0
+	if int(w.Idx) < len(*lens) {
+		n = int((*lens)[w.Idx])
+	}
+	for _, t := range *touched {
+		(*lens)[t] = 0
+	}
+	*touched = (*touched)[:0]
+	return n * tokens.BlockSize
+}

@@ -140,7 +140,7 @@ func (p *DynamoDisagg) Place(f *fleet.Fleet, req *placement.Request, now time.Ti
 	}
 	d := p.decideSplit(req, pre, dec)
 	p.book(req, dec, 0) // the decode worker receives the prompt's KV
-	preCached := p.prefixTokens(f, req, pre)
+	preCached := cachedTokens(f, req.BlockHashes, pre, &p.lens, &p.touched)
 	splitTerms(d, p.cost, req, preCached, cached)
 	return d
 }
@@ -182,18 +182,3 @@ func (p *DynamoDisagg) prefillWorker(ws []*fleet.Worker, bounded bool) *fleet.Wo
 	return best
 }
 
-// prefixTokens is the prompt tokens the KV index says w holds.
-func (p *DynamoDisagg) prefixTokens(f *fleet.Fleet, req *placement.Request, w *fleet.Worker) int {
-	for len(p.lens) < f.Prefix().MaxWorker() {
-		p.lens = append(p.lens, 0)
-	}
-	p.touched = f.Prefix().Match(req.BlockHashes, p.lens, p.touched[:0])
-	n := 0
-	if int(w.Idx) < len(p.lens) {
-		n = int(p.lens[w.Idx])
-	}
-	for _, t := range p.touched {
-		p.lens[t] = 0
-	}
-	return n * tokens.BlockSize
-}

@@ -77,7 +77,9 @@ func (p *LLMDPD) Place(f *fleet.Fleet, req *placement.Request, now time.Time) *p
 		return p.LLMD.Place(f, req, now)
 	}
 	dec, _ := p.pick(f, req, p.pools.decode)
-	cached := min(p.precisePrefix(f, req, dec)*tokens.BlockSize, req.PromptTokens)
+	// The decider reads the prefix match even when the decode profile
+	// weighs no prefix scorer.
+	cached := min(cachedTokens(f, req.BlockHashes, dec, &p.lens, &p.touched), req.PromptTokens)
 	whole := runsWhole(dec)
 	if whole && !p.disaggregate(req.PromptTokens, cached) {
 		return p.decide(req, dec)
@@ -100,21 +102,3 @@ func (p *LLMDPD) disaggregate(prompt, cached int) bool {
 	return p.cfg.NonCachedTokens > 0 && prompt-cached >= p.cfg.NonCachedTokens
 }
 
-// precisePrefix is the prompt blocks the KV index says w holds: the
-// decider reads the prefix match even when the decode profile weighs no
-// prefix scorer.
-func (p *LLMDPD) precisePrefix(f *fleet.Fleet, req *placement.Request, w *fleet.Worker) int {
-	for len(p.lens) < f.Prefix().MaxWorker() {
-		p.lens = append(p.lens, 0)
-	}
-	p.touched = f.Prefix().Match(req.BlockHashes, p.lens, p.touched[:0])
-	n := 0
-	if int(w.Idx) < len(p.lens) {
-		n = int(p.lens[w.Idx])
-	}
-	for _, t := range p.touched {
-		p.lens[t] = 0
-	}
-	p.touched = p.touched[:0]
-	return n
-}

@@ -6,7 +6,6 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/core/fleet"
 	"github.com/switchyard-ai/switchyard/internal/core/placement"
 	"github.com/switchyard-ai/switchyard/internal/core/prefix"
-	"github.com/switchyard-ai/switchyard/internal/core/tokens"
 )
 
 // sglang-pd: the SGLang router's prefill/decode mode, re-implemented from
@@ -76,7 +75,7 @@ func (p *SGLangPD) Place(f *fleet.Fleet, req *placement.Request, now time.Time) 
 	d := p.decideSplit(req, pre, dec)
 	// SGLang routes by its own tree, not the workers' caches; what the
 	// KV index says each side holds is still the split's breakdown.
-	splitTerms(d, p.cost, req, p.cachedOn(f, req, pre), p.cachedOn(f, req, dec))
+	splitTerms(d, p.cost, req, cachedTokens(f, req.BlockHashes, pre, &p.lens, &p.touched), cachedTokens(f, req.BlockHashes, dec, &p.lens, &p.touched))
 	return d
 }
 
@@ -97,15 +96,3 @@ func (p *SGLangPD) powerOfTwo(ws []*fleet.Worker) *fleet.Worker {
 	return a
 }
 
-// cachedOn is the prompt tokens the fleet's KV index says w holds.
-func (p *SGLangPD) cachedOn(f *fleet.Fleet, req *placement.Request, w *fleet.Worker) int {
-	for len(p.lens) < max(f.Prefix().MaxWorker(), p.tree.MaxWorker(), len(f.Workers())) {
-		p.lens = append(p.lens, 0)
-	}
-	p.touched = f.Prefix().Match(req.BlockHashes, p.lens, p.touched[:0])
-	n := int(p.lens[w.Idx])
-	for _, t := range p.touched {
-		p.lens[t] = 0
-	}
-	return n * tokens.BlockSize
-}
