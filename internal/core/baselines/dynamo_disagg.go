@@ -181,4 +181,3 @@ func (p *DynamoDisagg) prefillWorker(ws []*fleet.Worker, bounded bool) *fleet.Wo
 	}
 	return best
 }
-

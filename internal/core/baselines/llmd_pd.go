@@ -101,4 +101,3 @@ func (p *LLMDPD) Place(f *fleet.Fleet, req *placement.Request, now time.Time) *p
 func (p *LLMDPD) disaggregate(prompt, cached int) bool {
 	return p.cfg.NonCachedTokens > 0 && prompt-cached >= p.cfg.NonCachedTokens
 }
-

@@ -95,4 +95,3 @@ func (p *SGLangPD) powerOfTwo(ws []*fleet.Worker) *fleet.Worker {
 	}
 	return a
 }
-
