@@ -131,17 +131,8 @@ func (w *Worker) remotePrefill(ctx, rctx context.Context, d schemas.Dispatch, m 
 	// What an earlier attempt streamed: the decode leg reads the same
 	// record (this leg adds nothing to it), so both legs continue after
 	// the same text and ask the same question.
-	resumed, ok := w.resumePoint(ctx, d, m)
+	req, resumed, ok := w.remoteQuestion(ctx, d, m)
 	if !ok {
-		return false
-	}
-	if resumed.seq > 0 && (resumed.done || (a.Request.MaxTokens > 0 && resumed.tokens >= a.Request.MaxTokens)) {
-		w.answerFromRecord(ctx, d, m, resumed, false)
-		return false
-	}
-	req, e := w.remoteRequest(a, resumed)
-	if e != nil {
-		w.finish(ctx, d, m, svc.ErrorResult(id, a.Tenant, a.Priority, e, w.sh.Now()))
 		return false
 	}
 	req.RequestID = legRequestID(id, a.Attempt)

@@ -180,17 +180,8 @@ func (w *Worker) generateRemote(ctx, rctx context.Context, d schemas.Dispatch, m
 			return false
 		}
 	}
-	resumed, ok := w.resumePoint(ctx, d, m)
+	req, resumed, ok := w.remoteQuestion(ctx, d, m)
 	if !ok {
-		return false
-	}
-	if resumed.seq > 0 && (resumed.done || (a.Request.MaxTokens > 0 && resumed.tokens >= a.Request.MaxTokens)) {
-		w.answerFromRecord(ctx, d, m, resumed, false)
-		return false
-	}
-	req, e := w.remoteRequest(a, resumed)
-	if e != nil {
-		w.finish(ctx, d, m, svc.ErrorResult(a.Request.ID, a.Tenant, a.Priority, e, w.sh.Now()))
 		return false
 	}
 	if leg != nil {
@@ -248,6 +239,27 @@ func (w *Worker) generateRemote(ctx, rctx context.Context, d schemas.Dispatch, m
 // (resumeRemote). Both legs of a split request build it here, so the
 // decode instance is asked the question whose KV the prefill instance
 // computed.
+// remoteQuestion is what a dispatch asks a real engine, after what an
+// earlier attempt streamed (both legs of a split request ask the same):
+// ok is false when nothing is left to ask — the record already answered
+// the request, or the request cannot be built (its error result sent).
+func (w *Worker) remoteQuestion(ctx context.Context, d schemas.Dispatch, m jetstream.Msg) (req openai.Request, resumed streamed, ok bool) {
+	a := d.Admitted
+	if resumed, ok = w.resumePoint(ctx, d, m); !ok {
+		return req, resumed, false
+	}
+	if resumed.seq > 0 && (resumed.done || (a.Request.MaxTokens > 0 && resumed.tokens >= a.Request.MaxTokens)) {
+		w.answerFromRecord(ctx, d, m, resumed, false)
+		return req, resumed, false
+	}
+	req, e := w.remoteRequest(a, resumed)
+	if e != nil {
+		w.finish(ctx, d, m, svc.ErrorResult(a.Request.ID, a.Tenant, a.Priority, e, w.sh.Now()))
+		return req, resumed, false
+	}
+	return req, resumed, true
+}
+
 func (w *Worker) remoteRequest(a schemas.Admitted, resumed streamed) (openai.Request, *schemas.Error) {
 	req := openai.Request{Model: w.engineModel(a.Model), Messages: a.Request.Messages, Prompt: a.Request.Prompt,
 		MaxTokens: a.Request.MaxTokens, Temperature: a.Request.Temperature, Seed: a.Request.Seed,
