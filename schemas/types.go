@@ -308,6 +308,11 @@ type ModelState struct {
 	// can fall to (key: tier name), so the controller can price a sleep or
 	// an unload before commanding it. Optional.
 	TierSeconds map[string]float64 `json:"tier_s,omitempty"`
+	// TierMeasured names the tiers whose TierSeconds are this worker's own
+	// measure of a real load or wake from that tier (a real engine's: an
+	// Ollama reload through the page cache, a vLLM wake from host memory);
+	// the others are estimates. Optional.
+	TierMeasured []string `json:"tier_measured,omitempty"`
 	// ContextLength is the model's context window in tokens as this worker
 	// serves it (vLLM's max_model_len), 0 when the worker does not know.
 	// The admitter checks prompt + max_tokens against it for models the
