@@ -49,10 +49,48 @@ func (c *Controller) queueShares(byPool map[string][]*schemas.Heartbeat, in Inpu
 	return out
 }
 
-// scale decides one pool's desired replicas.
+// scale decides one pool's desired replicas: it reads the pool's workers,
+// feeds the interval's arrivals into the forecast, recommends a size
+// (recommend) and damps the move toward it (damp).
 func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, queued, unserved float64, highMiss bool, d *Decision) ReplicaDecision {
 	now := in.Now
-	live, inSystem, waiting, done := 0, 0, 0, 0.0
+	live, inSystem, waiting, done := c.countWorkers(hbs)
+	current := live + in.Starting[ps.Key()]
+	if !ps.started {
+		ps.started, ps.desired, ps.firstAt = true, clamp(current, ps.Min, ps.Max), now
+	}
+	load := float64(inSystem) + queued
+	c.observeArrivals(ps, now, done, load, unserved)
+	r := c.recommend(ps, in, live, load, queued+float64(waiting), highMiss)
+	rd := ReplicaDecision{Pool: ps.Key(), GPU: ps.GPU, Model: ps.Model, Current: current, Raw: r.raw,
+		ArrivalRate: r.rate, Forecast: r.plan, Capacity: r.capU, Backlog: int(r.backlog + 0.5)}
+	if FixedRole(ps.Role) {
+		rd.Role, rd.TokenRate, rd.TokenCapacity = ps.Role, r.plan*r.pm.tokensPerRequest, r.pm.tokenCapacity*c.cfg.TargetUtilization*ps.calib
+	}
+
+	// Replicas kept asleep instead of released wake as their levels are
+	// needed again: the scaler keeps asleep at most those above the
+	// recommendation.
+	ps.sleepWant = clamp(ps.sleepWant, 0, max(0, ps.desired-max(r.raw, 1)))
+
+	ps.recs = append(ps.recs, rec{now, r.raw})
+	keep := max(c.downWindow(ps), c.cfg.ZeroWindow)
+	i := 0
+	for i < len(ps.recs) && now.Sub(ps.recs[i].at) > keep {
+		i++
+	}
+	ps.recs = ps.recs[i:]
+
+	next, reason := c.damp(ps, r, now, load, highMiss)
+	c.commit(ps, next, reason, now, d)
+	rd.Desired, rd.Reason = ps.desired, reason
+	return rd
+}
+
+// countWorkers reads a pool's heartbeats: the replicas serving (not
+// draining), the requests in the system and waiting on them, and those
+// completed or failed since the last decision.
+func (c *Controller) countWorkers(hbs []*schemas.Heartbeat) (live, inSystem, waiting int, done float64) {
 	for _, hb := range hbs {
 		if !hb.Draining {
 			live++
@@ -70,14 +108,13 @@ func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, q
 		}
 		st.counted, st.seen = n, true
 	}
-	current := live + in.Starting[ps.Key()]
-	if !ps.started {
-		ps.started, ps.desired, ps.firstAt = true, clamp(current, ps.Min, ps.Max), now
-	}
+	return live, inSystem, waiting, done
+}
 
-	// Arrivals = completions + growth of what is in the system + what was
-	// turned away for lack of capacity.
-	load := float64(inSystem) + queued
+// observeArrivals feeds the interval's arrivals into the pool's forecast:
+// completions + growth of what is in the system + what was turned away
+// for lack of capacity.
+func (c *Controller) observeArrivals(ps *poolState, now time.Time, done, load, unserved float64) {
 	if ps.haveLast {
 		if dt := now.Sub(ps.lastAt).Seconds(); dt > 0 {
 			arrived := max(0, done+load-ps.lastSeen) + unserved
@@ -90,7 +127,29 @@ func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, q
 		}
 	}
 	ps.lastSeen, ps.lastAt, ps.haveLast = load, now, true
+}
 
+// recommendation is a pool's undamped size at one decision and what it
+// was read from.
+type recommendation struct {
+	raw int
+	// rate and plan are the arrival rate now and forecast at the lead
+	// time; capU one replica's planned requests per second; backlog the
+	// requests waiting.
+	rate, plan, capU, backlog float64
+	// loadS is a started replica's cold load, lead that plus an interval.
+	loadS, lead float64
+	// sloBump: a miss episode judged at size asked for one more replica.
+	sloBump bool
+	why     string
+	pm      phaseModel
+}
+
+// recommend is a pool's undamped size: the demand forecast over the lead
+// time with noise and burst headroom for the high classes' share, plus
+// the backlog's drain, at the capacity per replica its SLO misses leave.
+func (c *Controller) recommend(ps *poolState, in Inputs, live int, load, backlog float64, highMiss bool) recommendation {
+	now := in.Now
 	// A replica ordered now serves only after its weights load: plan for the
 	// demand forecast at that lead time. The trend is damped (Gardner's
 	// damped Holt): a burst's onset is not a ramp that goes on for the
@@ -117,37 +176,7 @@ func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, q
 	// last lead time within QueueBudget of its arrival.
 	ps.arrivals = trimArrivals(ps.arrivals, lead)
 	burst := burstRate(ps.arrivals, c.cfg.QueueBudget.Seconds())
-	// The roofline's capacity is a model: high-priority misses at the size
-	// it asked for say the replicas serve this traffic slower than modelled
-	// (placement spread, prefill bursts, preemption). Each miss episode
-	// cuts the capacity planned per replica by MissCapacityCut — once per
-	// lead time plus attainment window, so the misses already counted do
-	// not cut it again before a replica ordered for them has been judged —
-	// and it recovers toward the model while the SLO holds.
-	//
-	// Only misses judged at the size the model asked for say that: while
-	// replicas ordered are still loading, or within an attainment window
-	// of the last that was, the fleet is short by the cold start, not by
-	// the model — a fleet started from one replica under full load misses
-	// for its first lead time whatever the model says, and a cut taken
-	// then would over-provision it for the half hour the cut takes to
-	// recover. Those misses still hold a scale-down (highMiss).
-	if ps.calib == 0 {
-		ps.calib = 1
-	}
-	if in.Starting[ps.Key()] > 0 || live < ps.desired {
-		ps.shortAt = now
-	}
-	atSize := ps.shortAt.IsZero() || now.Sub(ps.shortAt) >= c.cfg.SLOWindow
-	sloBump := highMiss && load > 0 && atSize && c.missesBeyondChance(in.SLO) &&
-		(ps.sloUpAt.IsZero() || now.Sub(ps.sloUpAt).Seconds() >= lead+c.cfg.SLOWindow.Seconds())
-	switch {
-	case sloBump:
-		ps.calib = max(minCalibration, ps.calib*c.cfg.MissCapacityCut)
-		ps.sloUpAt = now
-	case !highMiss:
-		ps.calib += (1 - ps.calib) * min(1, c.cfg.Interval.Seconds()/c.cfg.CalibrationRecover.Seconds())
-	}
+	sloBump := c.calibrate(ps, in, live, load, lead, highMiss)
 	capU := pm.capacity * c.cfg.TargetUtilization * ps.calib
 	// A burst is held to the SLO by starting its requests in time, not by
 	// finishing them: what a replica must keep up with through a burst is
@@ -158,7 +187,6 @@ func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, q
 	// start rate, expressed in capU's units.
 	burstCap := max(capU, pm.burst*c.cfg.TargetUtilization*ps.calib)
 	burst *= capU / burstCap
-	backlog := queued + float64(waiting)
 	// Headroom — the Poisson quantile and the burst rate — is bought only
 	// for the share of traffic held to the SLO: the lower classes' latency
 	// budgets (seconds to minutes) absorb a burst in the router's class
@@ -212,98 +240,144 @@ func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, q
 	}
 	ps.observeLevels(now, raw, forecastRaw, lead, short)
 	ps.highShareSeen, ps.highPenalty = share, c.highPenalty(in.SLO)
-	rd := ReplicaDecision{Pool: ps.Key(), GPU: ps.GPU, Model: ps.Model, Current: current, Raw: raw,
-		ArrivalRate: rate, Forecast: plan, Capacity: capU, Backlog: int(backlog + 0.5)}
-	if FixedRole(ps.Role) {
-		rd.Role, rd.TokenRate, rd.TokenCapacity = ps.Role, plan*pm.tokensPerRequest, pm.tokenCapacity*c.cfg.TargetUtilization*ps.calib
+	return recommendation{raw: raw, rate: rate, plan: plan, capU: capU, backlog: backlog, loadS: loadS, lead: lead, sloBump: sloBump, why: why, pm: pm}
+}
+
+// calibrate cuts the capacity planned per replica on a high-priority miss
+// episode judged at the size the model asked for (reporting it), and lets
+// it recover toward the model while the SLO holds.
+//
+// The roofline's capacity is a model: high-priority misses at the size
+// it asked for say the replicas serve this traffic slower than modelled
+// (placement spread, prefill bursts, preemption). Each miss episode
+// cuts the capacity planned per replica by MissCapacityCut — once per
+// lead time plus attainment window, so the misses already counted do
+// not cut it again before a replica ordered for them has been judged —
+// and it recovers toward the model while the SLO holds.
+//
+// Only misses judged at the size the model asked for say that: while
+// replicas ordered are still loading, or within an attainment window
+// of the last that was, the fleet is short by the cold start, not by
+// the model — a fleet started from one replica under full load misses
+// for its first lead time whatever the model says, and a cut taken
+// then would over-provision it for the half hour the cut takes to
+// recover. Those misses still hold a scale-down (highMiss).
+func (c *Controller) calibrate(ps *poolState, in Inputs, live int, load, lead float64, highMiss bool) bool {
+	now := in.Now
+	if ps.calib == 0 {
+		ps.calib = 1
 	}
-
-	// Replicas kept asleep instead of released wake as their levels are
-	// needed again: the scaler keeps asleep at most those above the
-	// recommendation.
-	ps.sleepWant = clamp(ps.sleepWant, 0, max(0, ps.desired-max(raw, 1)))
-
-	ps.recs = append(ps.recs, rec{now, raw})
-	keep := max(c.downWindow(ps), c.cfg.ZeroWindow)
-	i := 0
-	for i < len(ps.recs) && now.Sub(ps.recs[i].at) > keep {
-		i++
+	if in.Starting[ps.Key()] > 0 || live < ps.desired {
+		ps.shortAt = now
 	}
-	ps.recs = ps.recs[i:]
+	atSize := ps.shortAt.IsZero() || now.Sub(ps.shortAt) >= c.cfg.SLOWindow
+	sloBump := highMiss && load > 0 && atSize && c.missesBeyondChance(in.SLO) &&
+		(ps.sloUpAt.IsZero() || now.Sub(ps.sloUpAt).Seconds() >= lead+c.cfg.SLOWindow.Seconds())
+	switch {
+	case sloBump:
+		ps.calib = max(minCalibration, ps.calib*c.cfg.MissCapacityCut)
+		ps.sloUpAt = now
+	case !highMiss:
+		ps.calib += (1 - ps.calib) * min(1, c.cfg.Interval.Seconds()/c.cfg.CalibrationRecover.Seconds())
+	}
+	return sloBump
+}
 
-	old := ps.desired
-	next, reason := old, ""
+// damp moves a pool's size toward its recommendation within its bounds,
+// cooldowns, tolerance and release holds: the size to commit and why.
+func (c *Controller) damp(ps *poolState, r recommendation, now time.Time, load float64, highMiss bool) (int, string) {
+	old, raw := ps.desired, r.raw
 	switch {
 	case old < ps.Min:
-		next, reason = ps.Min, fmt.Sprintf("raised to the pool minimum %d", ps.Min)
+		return ps.Min, fmt.Sprintf("raised to the pool minimum %d", ps.Min)
 	case old > ps.Max:
-		next, reason = ps.Max, fmt.Sprintf("lowered to the pool maximum %d", ps.Max)
+		return ps.Max, fmt.Sprintf("lowered to the pool maximum %d", ps.Max)
 	case raw > old && old == 0:
 		// Nothing serves this pool: no cooldown or tolerance applies.
-		next = min(raw, c.maxUp(0))
-		reason = fmt.Sprintf("scale from zero: %d replicas for %.0f waiting requests; they serve after a %.1fs cold weight load; %s", next, load, loadS, why)
+		next := min(raw, c.maxUp(0))
+		return next, fmt.Sprintf("scale from zero: %d replicas for %.0f waiting requests; they serve after a %.1fs cold weight load; %s", next, load, r.loadS, r.why)
 	case raw > old:
-		switch {
-		case float64(raw) <= float64(old)*(1+c.cfg.Tolerance) && !sloBump:
-			reason = "within tolerance"
-		case !ps.lastUp.IsZero() && now.Sub(ps.lastUp) < c.cfg.UpCooldown:
-			reason = "scale-up cooldown"
-		default:
-			next = min(raw, old+c.maxUp(old))
-			reason = "scale up: " + why
-		}
+		return c.dampUp(ps, r, now)
 	case raw < old && c.cfg.DownWindow <= 0 && old > 1:
-		hold, fitted := c.holdFor(ps, old)
-		idle := ps.idle(old, now)
-		basis := fmt.Sprintf("fitted to %d recent returns of demand", fitted)
-		if fitted == 0 {
-			basis = "the prior: no return of demand seen yet"
-		}
-		switch {
-		case highMiss:
-			reason = "scale-down held: high-priority SLO attainment below target"
-		case idle < hold:
-			reason = fmt.Sprintf("scale-down held: replica %d unneeded for %s of its %s hold (%s)", old, idle.Round(time.Second), hold.Round(time.Second), basis)
-		default:
-			if c.cfg.SleepOnRelease {
-				if r, ok := c.sleepInstead(ps, old, idle, hold); ok {
-					reason = r
-					break
-				}
-			}
-			next = old - 1
-			reason = fmt.Sprintf("scale down: replica %d unneeded for %s, past its %s hold (%s); %s", old, idle.Round(time.Second), hold.Round(time.Second), basis, why)
-		}
+		return c.releaseDown(ps, r, now, highMiss)
 	case raw < old:
-		target, window := c.stabilized(ps, now)
-		switch {
-		case highMiss:
-			reason = "scale-down held: high-priority SLO attainment below target"
-		case now.Sub(ps.firstAt) < c.downWindow(ps):
-			reason = "scale-down held until one stabilization window is observed"
-		case target >= old:
-			reason = fmt.Sprintf("scale-down held: %d recommended within the last %s", target, window)
-		case float64(target) >= float64(old)*(1-c.cfg.Tolerance):
-			reason = "within tolerance"
-		case now.Sub(ps.lastAny) < c.cfg.DownCooldown:
-			reason = "scale-down cooldown"
-		default:
-			next = max(target, old-c.cfg.MaxDownStep)
-			reason = fmt.Sprintf("scale down: at most %d needed throughout the last %s; %s", target, window, why)
+		return c.windowDown(ps, r, now, highMiss)
+	}
+	return old, ""
+}
+
+// dampUp grows a pool unless the gap is within tolerance or a scale-up
+// was made within the cooldown.
+func (c *Controller) dampUp(ps *poolState, r recommendation, now time.Time) (int, string) {
+	old := ps.desired
+	switch {
+	case float64(r.raw) <= float64(old)*(1+c.cfg.Tolerance) && !r.sloBump:
+		return old, "within tolerance"
+	case !ps.lastUp.IsZero() && now.Sub(ps.lastUp) < c.cfg.UpCooldown:
+		return old, "scale-up cooldown"
+	}
+	return min(r.raw, old+c.maxUp(old)), "scale up: " + r.why
+}
+
+// releaseDown releases the pool's top replica once it has been unneeded
+// for the hold its level's returns of demand ask for (release.go), or
+// keeps it asleep instead (sleep.go).
+func (c *Controller) releaseDown(ps *poolState, r recommendation, now time.Time, highMiss bool) (int, string) {
+	old := ps.desired
+	hold, fitted := c.holdFor(ps, old)
+	idle := ps.idle(old, now)
+	basis := fmt.Sprintf("fitted to %d recent returns of demand", fitted)
+	if fitted == 0 {
+		basis = "the prior: no return of demand seen yet"
+	}
+	switch {
+	case highMiss:
+		return old, "scale-down held: high-priority SLO attainment below target"
+	case idle < hold:
+		return old, fmt.Sprintf("scale-down held: replica %d unneeded for %s of its %s hold (%s)", old, idle.Round(time.Second), hold.Round(time.Second), basis)
+	}
+	if c.cfg.SleepOnRelease {
+		if reason, ok := c.sleepInstead(ps, old, idle, hold); ok {
+			return old, reason
 		}
 	}
+	return old - 1, fmt.Sprintf("scale down: replica %d unneeded for %s, past its %s hold (%s); %s", old, idle.Round(time.Second), hold.Round(time.Second), basis, r.why)
+}
+
+// windowDown shrinks a pool to the highest recommendation of a fixed
+// stabilization window (Config.DownWindow), as the HPA does.
+func (c *Controller) windowDown(ps *poolState, r recommendation, now time.Time, highMiss bool) (int, string) {
+	old := ps.desired
+	target, window := c.stabilized(ps, now)
+	switch {
+	case highMiss:
+		return old, "scale-down held: high-priority SLO attainment below target"
+	case now.Sub(ps.firstAt) < c.downWindow(ps):
+		return old, "scale-down held until one stabilization window is observed"
+	case target >= old:
+		return old, fmt.Sprintf("scale-down held: %d recommended within the last %s", target, window)
+	case float64(target) >= float64(old)*(1-c.cfg.Tolerance):
+		return old, "within tolerance"
+	case now.Sub(ps.lastAny) < c.cfg.DownCooldown:
+		return old, "scale-down cooldown"
+	}
+	return max(target, old-c.cfg.MaxDownStep), fmt.Sprintf("scale down: at most %d needed throughout the last %s; %s", target, window, r.why)
+}
+
+// commit records a pool's new size (clamped to its bounds) as a change.
+func (c *Controller) commit(ps *poolState, next int, reason string, now time.Time, d *Decision) {
+	old := ps.desired
 	next = clamp(next, ps.Min, ps.Max)
-	if next != old {
-		ps.desired, ps.lastAny = next, now
-		if next > old {
-			ps.lastUp = now
-		} else {
-			ps.lastDown = now
-		}
-		d.change(KindReplicas, ps.Key(), fmt.Sprint(old), fmt.Sprint(next), reason)
+	if next == old {
+		return
 	}
-	rd.Desired, rd.Reason = ps.desired, reason
-	return rd
+	ps.desired, ps.lastAny = next, now
+	if next > old {
+		ps.lastUp = now
+	} else {
+		ps.lastDown = now
+	}
+	d.change(KindReplicas, ps.Key(), fmt.Sprint(old), fmt.Sprint(next), reason)
 }
 
 func (c *Controller) maxUp(cur int) int {
