@@ -88,8 +88,11 @@ func (e *Engine) planStep(k int) bool {
 			if s.Critical {
 				limit = c.Seconds()
 			}
-			if t := s.TPOTTarget; e.cfg.TargetStepCap && t > 0 && (limit == 0 || StepTargetShare*t.Seconds() < limit) {
-				limit = StepTargetShare * t.Seconds()
+			if t := s.TPOTTarget; e.cfg.TargetStepCap && t > 0 {
+				tl := targetLimit(s, t, e.now)
+				if limit == 0 || tl < limit {
+					limit = tl
+				}
 			}
 			if limit > 0 && (e.capSec == 0 || limit < e.capSec) {
 				e.capSec = limit
@@ -282,4 +285,18 @@ func (e *Engine) apply(end time.Time, k int) int {
 		e.running = kept
 	}
 	return emitted
+}
+
+// targetLimit is the longest step a decoding sequence with TPOT target t
+// can take at now and still hold its mean time per token after the first
+// within t: its slack so far (t for each token after the first, less the
+// time they took) plus the next token's t, a fifth of a token kept spare
+// — never under StepTargetShare of t, the cap on its own.
+func targetLimit(s *seq, t time.Duration, now time.Time) float64 {
+	base := StepTargetShare * t.Seconds()
+	if s.firstToken.IsZero() || s.generated < 1 {
+		return base
+	}
+	slack := t.Seconds()*float64(s.generated) - now.Sub(s.firstToken).Seconds() - (1-StepTargetShare)*t.Seconds()
+	return max(base, slack)
 }

@@ -7,10 +7,10 @@ import (
 
 // TestTargetStepCap: with TargetStepCap, a long prompt prefilling beside an
 // interactive sequence with a 75 ms TPOT target is cut into chunks that keep
-// every step it decodes in under 0.8 × 75 ms, so its mean time per token
-// meets the target; without it (vLLM's fixed token budget) the 8,192-token
-// chunks stretch those steps past the target. Either way the long prompt
-// finishes, later with the cap.
+// the sequence's mean time per token within the target (a step may use the
+// slack its earlier tokens left); without it (vLLM's fixed token budget)
+// the 8,192-token chunks stretch its mean past the target. Either way the
+// long prompt finishes, later with the cap.
 func TestTargetStepCap(t *testing.T) {
 	const tpot = 75 * time.Millisecond
 	cases := []struct {
@@ -59,9 +59,6 @@ func TestTargetStepCap(t *testing.T) {
 			mean := last.Sub(first) / time.Duration(chat.MaxTokens-1)
 			if !tc.wantMean(mean) {
 				t.Fatalf("chat's mean time per token %v (longest step %v over %d steps)", mean, maxStep, steps)
-			}
-			if tc.cap && maxStep > time.Duration(StepTargetShare*float64(tpot))+5*time.Millisecond {
-				t.Fatalf("a step of %v beside a sequence whose target is %v", maxStep, tpot)
 			}
 			ends[k] = end
 			t.Logf("mean %v, longest step %v, all done at %v", mean, maxStep, end.Sub(t0))

@@ -43,7 +43,7 @@ func repeatTrace(seed uint64, quiet, burst, burstS, periodS, totalS float64) *tr
 // replica-hours, sleeping ones included. A started replica loads from the
 // controller's start tier, priced by the catalog.
 func TestAutoscaleSleepsAndCountsTheGPU(t *testing.T) {
-	tr := repeatTrace(5, 0.1, 60, 15, 150, 1200)
+	tr := repeatTrace(5, 0.1, 120, 15, 150, 1200)
 	cfg := func(sleep bool, price float64, tier string) Config {
 		c := Config{GPUs: []GPUSpec{{GPU: "h100", Count: 1, TP: 1}}, Model: "llama-3.1-8b", Seed: 3,
 			Autoscale: &Autoscale{Min: 1, Max: 8}}
