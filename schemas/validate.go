@@ -70,9 +70,29 @@ func ValidID(id string) bool { return idPattern.MatchString(id) }
 type ModelLookup func(name string) bool
 
 // Validate checks a decoded request for everything that can be judged
-// without tenant policy or fleet state. now is the admission time.
+// without tenant policy or fleet state. now is the admission time. The
+// checks run in a fixed order, so a request with several faults always
+// gets the same first one back.
 func (r *Request) Validate(now time.Time, known ModelLookup, lim Limits) *Error {
 	lim = lim.orDefault()
+	if err := r.validateIdentity(known); err != nil {
+		return err
+	}
+	if err := r.validatePrompt(lim); err != nil {
+		return err
+	}
+	if err := r.validateGeneration(lim); err != nil {
+		return err
+	}
+	if err := r.validateScheduling(now, lim); err != nil {
+		return err
+	}
+	return r.validateWorkflow()
+}
+
+// validateIdentity checks what names the request: its wire version, its id
+// and its model.
+func (r *Request) validateIdentity(known ModelLookup) *Error {
 	if r.V > Version {
 		return Errf(CodeMalformed, "v", "wire version %d is newer than this server's %d", r.V, Version)
 	}
@@ -85,6 +105,12 @@ func (r *Request) Validate(now time.Time, known ModelLookup, lim Limits) *Error 
 	if r.Model != "auto" && known != nil && !known(r.Model) {
 		return Errf(CodeUnknownModel, "model", "unknown model %q: not in the catalog, and no live worker serves it", truncate(r.Model, 64))
 	}
+	return nil
+}
+
+// validatePrompt checks the input text: exactly one of prompt and
+// messages, known message roles, and the total size against the limits.
+func (r *Request) validatePrompt(lim Limits) *Error {
 	switch {
 	case r.Prompt == "" && len(r.Messages) == 0:
 		return Errf(CodeMissingPrompt, "prompt", "either prompt or messages is required")
@@ -112,6 +138,12 @@ func (r *Request) Validate(now time.Time, known ModelLookup, lim Limits) *Error 
 		}
 		return Errf(CodePromptTooLarge, field, "prompt is %d bytes, limit %d", size, lim.MaxPromptBytes)
 	}
+	return nil
+}
+
+// validateGeneration checks the sampling parameters: max_tokens,
+// temperature, top_p and stop sequences.
+func (r *Request) validateGeneration(lim Limits) *Error {
 	if r.MaxTokens <= 0 {
 		return Errf(CodeInvalidMaxTokens, "max_tokens", "max_tokens must be > 0, got %d", r.MaxTokens)
 	}
@@ -127,6 +159,12 @@ func (r *Request) Validate(now time.Time, known ModelLookup, lim Limits) *Error 
 	if len(r.Stop) > MaxStop {
 		return Errf(CodeOversized, "stop", "%d stop sequences exceed the limit of %d", len(r.Stop), MaxStop)
 	}
+	return nil
+}
+
+// validateScheduling checks what the scheduler orders and times the request
+// by: its priority, its deadlines and its latency targets.
+func (r *Request) validateScheduling(now time.Time, lim Limits) *Error {
 	if r.Priority != "" && PriorityRank(r.Priority) < 0 {
 		return Errf(CodeInvalidPriority, "priority", "unknown priority %q; use one of %s", truncate(r.Priority, 32), strings.Join(Priorities, ", "))
 	}
@@ -152,17 +190,24 @@ func (r *Request) Validate(now time.Time, known ModelLookup, lim Limits) *Error 
 			return Errf(CodeInvalidDeadline, "deadline", "deadline is more than %s away", lim.MaxDeadline)
 		}
 	}
-	if w := r.Workflow; w != nil {
-		switch {
-		case w.ID == "" || !ValidID(w.ID):
-			return Errf(CodeInvalidWorkflow, "workflow.id", "workflow id must be 1-128 characters of [A-Za-z0-9_-]")
-		case w.Step < 1:
-			return Errf(CodeInvalidWorkflow, "workflow.step", "workflow step is 1-based, got %d", w.Step)
-		case w.Of < 0 || (w.Of > 0 && w.Step > w.Of):
-			return Errf(CodeInvalidWorkflow, "workflow.of", "workflow step %d of %d is inconsistent", w.Step, w.Of)
-		case w.DeadlineMs < 0:
-			return Errf(CodeInvalidWorkflow, "workflow.deadline_ms", "workflow deadline_ms must be >= 0")
-		}
+	return nil
+}
+
+// validateWorkflow checks the workflow a step belongs to, when it names one.
+func (r *Request) validateWorkflow() *Error {
+	w := r.Workflow
+	if w == nil {
+		return nil
+	}
+	switch {
+	case w.ID == "" || !ValidID(w.ID):
+		return Errf(CodeInvalidWorkflow, "workflow.id", "workflow id must be 1-128 characters of [A-Za-z0-9_-]")
+	case w.Step < 1:
+		return Errf(CodeInvalidWorkflow, "workflow.step", "workflow step is 1-based, got %d", w.Step)
+	case w.Of < 0 || (w.Of > 0 && w.Step > w.Of):
+		return Errf(CodeInvalidWorkflow, "workflow.of", "workflow step %d of %d is inconsistent", w.Step, w.Of)
+	case w.DeadlineMs < 0:
+		return Errf(CodeInvalidWorkflow, "workflow.deadline_ms", "workflow deadline_ms must be >= 0")
 	}
 	return nil
 }
