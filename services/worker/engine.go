@@ -46,6 +46,9 @@ type engineState struct {
 	// the heartbeat then says draining, so routers place nothing here
 	// until it answers again.
 	down bool
+	// tiers are where each model's weights sit and the measured loads
+	// from each tier (tiers.go).
+	tiers weightTiers
 }
 
 // unreachable reports whether err means nothing is listening at the
@@ -175,6 +178,9 @@ func (w *Worker) scrapeEngine(ctx context.Context) bool {
 	}
 	w.mu.Lock()
 	r.engine.loaded, r.engine.available = names, avail
+	for _, n := range names {
+		r.engine.tiers.noteResident(n)
+	}
 	for _, t := range tags {
 		if t.Size > 0 {
 			r.engine.sizes[modelKey(t.Name)] = t.Size
@@ -199,19 +205,25 @@ func (w *Worker) remoteModels() []schemas.ModelState {
 		own.Spec = &spec
 		own.ContextLength = w.replica.Model.MaxContext
 	}
+	if w.isVLLM() {
+		w.vllmTiers(&own)
+		return []schemas.ModelState{own}
+	}
 	if !r.engine.ollama || !r.scraped {
 		return []schemas.ModelState{own}
 	}
 	own.State = w.engineWeightState(r.client.Model)
-	own.LoadSeconds = w.loadSeconds(r.client.Model, w.coldGuess(r.client.Model, w.replica.LoadSeconds(schemas.WeightCold)))
+	w.ollamaTiers(&own, r.client.Model, w.loadSeconds(r.client.Model, w.coldGuess(r.client.Model, w.replica.LoadSeconds(schemas.WeightCold))))
 	out := []schemas.ModelState{own}
 	for _, a := range r.engine.available {
 		spec := r.engine.specs[a]
 		if openai.SameModel(a, r.client.Model) || spec == nil {
 			continue
 		}
-		out = append(out, schemas.ModelState{Name: strings.TrimSuffix(a, ":latest"), Dtype: w.cfg.Dtype,
-			State: w.engineWeightState(a), LoadSeconds: w.loadSeconds(a, w.coldGuess(a, r.engine.estimatedLoad[a])), Spec: spec, ContextLength: spec.MaxContext})
+		m := schemas.ModelState{Name: strings.TrimSuffix(a, ":latest"), Dtype: w.cfg.Dtype,
+			State: w.engineWeightState(a), Spec: spec, ContextLength: spec.MaxContext}
+		w.ollamaTiers(&m, a, w.loadSeconds(a, w.coldGuess(a, r.engine.estimatedLoad[a])))
+		out = append(out, m)
 	}
 	return out
 }
@@ -272,13 +284,19 @@ func (w *Worker) engineModel(model string) string {
 
 // ensureLoaded loads a model Ollama does not hold in memory before the
 // request is forwarded, so the load is measured by the engine itself
-// (load_duration) and reported, instead of hiding inside one request's
-// time to first token. Other engines serve what they were started with.
+// (load_duration) and reported for the tier it was loaded from
+// (tiers.go), instead of hiding inside one request's time to first token.
+// A vLLM engine asleep is woken (wakeForDispatch). Other engines serve
+// what they were started with.
 func (w *Worker) ensureLoaded(ctx context.Context, model string) {
+	if w.wakeForDispatch(ctx, model) {
+		return
+	}
 	r := w.remote
 	w.mu.Lock()
 	key := modelKey(model)
 	need := r.engine.ollama && !r.engine.isLoaded(model) && !r.engine.loading[key]
+	from := r.engine.tiers.offTier(model)
 	if need {
 		r.engine.loading[key] = true
 	}
@@ -290,12 +308,7 @@ func (w *Worker) ensureLoaded(ctx context.Context, model string) {
 	w.mu.Lock()
 	delete(r.engine.loading, key)
 	if err == nil {
-		if d > 0 {
-			r.engine.loadSeconds[key] = d.Seconds()
-		}
-		if !r.engine.isLoaded(model) {
-			r.engine.loaded = append(r.engine.loaded, model)
-		}
+		w.noteOllamaLoad(model, from, d)
 	}
 	w.mu.Unlock()
 	if err != nil {
@@ -303,43 +316,79 @@ func (w *Worker) ensureLoaded(ctx context.Context, model string) {
 		return
 	}
 	w.sh.Emit(schemas.Event{Kind: "weights", WorkerID: w.cfg.ID, Reason: "loaded on the engine for a dispatch",
-		Fields: map[string]any{"model": model, "state": schemas.WeightHot, "load_s": d.Seconds()}})
+		Fields: map[string]any{"model": model, "state": schemas.WeightHot, "load_s": d.Seconds(), "from_tier": from}})
 }
 
-// remoteWarmth carries out the controller's warmth decision on the engine:
-// hot loads the model (and keeps it loaded), sleeping and cold unload it —
-// Ollama has no host-memory tier, so both free the memory, and the next
-// heartbeat says cold, as /api/ps then does. It reports whether the
-// backend handled the decision.
+// noteOllamaLoad records a real load of model from tier on Ollama: its
+// time (the model's load_s until the next) and the model resident.
+// Callers hold w.mu.
+func (w *Worker) noteOllamaLoad(model, tier string, d time.Duration) {
+	e := &w.remote.engine
+	if d > 0 {
+		e.loadSeconds[modelKey(model)] = d.Seconds()
+	}
+	e.tiers.noteLoad(model, tier, d)
+	if !e.isLoaded(model) {
+		e.loaded = append(e.loaded, model)
+	}
+}
+
+// remoteWarmth carries out the controller's warmth decision on the engine
+// (tiers.go). On Ollama hot loads the model (and keeps it loaded),
+// sleeping and cold unload it — Ollama has no host-memory tier, so both
+// free the memory and leave the file in the page cache, and the next
+// heartbeat says cold in tier page_cache, as /api/ps then does. On vLLM
+// they map to its sleep mode (vllmWarmth). Other engines cannot take it.
+// It reports whether the backend handled the decision.
 func (w *Worker) remoteWarmth(model, state, reason string) bool {
 	r := w.remote
 	if r == nil {
 		return false
 	}
 	w.mu.Lock()
-	isOllama := r.engine.ollama
+	isOllama, isVLLM := r.engine.ollama, w.isVLLM()
 	w.mu.Unlock()
+	if model == "" {
+		model = w.replica.Model.Name
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if isVLLM {
+		fields, err := w.vllmWarmth(ctx, state)
+		if err != nil {
+			w.sh.Log.Warn("warmth change on the engine not made", "engine", "vllm", "model", model, "state", state, "err", err)
+			return true
+		}
+		w.scrape(ctx)
+		w.heartbeat()
+		fields["model"], fields["state"] = model, state
+		w.sh.Emit(schemas.Event{Kind: "weights", WorkerID: w.cfg.ID, Reason: reason, Fields: fields})
+		return true
+	}
 	if !isOllama {
 		w.sh.Log.Info("warmth change not supported by this engine", "state", state, "server", r.client.BaseURL)
 		return true
 	}
-	if model == "" {
-		model = w.replica.Model.Name
-	}
 	em := w.engineModel(model)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	fields := map[string]any{"model": model, "state": state, "engine": "ollama"}
 	var err error
 	switch state {
 	case schemas.WeightHot:
+		w.mu.Lock()
+		from, resident := r.engine.tiers.offTier(em), r.engine.isLoaded(em)
+		w.mu.Unlock()
 		var d time.Duration
-		if d, err = r.client.Load(ctx, em, -1); err == nil && d > 0 {
+		if d, err = r.client.Load(ctx, em, -1); err == nil && !resident {
 			w.mu.Lock()
-			r.engine.loadSeconds[modelKey(em)] = d.Seconds()
+			w.noteOllamaLoad(em, from, d)
 			w.mu.Unlock()
+			fields["load_s"], fields["from_tier"] = d.Seconds(), from
 		}
 	case schemas.WeightSleeping, schemas.WeightCold:
-		err = r.client.Unload(ctx, em)
+		// Ollama has no host-memory tier: a sleep is an unload.
+		if err = r.client.Unload(ctx, em); err == nil {
+			fields["tier"] = schemas.TierPageCache
+		}
 	default:
 		w.sh.Log.Warn("unknown warmth state", "state", state)
 		return true
@@ -350,7 +399,7 @@ func (w *Worker) remoteWarmth(model, state, reason string) bool {
 	}
 	w.scrape(ctx)
 	w.heartbeat()
-	w.sh.Emit(schemas.Event{Kind: "weights", WorkerID: w.cfg.ID, Reason: reason, Fields: map[string]any{"model": model, "state": state, "engine": "ollama"}})
+	w.sh.Emit(schemas.Event{Kind: "weights", WorkerID: w.cfg.ID, Reason: reason, Fields: fields})
 	return true
 }
 
