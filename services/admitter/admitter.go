@@ -46,8 +46,8 @@ type Config struct {
 	Limits        schemas.Limits
 	// Tenants are the tenant profiles; nil means Permissive().
 	Tenants *admission.Tenants
-	// Catalog, when set, gives each GPU pool its speed relative to the
-	// estimator's reference GPU (H100) for the cheaper-pool hint.
+	// Catalog is the GPU and model catalog (catalog.Default() when nil):
+	// context windows, and the default Service's roofline figures.
 	Catalog *catalog.Catalog
 	// Estimate predicts latency and GPU work; nil means the ladder
 	// estimator over the tenants' model ladder.
@@ -56,7 +56,10 @@ type Config struct {
 	// (internal/core/perf's roofline model when nil): the estimate admission
 	// sheds and defers on is the request alone on the fastest kind of
 	// replica the live fleet serves its model on, as the simulator's is;
-	// Estimate is the fallback while no worker has been heard from.
+	// Estimate is the fallback while no worker has been heard from. One
+	// that is also an admission.ColdLoader (the roofline model is) prices
+	// the cold start of a controller's pool whose replicas message gives
+	// none.
 	Service admission.ServiceModel
 	Shedder admission.Shedder
 	Defer   admission.DeferPolicy
@@ -150,7 +153,7 @@ func New(sh *svc.Shell, cfg Config) *Admitter {
 		cfg.Estimate = admission.LadderEstimator(cfg.Tenants.Ladder(), nil)
 	}
 	if cfg.Service == nil {
-		cfg.Service = perf.NewPredictor(nil)
+		cfg.Service = perf.NewPredictor(cfg.Catalog)
 	}
 	a := &Admitter{sh: sh, cfg: cfg, quotas: admission.NewQuotas(),
 		polled: map[string]int{}, since: map[string]int{}, inflight: newInflight(100000)}
@@ -202,7 +205,7 @@ func (a *Admitter) Run(ctx context.Context) error {
 		return err
 	}
 	defer unshed()
-	unpools, err := a.move.followPools(a.sh.NC, a.cfg.Catalog, a.sh.Now, a.sh.Log)
+	unpools, err := a.move.followPools(a.sh.NC, a.sh.Now, a.sh.Log)
 	if err != nil {
 		return err
 	}
@@ -319,17 +322,14 @@ func (a *Admitter) handle(ctx context.Context, m jetstream.Msg) {
 	}
 	a.mu.Lock()
 	in.Load = a.fleet.Load(a.excludeWarming(a.pendingLocked(), now), now)
-	in.Pools = a.fleet.Pools(now)
-	in.Service = a.cfg.Service
 	in.PricePerGPUHour = a.fleet.MeanPrice(now)
-	offers := a.fleet.Offers(now, a.move.scalable(now))
+	load, _ := a.cfg.Service.(admission.ColdLoader)
+	offers := a.fleet.Offers(now, a.move.scalable(now), load)
 	a.mu.Unlock()
 	in.Estimate = a.estimator(now)
+	in.Offers = &offers
 
-	d, steered := a.steerMove(&in, offers)
-	if !steered {
-		d = admission.Decide(in)
-	}
+	d := admission.Decide(in)
 	switch d.Action {
 	case admission.ActionAdmit, admission.ActionDefer:
 		if err := a.admit(ctx, sub, d, now); err != nil {

@@ -10,10 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/switchyard-ai/switchyard/internal/core/admission"
-	"github.com/switchyard-ai/switchyard/internal/core/catalog"
 	"github.com/switchyard-ai/switchyard/internal/core/control"
-	"github.com/switchyard-ai/switchyard/internal/core/perf"
-	"github.com/switchyard-ai/switchyard/internal/core/tokens"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/svc"
 )
@@ -46,31 +43,21 @@ type warmingReq struct {
 
 // followPools subscribes to the controller's desired-replica messages; the
 // returned function unsubscribes.
-func (s *moveState) followPools(nc *nats.Conn, cat *catalog.Catalog, now func() time.Time, log *slog.Logger) (func(), error) {
+func (s *moveState) followPools(nc *nats.Conn, now func() time.Time, log *slog.Logger) (func(), error) {
 	sub, err := nc.Subscribe(control.ReplicasAll, func(m *nats.Msg) {
 		var r control.ReplicasMsg
 		if err := svc.Decode(m.Header, m.Data, &r); err != nil || r.Pool == "" || r.Model == "" {
 			log.Debug("ignored replicas message", "subject", m.Subject, "err", err)
 			return
 		}
-		// A started worker loads from local disk: placement's cold state,
-		// the same price its warmth axis charges. The message names no
-		// tensor-parallel degree, so the pool runs on the fewest GPUs the
-		// weights fit (a 70B model needs two H100s).
-		cold := 0.0
-		for tp := 1; tp <= 8 && cold == 0; tp *= 2 {
-			if rep, err := perf.NewReplica(cat, r.GPU, r.Model, "", tp); err == nil {
-				cold = rep.LoadSeconds(schemas.WeightCold)
-			}
-		}
-		if cold == 0 {
-			log.Debug("replicas message for a pool the catalog cannot size", "pool", r.Pool, "gpu", r.GPU, "model", r.Model)
-		}
 		s.mu.Lock()
 		if s.pools == nil {
 			s.pools = map[string]poolSeen{}
 		}
-		s.pools[r.Pool] = poolSeen{pool: admission.ScalablePool{Pool: r.Pool, GPU: r.GPU, Model: r.Model, ColdStartSeconds: cold}, at: now()}
+		// As the message describes the pool: its own replica kind and cold
+		// start (admission.ScalablePool.ColdStart prices one it leaves out).
+		s.pools[r.Pool] = poolSeen{pool: admission.ScalablePool{Pool: r.Pool, GPU: r.GPU, Model: r.Model,
+			Dtype: r.Dtype, TP: r.TP, ColdStartSeconds: r.ColdStartSeconds}, at: now()}
 		s.mu.Unlock()
 	})
 	if err != nil {
@@ -142,49 +129,6 @@ func (a *Admitter) excludeWarming(pending map[string]int, now time.Time) map[str
 		pending[c] = max(0, pending[c]-held[c])
 	}
 	return pending
-}
-
-// steerMove points Decide's move step at the models the live fleet can
-// serve (in.Known becomes admission.FleetOffers.MoveCandidates), and
-// answers at once, with unplaceable and its reason, a request that no
-// worker can ever take. It returns that refusal and true, or false to let
-// Decide run. Requests Decide would refuse anyway (invalid, unknown
-// tenant, class not allowed) are left to it, so their answer is the same
-// as before.
-func (a *Admitter) steerMove(in *admission.Input, offers admission.FleetOffers) (admission.Decision, bool) {
-	r := in.Request
-	if !offers.Informed() || r.Validate(in.Now, in.Known, in.Limits) != nil {
-		return admission.Decision{}, false
-	}
-	p, e := in.Tenants.Lookup(in.Tenant)
-	if e != nil {
-		return admission.Decision{}, false
-	}
-	prio, e := p.ResolvePriority(r.Priority)
-	if e != nil || (r.Model == "auto" && !p.AllowAuto) {
-		return admission.Decision{}, false
-	}
-	ladder := in.Tenants.Ladder()
-	usable := admission.UsableLadder(p, ladder, in.Known)
-	deadline := r.EffectiveDeadline(in.Now, p.DefaultDeadline())
-	if ue := offers.Unplaceable(r.Model, usable); ue != nil {
-		return admission.Decision{Action: admission.ActionReject, Error: ue, Profile: p, Priority: prio,
-			Model: r.Model, Deadline: deadline, Reasons: []string{ue.Code + ": " + ue.Message}}, true
-	}
-	est := in.Estimate
-	if est == nil {
-		est = admission.LadderEstimator(ladder, nil)
-	}
-	promptTokens := tokens.Count(r.PromptText())
-	cands := offers.MoveCandidates(in.Known, r.Model, est, promptTokens, r.MaxTokens, deadline.Sub(in.Now))
-	if r.Model == "auto" && len(admission.UsableLadder(p, ladder, cands)) == 0 {
-		// Every offered model needs longer to warm than the deadline
-		// leaves: pick among them anyway and let the shedder judge the
-		// deadline, rather than refuse work a load may yet serve.
-		cands = offers.MoveCandidates(in.Known, r.Model, est, promptTokens, r.MaxTokens, 0)
-	}
-	in.Known = cands
-	return admission.Decision{}, false
 }
 
 // holdIfWarming counts an admitted request as waiting for its model when

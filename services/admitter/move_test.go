@@ -10,7 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/switchyard-ai/switchyard/internal/core/admission"
 	"github.com/switchyard-ai/switchyard/internal/core/control"
+	"github.com/switchyard-ai/switchyard/internal/core/perf"
 	"github.com/switchyard-ai/switchyard/internal/testkit/bustest"
 	"github.com/switchyard-ai/switchyard/internal/testkit/waitfor"
 	"github.com/switchyard-ai/switchyard/schemas"
@@ -127,12 +129,16 @@ func TestWarmingHeldApart(t *testing.T) {
 func TestScalablePoolsFollowController(t *testing.T) {
 	nc := bustest.Start(t).NC
 	var s moveState
-	stop, err := s.followPools(nc, nil, time.Now, slog.New(slog.DiscardHandler))
+	stop, err := s.followPools(nc, time.Now, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stop()
-	msg := control.ReplicasMsg{Pool: control.PoolKey("h100", "llama-3.1-70b"), GPU: "h100", Model: "llama-3.1-70b", Desired: 1, At: time.Now()}
+	// The controller runs the pool on four GPUs and says how long one
+	// takes to start: the admitter takes its word, where it once guessed
+	// the fewest GPUs the weights fit and priced that load itself.
+	msg := control.ReplicasMsg{Pool: control.PoolKey("h100", "llama-3.1-70b"), GPU: "h100", Model: "llama-3.1-70b", Dtype: "bf16", TP: 4,
+		ColdStartSeconds: 37.5, Desired: 1, At: time.Now()}
 	m, err := svc.Encode(control.ReplicasSubject(msg.Pool), schemas.Msgpack, msg, "")
 	if err != nil {
 		t.Fatal(err)
@@ -142,8 +148,12 @@ func TestScalablePoolsFollowController(t *testing.T) {
 	}
 	waitfor.True(t, "the controller's pool to become scalable", 10*time.Second, func() bool { return len(s.scalable(time.Now())) > 0 })
 	p := s.scalable(time.Now())[0]
-	if p.Model != "llama-3.1-70b" || p.ColdStartSeconds <= 0 {
-		t.Fatalf("pool %+v: want llama-3.1-70b with a cold start priced by perf", p)
+	if p.Model != "llama-3.1-70b" || p.TP != 4 || p.ColdStart(perf.NewPredictor(nil)) != 37.5 {
+		t.Fatalf("pool %+v: want llama-3.1-70b on TP 4 with the message's 37.5 s cold start", p)
+	}
+	var view admission.FleetView
+	if of := view.Offers(time.Now(), []admission.ScalablePool{p}, perf.NewPredictor(nil)).Models["llama-3.1-70b"]; of.WarmSeconds != 37.5 {
+		t.Fatalf("offer %+v, want the model warm in the message's 37.5 s", of)
 	}
 	if got := s.scalable(time.Now().Add(2 * poolMemory)); len(got) != 0 {
 		t.Fatalf("a pool no controller has sized for %s is still scalable: %+v", 2*poolMemory, got)

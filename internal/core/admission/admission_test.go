@@ -228,23 +228,6 @@ func TestComplexityAndMove(t *testing.T) {
 	}
 }
 
-func TestChoosePool(t *testing.T) {
-	pools := []Pool{{Name: "h100", PricePerHour: 3, Speed: 1, Workers: 4}, {Name: "l4", PricePerHour: 0.75, Speed: 0.3, Workers: 4}}
-	est := Estimate{Latency: 2 * time.Second, GPUSeconds: 0.5}
-	if pc, ok := ChoosePool(pools, est, 0, 60*time.Second); !ok || pc.Pool != "l4" || pc.Reason == "" {
-		t.Fatalf("roomy budget should move to l4: %+v %v", pc, ok)
-	}
-	// 2 s / 0.3 = 6.7 s does not fit half of a 10 s budget.
-	if pc, ok := ChoosePool(pools, est, 0, 10*time.Second); ok {
-		t.Fatalf("tight budget moved to %+v", pc)
-	}
-	// A slow pool that is not cheaper per request is not a move.
-	slow := []Pool{{Name: "h100", PricePerHour: 3, Speed: 1, Workers: 1}, {Name: "old", PricePerHour: 1, Speed: 0.2, Workers: 1}}
-	if pc, ok := ChoosePool(slow, est, 0, time.Hour); ok {
-		t.Fatalf("moved to a pool that costs more per request: %+v", pc)
-	}
-}
-
 func TestShedLowestClassFirst(t *testing.T) {
 	var s Shedder
 	svc := 500 * time.Millisecond

@@ -45,12 +45,13 @@ type Input struct {
 	// looked up with the tenant's Profile.Cache and the requested model.
 	CacheHit *cache.Hit
 	Load     Load
-	// Pools are the live fleet's pools (FleetView.Pools), candidates for a
-	// cheaper-pool hint. With Service set, each is priced for this request
-	// on its own replica kinds by the roofline model the estimate uses;
-	// otherwise by its Speed.
-	Pools   []Pool
-	Service ServiceModel
+	// Offers is which models the live fleet serves and how soon
+	// (FleetView.Offers, with the controller's scalable pools at their
+	// own cold starts); nil, or an uninformed view, constrains nothing.
+	// With it, a request no worker can ever take is refused unplaceable at
+	// once, and the move step picks only models the fleet serves within
+	// the deadline.
+	Offers *FleetOffers
 	// Estimate predicts latency and GPU-seconds; nil means a
 	// LadderEstimator over the configured ladder.
 	Estimate Estimator
@@ -89,9 +90,7 @@ type Decision struct {
 	Model string
 	Moved bool
 	// MoveReason explains a Moved model (empty otherwise).
-	MoveReason string
-	// PoolHint is a preferred (cheaper) GPU pool, empty for none.
-	PoolHint     string
+	MoveReason   string
 	Deadline     time.Time
 	PromptTokens int
 	// Predicted is the request's predicted service latency, PredictedWait
@@ -128,180 +127,269 @@ type Charge struct {
 //
 //  1. validate the request (schemas.Request.Validate)
 //  2. tenant: unknown/invalid tenant, model allowlist, "auto" permission,
-//     priority class; then the context window of the model that will run
+//     priority class; then the live fleet (Input.Offers): a model no
+//     worker can ever serve is refused unplaceable; then the context
+//     window of the model that will run
 //  3. quota: requests/min, tokens/min, spend budget
 //  4. workflow: refuse steps of a doomed workflow
 //  5. cache: serve a hit
-//  6. move: smaller model, cheaper pool
+//  6. move: a smaller model, among those the fleet serves in time
 //  7. delay: shed when the predicted completion misses the deadline, defer
 //     batch work when the fleet is busy and the deadline allows
 //
 // then admits. The model choice (6) is computed before the quota check so
 // that tokens and cost are estimated on the model that will run, but a
 // quota refusal still wins over everything after it.
+//
+// The cheaper GPU pool is not admission's to pick: the router's placer
+// prices every worker for the request (gpu_usd at the worker's own price
+// against the class's value of time and the deadline's miss cost), with
+// the live queues admission cannot see.
 func Decide(in Input) Decision {
-	d := Decision{}
-	r := in.Request
-	reject := func(e *schemas.Error) Decision {
-		d.Error = e
-		d.Action = ActionReject
-		if e != nil && e.Code == schemas.CodeShed {
-			d.Action = ActionShed
-		}
-		if e != nil {
-			d.Reasons = append(d.Reasons, e.Code+": "+e.Message)
-		}
-		return d
+	s := &decider{in: in, r: in.Request}
+	if e := s.tenant(); e != nil {
+		return s.reject(e)
 	}
+	known, e := s.fleet()
+	if e != nil {
+		return s.reject(e)
+	}
+	if e := s.model(known); e != nil {
+		return s.reject(e)
+	}
+	if e := s.quota(); e != nil {
+		return s.reject(e)
+	}
+	if e := s.workflow(); e != nil {
+		return s.reject(e)
+	}
+	if s.cacheHit() {
+		return s.d
+	}
+	if e := s.delay(); e != nil {
+		return s.reject(e)
+	}
+	return s.d
+}
+
+// decider is one Decide call's state: each step reads what the earlier
+// ones set and returns the refusal, if any, that ends the decision.
+type decider struct {
+	in   Input
+	r    *schemas.Request
+	d    Decision
+	p    Profile
+	mv   ModelMove
+	es   Estimate
+	est  Estimator
+	wait time.Duration
+	need int
+}
+
+func (s *decider) reject(e *schemas.Error) Decision {
+	s.d.Error = e
+	s.d.Action = ActionReject
+	if e != nil && e.Code == schemas.CodeShed {
+		s.d.Action = ActionShed
+	}
+	if e != nil {
+		s.d.Reasons = append(s.d.Reasons, e.Code+": "+e.Message)
+	}
+	return s.d
+}
+
+// tenant is steps 1 and 2 up to the fleet: the request is valid, the
+// tenant known, the model and class its to ask for.
+func (s *decider) tenant() *schemas.Error {
+	in, r := s.in, s.r
 	if r == nil {
-		return reject(schemas.Errf(schemas.CodeMalformed, "", "no request"))
+		return schemas.Errf(schemas.CodeMalformed, "", "no request")
 	}
 	if e := r.Validate(in.Now, in.Known, in.Limits); e != nil {
-		return reject(e)
+		return e
 	}
-
-	// 2. Tenant.
 	if in.Tenants == nil {
-		return reject(schemas.Errf(schemas.CodeInternal, "", "no tenant configuration loaded"))
+		return schemas.Errf(schemas.CodeInternal, "", "no tenant configuration loaded")
 	}
 	p, e := in.Tenants.Lookup(in.Tenant)
 	if e != nil {
-		return reject(e)
+		return e
 	}
-	d.Profile = p
+	s.p, s.d.Profile = p, p
 	if p.Default {
-		d.Reasons = append(d.Reasons, fmt.Sprintf("tenant %q not configured: default profile", in.Tenant))
+		s.d.Reasons = append(s.d.Reasons, fmt.Sprintf("tenant %q not configured: default profile", in.Tenant))
 	}
 	if r.Model != "auto" && !p.ModelAllowed(r.Model) {
-		return reject(schemas.Errf(schemas.CodeModelNotAllowed, "model", "tenant %q may not use model %q", p.Name, r.Model))
+		return schemas.Errf(schemas.CodeModelNotAllowed, "model", "tenant %q may not use model %q", p.Name, r.Model)
 	}
 	prio, e := p.ResolvePriority(r.Priority)
 	if e != nil {
-		return reject(e)
+		return e
 	}
-	d.Priority = prio
-	d.PromptTokens = tokens.Count(r.PromptText())
-	d.Deadline = r.EffectiveDeadline(in.Now, p.DefaultDeadline())
+	s.d.Priority = prio
+	s.d.PromptTokens = tokens.Count(r.PromptText())
+	s.d.Deadline = r.EffectiveDeadline(in.Now, p.DefaultDeadline())
+	s.est = in.Estimate
+	if s.est == nil {
+		s.est = LadderEstimator(in.Tenants.Ladder(), nil)
+	}
+	return nil
+}
 
+// fleet is step 2's look at the live fleet: a request no worker can ever
+// take is refused unplaceable, naming what the fleet serves, rather than
+// held until its deadline; otherwise it returns the model lookup the move
+// step picks from — the models the fleet serves within the deadline
+// (FleetOffers.MoveCandidates), or, when "auto" finds none that fast,
+// every model it serves, for the shedder to judge the deadline rather
+// than refuse work a load may yet serve. An "auto" request of a tenant
+// that may not send one is left to the move step's refusal.
+func (s *decider) fleet() (schemas.ModelLookup, *schemas.Error) {
+	in, r, o := s.in, s.r, s.in.Offers
+	if o == nil || !o.Informed() || (r.Model == "auto" && !s.p.AllowAuto) {
+		return in.Known, nil
+	}
 	ladder := in.Tenants.Ladder()
-	cx := EstimateComplexity(r, d.PromptTokens)
+	if ue := o.Unplaceable(r.Model, UsableLadder(s.p, ladder, in.Known)); ue != nil {
+		s.d.Model = r.Model
+		return nil, ue
+	}
+	budget := s.d.Deadline.Sub(in.Now)
+	cands := o.MoveCandidates(in.Known, r.Model, s.est, s.d.PromptTokens, r.MaxTokens, budget)
+	if r.Model == "auto" && len(UsableLadder(s.p, ladder, cands)) == 0 {
+		cands = o.MoveCandidates(in.Known, r.Model, s.est, s.d.PromptTokens, r.MaxTokens, 0)
+	}
+	return cands, nil
+}
+
+// model picks the model that will run (among known), checks its context
+// window, and predicts the request on it.
+func (s *decider) model(known schemas.ModelLookup) *schemas.Error {
+	in, r := s.in, s.r
+	ladder := in.Tenants.Ladder()
+	cx := EstimateComplexity(r, s.d.PromptTokens)
 	// A move never lands on a model whose window cannot hold the request:
 	// "auto" picks the smallest adequate model that fits. When none fits,
 	// the pick without the window filter is refused below with
 	// context_too_long, which says why, rather than "no model allowed".
-	mv := ChooseModel(p, ladder, fitsWindow(in.Known, in.ContextWindow, r.Model, d.PromptTokens+r.MaxTokens), r, cx)
+	mv := ChooseModel(s.p, ladder, fitsWindow(known, in.ContextWindow, r.Model, s.d.PromptTokens+r.MaxTokens), r, cx)
 	if mv.Error != nil && in.ContextWindow != nil {
-		if unfiltered := ChooseModel(p, ladder, in.Known, r, cx); unfiltered.Error == nil {
+		if unfiltered := ChooseModel(s.p, ladder, known, r, cx); unfiltered.Error == nil {
 			mv = unfiltered
 		}
 	}
 	if mv.Error != nil {
-		return reject(mv.Error)
+		return mv.Error
 	}
-	d.Model, d.Moved = mv.Model, mv.Moved
-	if e := checkContext(in.ContextWindow, d.Model, d.PromptTokens, r); e != nil {
-		return reject(e)
+	s.mv = mv
+	s.d.Model, s.d.Moved = mv.Model, mv.Moved
+	if e := checkContext(in.ContextWindow, s.d.Model, s.d.PromptTokens, r); e != nil {
+		return e
 	}
-	est := in.Estimate
-	if est == nil {
-		est = LadderEstimator(ladder, nil)
-	}
-	es := est(d.Model, d.PromptTokens, r.MaxTokens)
-	d.Predicted, d.GPUSeconds = es.Latency, es.GPUSeconds
-	d.EstimatedCostUSD = es.GPUSeconds * in.PricePerGPUHour / 3600
-	wait, _ := in.Shedder.Wait(prio, in.Load)
-	d.PredictedWait = wait
+	s.es = s.est(s.d.Model, s.d.PromptTokens, r.MaxTokens)
+	s.d.Predicted, s.d.GPUSeconds = s.es.Latency, s.es.GPUSeconds
+	s.d.EstimatedCostUSD = s.es.GPUSeconds * in.PricePerGPUHour / 3600
+	s.wait, _ = in.Shedder.Wait(s.d.Priority, in.Load)
+	s.d.PredictedWait = s.wait
+	s.need = s.d.PromptTokens + r.MaxTokens
+	return nil
+}
 
-	// 3. Quota.
-	need := d.PromptTokens + r.MaxTokens
-	if in.Quotas != nil {
-		if e := in.Quotas.Check(p, need, d.EstimatedCostUSD, in.Now); e != nil {
-			return reject(e)
+// quota is step 3.
+func (s *decider) quota() *schemas.Error {
+	if s.in.Quotas == nil {
+		return nil
+	}
+	return s.in.Quotas.Check(s.p, s.need, s.d.EstimatedCostUSD, s.in.Now)
+}
+
+// workflow is step 4: a step of a workflow that can no longer finish is
+// refused; one that can gets its share of the workflow's remaining budget
+// as its deadline.
+func (s *decider) workflow() *schemas.Error {
+	in, r := s.in, s.r
+	if r.Workflow == nil {
+		return nil
+	}
+	wd := &WorkflowDecision{MaxRetries: s.p.StepRetries(), StartedAt: in.Now}
+	s.d.Workflow = wd
+	ahead := s.wait + s.es.Latency
+	st, field, budget := in.Workflow, "workflow.id", "remaining budget"
+	if st != nil {
+		if !st.StartedAt.IsZero() {
+			wd.StartedAt = st.StartedAt
 		}
-	}
-
-	// 4. Workflow.
-	if r.Workflow != nil {
-		wd := &WorkflowDecision{MaxRetries: p.StepRetries()}
-		d.Workflow = wd
-		wd.StartedAt = in.Now
-		if st := in.Workflow; st != nil {
-			if !st.StartedAt.IsZero() {
-				wd.StartedAt = st.StartedAt
-			}
-			v := workflow.Assess(st, in.Now, wait+es.Latency)
-			if v.Doomed {
-				wd.Doomed, wd.Cancel, wd.GPUSecondsSaved = true, v.Cancel, es.GPUSeconds
-				return reject(schemas.Errf(schemas.CodeWorkflowDoomed, "workflow.id", "workflow %q is doomed: %s", r.Workflow.ID, v.Reason))
-			}
-			if sd, ok := workflow.StepDeadline(st, in.Now, wait+es.Latency, wait+es.Latency); ok && sd.Before(d.Deadline) {
-				wd.StepDeadline = sd
-				d.Deadline = sd
-				d.Reasons = append(d.Reasons, fmt.Sprintf("workflow step %d: deadline %s from the workflow's remaining budget", r.Workflow.Step, sd.Sub(in.Now).Round(time.Millisecond)))
-			}
-		} else if r.Workflow.DeadlineMs > 0 && r.Workflow.Of > 0 {
-			// First step seen: the workflow's whole budget splits across
-			// all its steps.
-			fresh := &workflow.State{Of: r.Workflow.Of, StartedAt: in.Now,
-				Deadline: in.Now.Add(time.Duration(r.Workflow.DeadlineMs) * time.Millisecond)}
-			if v := workflow.Assess(fresh, in.Now, wait+es.Latency); v.Doomed {
-				wd.Doomed, wd.GPUSecondsSaved = true, es.GPUSeconds
-				return reject(schemas.Errf(schemas.CodeWorkflowDoomed, "workflow.deadline_ms", "workflow %q cannot finish: %s", r.Workflow.ID, v.Reason))
-			}
-			if sd, ok := workflow.StepDeadline(fresh, in.Now, wait+es.Latency, wait+es.Latency); ok && sd.Before(d.Deadline) {
-				wd.StepDeadline, d.Deadline = sd, sd
-				d.Reasons = append(d.Reasons, fmt.Sprintf("workflow step %d: deadline %s from the workflow's budget", r.Workflow.Step, sd.Sub(in.Now).Round(time.Millisecond)))
-			}
-		}
-	}
-
-	// 5. Cache. The hit was looked up by the shell with this tenant's
-	// policy; it is checked again here so a shell bug cannot replay
-	// another tenant's answer.
-	if h := in.CacheHit; h != nil && p.Cache.Enabled() && !r.NoCache && h.Result.Tenant == in.Tenant {
-		d.Action = ActionCacheHit
-		d.CacheHit = h
-		d.CacheHit.Result.Priority = prio
-		d.Reasons = append(d.Reasons, h.Reason)
-		if in.Quotas != nil {
-			// A replay uses a request slot but no GPU tokens or spend.
-			in.Quotas.Charge(p, 0, 0, in.Now)
-			d.Charged = Charge{Requests: 1}
-		}
-		return d
-	}
-
-	// 6. Move.
-	if mv.Moved {
-		d.MoveReason = mv.Reason
-		d.Reasons = append(d.Reasons, mv.Reason)
-	}
-	if p.AllowPoolMove && len(in.Pools) > 0 {
-		pools := PoolSpeeds(in.Pools, in.Service, es, d.Model, d.PromptTokens, r.MaxTokens)
-		if pc, ok := ChoosePool(pools, es, wait, d.Deadline.Sub(in.Now)); ok {
-			d.PoolHint = pc.Pool
-			d.Reasons = append(d.Reasons, pc.Reason)
-		}
-	}
-
-	// 7. Delay.
-	sv := in.Shedder.Check(prio, in.Now, d.Deadline, es.Latency, in.Load)
-	if sv.Shed {
-		return reject(sv.Error)
-	}
-	if until, ok, why := in.Defer.Defer(prio, in.Now, d.Deadline, es.Latency, wait, in.Load); ok {
-		d.Action = ActionDefer
-		d.DeferUntil = until
-		d.Reasons = append(d.Reasons, why)
+	} else if r.Workflow.DeadlineMs > 0 && r.Workflow.Of > 0 {
+		// First step seen: the workflow's whole budget splits across
+		// all its steps.
+		st = &workflow.State{Of: r.Workflow.Of, StartedAt: in.Now,
+			Deadline: in.Now.Add(time.Duration(r.Workflow.DeadlineMs) * time.Millisecond)}
+		field, budget = "workflow.deadline_ms", "budget"
 	} else {
-		d.Action = ActionAdmit
-		d.Reasons = append(d.Reasons, sv.Reason)
+		return nil
+	}
+	if v := workflow.Assess(st, in.Now, ahead); v.Doomed {
+		wd.Doomed, wd.GPUSecondsSaved = true, s.es.GPUSeconds
+		if in.Workflow != nil {
+			wd.Cancel = v.Cancel
+			return schemas.Errf(schemas.CodeWorkflowDoomed, field, "workflow %q is doomed: %s", r.Workflow.ID, v.Reason)
+		}
+		return schemas.Errf(schemas.CodeWorkflowDoomed, field, "workflow %q cannot finish: %s", r.Workflow.ID, v.Reason)
+	}
+	if sd, ok := workflow.StepDeadline(st, in.Now, ahead, ahead); ok && sd.Before(s.d.Deadline) {
+		wd.StepDeadline, s.d.Deadline = sd, sd
+		s.d.Reasons = append(s.d.Reasons, fmt.Sprintf("workflow step %d: deadline %s from the workflow's %s", r.Workflow.Step, sd.Sub(in.Now).Round(time.Millisecond), budget))
+	}
+	return nil
+}
+
+// cacheHit is step 5: it reports whether the request is answered from the
+// cache. The hit was looked up by the shell with this tenant's policy; it
+// is checked again here so a shell bug cannot replay another tenant's
+// answer.
+func (s *decider) cacheHit() bool {
+	in, r := s.in, s.r
+	h := in.CacheHit
+	if h == nil || !s.p.Cache.Enabled() || r.NoCache || h.Result.Tenant != in.Tenant {
+		return false
+	}
+	s.d.Action = ActionCacheHit
+	s.d.CacheHit = h
+	s.d.CacheHit.Result.Priority = s.d.Priority
+	s.d.Reasons = append(s.d.Reasons, h.Reason)
+	if in.Quotas != nil {
+		// A replay uses a request slot but no GPU tokens or spend.
+		in.Quotas.Charge(s.p, 0, 0, in.Now)
+		s.d.Charged = Charge{Requests: 1}
+	}
+	return true
+}
+
+// delay is steps 6 and 7: the move's reason, then shed, defer or admit,
+// and the quota charge of what goes ahead.
+func (s *decider) delay() *schemas.Error {
+	in := s.in
+	if s.mv.Moved {
+		s.d.MoveReason = s.mv.Reason
+		s.d.Reasons = append(s.d.Reasons, s.mv.Reason)
+	}
+	sv := in.Shedder.Check(s.d.Priority, in.Now, s.d.Deadline, s.es.Latency, in.Load)
+	if sv.Shed {
+		return sv.Error
+	}
+	if until, ok, why := in.Defer.Defer(s.d.Priority, in.Now, s.d.Deadline, s.es.Latency, s.wait, in.Load); ok {
+		s.d.Action = ActionDefer
+		s.d.DeferUntil = until
+		s.d.Reasons = append(s.d.Reasons, why)
+	} else {
+		s.d.Action = ActionAdmit
+		s.d.Reasons = append(s.d.Reasons, sv.Reason)
 	}
 	if in.Quotas != nil {
-		in.Quotas.Charge(p, need, d.EstimatedCostUSD, in.Now)
-		d.Charged = Charge{Requests: 1, Tokens: need, CostUSD: d.EstimatedCostUSD}
+		in.Quotas.Charge(s.p, s.need, s.d.EstimatedCostUSD, in.Now)
+		s.d.Charged = Charge{Requests: 1, Tokens: s.need, CostUSD: s.d.EstimatedCostUSD}
 	}
-	return d
+	return nil
 }
 
 // fitsWindow narrows known to the models whose context window holds need
@@ -365,9 +453,6 @@ func (d Decision) Event(requestID, tenant string, now time.Time) schemas.Event {
 		"predicted_s": d.Predicted.Seconds(), "predicted_wait_s": d.PredictedWait.Seconds(), "gpu_s": d.GPUSeconds}
 	if d.Moved {
 		f["moved"] = true
-	}
-	if d.PoolHint != "" {
-		f["pool_hint"] = d.PoolHint
 	}
 	if d.Error != nil {
 		f["code"] = d.Error.Code

@@ -95,13 +95,12 @@ func TestDecideChargesOnlyWhatRuns(t *testing.T) {
 func TestDecideAutoMovesToSmallTier(t *testing.T) {
 	ts := loadExample(t)
 	r := schemas.Request{Model: "auto", Prompt: "Classify the sentiment: 'love it'", MaxTokens: 4}
-	d := Decide(Input{Now: t0, Tenant: "acme", Request: &r, Tenants: ts, Load: Load{RequestsPerSec: 10},
-		Pools: []Pool{{Name: "h100", PricePerHour: 3, Speed: 1, Workers: 2}, {Name: "l4", PricePerHour: 0.75, Speed: 0.3, Workers: 2}}})
-	if d.Action != ActionAdmit || d.Model != "llama-3.2-1b" || !d.Moved || d.PoolHint != "l4" {
+	d := Decide(Input{Now: t0, Tenant: "acme", Request: &r, Tenants: ts, Load: Load{RequestsPerSec: 10}})
+	if d.Action != ActionAdmit || d.Model != "llama-3.2-1b" || !d.Moved {
 		t.Fatalf("decision %+v", d)
 	}
 	ev := d.Event("r", "acme", t0)
-	if !strings.Contains(ev.Reason, "auto -> llama-3.2-1b") || ev.Fields["pool_hint"] != "l4" {
+	if !strings.Contains(ev.Reason, "auto -> llama-3.2-1b") {
 		t.Fatalf("event %+v", ev)
 	}
 }

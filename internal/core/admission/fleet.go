@@ -2,14 +2,12 @@ package admission
 
 import (
 	"math"
-	"slices"
-	"sort"
 	"time"
 
 	"github.com/switchyard-ai/switchyard/schemas"
 )
 
-// FleetView turns the heartbeat stream into the Load and Pools that Decide
+// FleetView turns the heartbeat stream into the Load and Offers that Decide
 // needs. It is a plain value with time passed in, so the admitter shell,
 // the simulator and replay compute the same figures from the same inputs.
 // Not safe for concurrent use: the caller serialises Observe and Load.
@@ -241,34 +239,6 @@ func (f *FleetView) ContextWindow(model string, now time.Time) int {
 		}
 	}
 	return best
-}
-
-// Pools summarises live workers by pool: workers, mean price and the
-// replica kinds, which PoolSpeeds prices per request (Speed starts at 1).
-func (f *FleetView) Pools(now time.Time) []Pool {
-	by := map[string]*Pool{}
-	for _, w := range f.live(now) {
-		name := w.last.Pool
-		if name == "" {
-			name = w.last.GPU
-		}
-		p := by[name]
-		if p == nil {
-			p = &Pool{Name: name, Speed: 1}
-			by[name] = p
-		}
-		p.Workers++
-		p.PricePerHour += (w.last.PricePerHour - p.PricePerHour) / float64(p.Workers)
-		if k := (ReplicaKind{GPU: w.last.GPU, TP: max(1, w.last.TP), Dtype: "bf16"}); !slices.Contains(p.Kinds, k) {
-			p.Kinds = append(p.Kinds, k)
-		}
-	}
-	out := make([]Pool, 0, len(by))
-	for _, p := range by {
-		out = append(out, *p)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
 }
 
 // MeanPrice is the mean $/GPU-hour of the live fleet, 0 when empty.

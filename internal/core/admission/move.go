@@ -2,6 +2,7 @@ package admission
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -161,84 +162,6 @@ func ChooseModel(p Profile, ladder []string, known schemas.ModelLookup, r *schem
 		Reason: fmt.Sprintf("downgrade %s -> %s (tier %d of %d): %s", r.Model, ladder[i], i, cur, c.Reason)}
 }
 
-// Pool is a GPU pool the fleet offers, summarised from heartbeats.
-type Pool struct {
-	Name         string
-	PricePerHour float64
-	// Speed is the pool's throughput relative to the replica the request's
-	// Estimate was made for (1 = same; 0.3 = an L4 against an H100);
-	// PoolSpeeds sets it per request from Kinds.
-	Speed float64
-	// Workers is how many live workers serve the pool; 0 excludes it.
-	Workers int
-	// Kinds are the pool's distinct replica kinds (GPU, TP, dtype).
-	Kinds []ReplicaKind
-}
-
-// PoolSpeeds prices each pool for one request: its Speed becomes the
-// request's estimated latency (est, on the fleet's fastest kind for the
-// model) over its latency on the pool's own kinds, both from the roofline
-// model m — the one load estimate admission and the simulator use, so no
-// GPU is a hard-coded reference. Without m, or for a pool whose kinds the
-// model cannot price, the pools are returned as they are.
-func PoolSpeeds(pools []Pool, m ServiceModel, est Estimate, model string, promptTokens, maxTokens int) []Pool {
-	if m == nil || est.Latency <= 0 {
-		return pools
-	}
-	out := make([]Pool, len(pools))
-	for i, pl := range pools {
-		out[i] = pl
-		if e, ok := RooflineEstimate(m, pl.Kinds, model, promptTokens, maxTokens); ok && e.Latency > 0 {
-			out[i].Speed = float64(est.Latency) / float64(e.Latency)
-		}
-	}
-	return out
-}
-
-// PoolChoice is a pool preference hint for the router.
-type PoolChoice struct {
-	Pool   string
-	Reason string
-}
-
-// PoolSlack is the fraction of the remaining latency budget a cheaper
-// pool's predicted completion may use: the rest absorbs prediction error
-// and queueing that the estimate does not see.
-const PoolSlack = 0.5
-
-// ChoosePool picks the pool with the lowest cost per request (price ×
-// predicted GPU-seconds / speed, so a slow cheap GPU can lose) among those
-// whose predicted completion fits PoolSlack of the budget. It returns no
-// hint when the cheapest feasible pool is also the fastest one, because
-// the router's default preference already lands there.
-func ChoosePool(pools []Pool, est Estimate, wait, budget time.Duration) (PoolChoice, bool) {
-	best, fastest := -1, -1
-	for i, pl := range pools {
-		if pl.Workers <= 0 || pl.Speed <= 0 {
-			continue
-		}
-		if fastest < 0 || pl.Speed > pools[fastest].Speed {
-			fastest = i
-		}
-		lat := wait + time.Duration(float64(est.Latency)/pl.Speed)
-		if float64(lat) > PoolSlack*float64(budget) {
-			continue
-		}
-		if best < 0 || poolCost(pl, est) < poolCost(pools[best], est) {
-			best = i
-		}
-	}
-	if best < 0 || best == fastest || poolCost(pools[best], est) >= poolCost(pools[fastest], est) {
-		return PoolChoice{}, false
-	}
-	b, f := pools[best], pools[fastest]
-	return PoolChoice{Pool: b.Name, Reason: fmt.Sprintf("pool %s: $%.6f/request vs $%.6f on %s; predicted %s within %.0f%% of the %s budget",
-		b.Name, poolCost(b, est), poolCost(f, est), f.Name,
-		(wait + time.Duration(float64(est.Latency)/b.Speed)).Round(time.Millisecond), PoolSlack*100, budget.Round(time.Millisecond))}, true
-}
-
-func poolCost(p Pool, e Estimate) float64 { return p.PricePerHour / 3600 * e.GPUSeconds / p.Speed }
-
 // Offer is what the live fleet can do for one model now.
 type Offer struct {
 	Model string
@@ -254,11 +177,45 @@ type Offer struct {
 }
 
 // ScalablePool is a pool a controller sizes (control.ReplicasMsg on
-// sy.ctl.replicas.<pool>): a worker for its model can be started even
-// when none is live, after ColdStartSeconds.
+// sy.ctl.replicas.<pool>), as the message describes it: a worker for its
+// model can be started even when none is live, on the message's replica
+// kind (GPU, Dtype, TP), after the message's ColdStartSeconds.
 type ScalablePool struct {
 	Pool, GPU, Model string
+	Dtype            string
+	TP               int
 	ColdStartSeconds float64
+}
+
+// ColdLoader prices a weight load on one replica kind;
+// internal/core/perf's Predictor is one (the router prices a pool's cold
+// start with it too, routing.notePool).
+type ColdLoader interface {
+	LoadSeconds(gpu, model, dtype string, tp int, fromState string) float64
+}
+
+// ColdStart is how long a replica of p started now takes to serve: the
+// controller's own figure when the message carries one, else — from a
+// controller that sends none — the cold weight load of the message's own
+// replica kind (its TP, 1 when it names none; bf16 when it names no
+// dtype) priced by load, as the router prices it. 0 when neither can
+// say: such a pool offers nothing.
+func (p ScalablePool) ColdStart(load ColdLoader) float64 {
+	if p.ColdStartSeconds > 0 {
+		return p.ColdStartSeconds
+	}
+	if load == nil || p.GPU == "" || p.Model == "" {
+		return 0
+	}
+	dtype := p.Dtype
+	if dtype == "" {
+		dtype = "bf16"
+	}
+	s := load.LoadSeconds(p.GPU, p.Model, dtype, max(1, p.TP), schemas.WeightCold)
+	if math.IsInf(s, 0) || math.IsNaN(s) || s <= 0 {
+		return 0
+	}
+	return s
 }
 
 // FleetOffers is which models the live fleet can serve and how soon.
@@ -270,9 +227,10 @@ type FleetOffers struct {
 
 // Offers summarises the live fleet by model: each model a live worker
 // reports resident (hot, sleeping, loading or cold), and each model of a
-// pool a controller can scale up. A model is offered at the quickest of
-// these.
-func (f *FleetView) Offers(now time.Time, pools []ScalablePool) FleetOffers {
+// pool a controller can scale up, at its ColdStart (load prices the cold
+// start of a pool whose message gives none; nil offers such a pool
+// nothing). A model is offered at the quickest of these.
+func (f *FleetView) Offers(now time.Time, pools []ScalablePool, load ColdLoader) FleetOffers {
 	o := FleetOffers{Models: map[string]Offer{}}
 	better := func(c Offer) {
 		if cur, ok := o.Models[c.Model]; ok {
@@ -298,11 +256,12 @@ func (f *FleetView) Offers(now time.Time, pools []ScalablePool) FleetOffers {
 		}
 	}
 	for _, p := range pools {
-		if p.Model == "" || p.ColdStartSeconds <= 0 {
+		cold := p.ColdStart(load)
+		if p.Model == "" || cold <= 0 {
 			continue
 		}
-		better(Offer{Model: p.Model, WarmSeconds: p.ColdStartSeconds,
-			Via: fmt.Sprintf("scale-up of pool %s, cold start %.1fs", p.Pool, p.ColdStartSeconds)})
+		better(Offer{Model: p.Model, WarmSeconds: cold,
+			Via: fmt.Sprintf("scale-up of pool %s, cold start %.1fs", p.Pool, cold)})
 	}
 	return o
 }

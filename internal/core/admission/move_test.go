@@ -1,10 +1,12 @@
 package admission
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/switchyard-ai/switchyard/internal/core/perf"
 	"github.com/switchyard-ai/switchyard/schemas"
 )
 
@@ -36,7 +38,7 @@ func TestOffers(t *testing.T) {
 	})
 	// A draining worker offers nothing: it takes no new work.
 	f.Observe(schemas.Heartbeat{WorkerID: "gpu-4", GPU: "h100", Draining: true, Models: []schemas.ModelState{hotModel("llama-3.2-1b")}, SentAt: now}, now)
-	o := f.Offers(now, []ScalablePool{{Pool: "l4:llama-3_1-70b", GPU: "l4", Model: "llama-3.1-70b", ColdStartSeconds: 90}})
+	o := f.Offers(now, []ScalablePool{{Pool: "l4:llama-3_1-70b", GPU: "l4", Model: "llama-3.1-70b", ColdStartSeconds: 90}}, nil)
 	if o.Live != 4 {
 		t.Fatalf("live %d, want 4 (the draining worker left out)", o.Live)
 	}
@@ -55,7 +57,7 @@ func TestOffers(t *testing.T) {
 		}
 	}
 	// Heartbeats older than the staleness bound are not the live fleet.
-	if later := f.Offers(now.Add(10*time.Second), nil); later.Informed() {
+	if later := f.Offers(now.Add(10*time.Second), nil, nil); later.Informed() {
 		t.Fatalf("stale fleet still informs: %+v", later)
 	}
 }
@@ -118,7 +120,7 @@ func TestAutoMovesOnlyWhereTheFleetServes(t *testing.T) {
 		{"no fleet seen: the catalog's candidates, as before", nil, nil, classify, 8 * time.Second, "llama-3.2-1b"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := fleetServing(now, tc.fleet).Offers(now, tc.pools)
+			o := fleetServing(now, tc.fleet).Offers(now, tc.pools, nil)
 			pt := 8
 			known := o.MoveCandidates(func(string) bool { return true }, tc.req.Model, est, pt, tc.req.MaxTokens, tc.budget)
 			mv := ChooseModel(p, ladder, known, tc.req, EstimateComplexity(tc.req, pt))
@@ -172,6 +174,94 @@ func TestUnplaceable(t *testing.T) {
 			}
 			if !strings.Contains(e.Message, "llama-3.1-8b") {
 				t.Errorf("reason %q does not name what the fleet serves", e.Message)
+			}
+		})
+	}
+}
+
+// TestPoolColdStartFromTheReplicasMessage pins where a scalable pool's cold
+// start comes from: the controller's own figure when its message carries
+// one, else the cold load of the message's own replica kind — never a TP
+// the admitter guesses (it once took the fewest GPUs the weights fit and
+// priced that load, whatever the controller said).
+func TestPoolColdStartFromTheReplicasMessage(t *testing.T) {
+	pred := perf.NewPredictor(nil)
+	tp2 := pred.LoadSeconds("h100", "llama-3.1-70b", "bf16", 2, schemas.WeightCold)
+	if math.IsInf(tp2, 0) || tp2 <= 0 || tp2 == 42 {
+		t.Fatalf("the test needs a finite cold load of a 70B model on two H100s other than 42 s, got %v", tp2)
+	}
+	for _, tc := range []struct {
+		name string
+		pool ScalablePool
+		load ColdLoader
+		want float64
+	}{
+		{"the controller's figure", ScalablePool{Pool: "p", GPU: "h100", Model: "llama-3.1-70b", TP: 2, ColdStartSeconds: 42}, pred, 42},
+		{"priced on the message's TP", ScalablePool{Pool: "p", GPU: "h100", Model: "llama-3.1-70b", TP: 2}, pred, tp2},
+		{"no TP named: one GPU, which cannot hold it", ScalablePool{Pool: "p", GPU: "h100", Model: "llama-3.1-70b"}, pred, 0},
+		{"a kind the model cannot price offers nothing", ScalablePool{Pool: "p", GPU: "no-such-gpu", Model: "llama-3.1-70b", TP: 2}, pred, 0},
+		{"nothing to price with", ScalablePool{Pool: "p", GPU: "h100", Model: "llama-3.1-70b", TP: 2}, nil, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.pool.ColdStart(tc.load); math.Abs(got-tc.want) > 1e-9 {
+				t.Fatalf("cold start %v, want %v", got, tc.want)
+			}
+			o := (&FleetView{}).Offers(time.Now(), []ScalablePool{tc.pool}, tc.load)
+			of, ok := o.Models["llama-3.1-70b"]
+			if tc.want == 0 {
+				if ok {
+					t.Fatalf("offered %+v for a pool with no cold start", of)
+				}
+				return
+			}
+			if !ok || math.Abs(of.WarmSeconds-tc.want) > 1e-9 {
+				t.Fatalf("offer %+v (offered %v), want warm in %v", of, ok, tc.want)
+			}
+		})
+	}
+}
+
+// TestDecideOnTheFleet runs the fleet step inside Decide: a model no
+// worker serves and no pool can start is refused unplaceable at once,
+// naming what the fleet serves; "auto" moves only to a served model; a
+// request refused on other grounds keeps its own answer.
+func TestDecideOnTheFleet(t *testing.T) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	ts, err := NewTenants(Config{Default: Profile{Priority: schemas.PriorityStandard, AllowAuto: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	offers := fleetServing(now, map[string][]schemas.ModelState{"a": {hotModel("llama-3.1-8b")}}).Offers(now, nil, nil)
+	classify := schemas.Request{Model: "auto", MaxTokens: 16, DeadlineMs: 8000, Metadata: map[string]string{"task": "classify"},
+		Messages: []schemas.Message{{Role: "user", Content: "Classify this ticket"}}}
+	named := schemas.Request{Model: "llama-3.1-70b", MaxTokens: 16, Messages: []schemas.Message{{Role: "user", Content: "hello"}}}
+	badClass := named
+	badClass.Priority = "urgent"
+	for _, tc := range []struct {
+		name   string
+		req    schemas.Request
+		offers *FleetOffers
+		action string
+		code   string
+		model  string
+	}{
+		{"auto on the served model", classify, &offers, ActionAdmit, "", "llama-3.1-8b"},
+		{"no fleet knowledge: the ladder's pick", classify, nil, ActionAdmit, "", "llama-3.2-1b"},
+		{"named model served nowhere", named, &offers, ActionReject, schemas.CodeUnplaceable, "llama-3.1-70b"},
+		{"invalid class answered as before", badClass, &offers, ActionReject, schemas.CodeInvalidPriority, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := tc.req
+			d := Decide(Input{Now: now, Tenant: "acme", Request: &r, Tenants: ts, Load: Load{RequestsPerSec: 10}, Offers: tc.offers})
+			code := ""
+			if d.Error != nil {
+				code = d.Error.Code
+			}
+			if d.Action != tc.action || code != tc.code || (tc.model != "" && d.Model != tc.model) {
+				t.Fatalf("decision %s %q on %q (%v), want %s %q on %q", d.Action, code, d.Model, d.Error, tc.action, tc.code, tc.model)
+			}
+			if code == schemas.CodeUnplaceable && !strings.Contains(d.Error.Message, "llama-3.1-8b") {
+				t.Errorf("reason %q does not name what the fleet serves", d.Error.Message)
 			}
 		})
 	}

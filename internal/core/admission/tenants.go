@@ -81,9 +81,6 @@ type Profile struct {
 	Budget            Budget `json:"budget"`
 	AllowAuto         bool   `json:"allow_auto,omitempty"`
 	AllowDowngrade    bool   `json:"allow_downgrade,omitempty"`
-	// AllowPoolMove lets admission hint a cheaper GPU pool when the
-	// latency budget allows.
-	AllowPoolMove bool `json:"allow_pool_move,omitempty"`
 	// Models is an allowlist of model names; empty allows every model.
 	Models []string     `json:"models,omitempty"`
 	Cache  cache.Policy `json:"cache"`
@@ -216,6 +213,9 @@ func ParseTenants(b []byte) (*Tenants, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&cfg); err != nil {
+		if strings.Contains(err.Error(), `unknown field "allow_pool_move"`) {
+			return nil, fmt.Errorf("%w: allow_pool_move was removed — the router's placer prices every pool for each request (gpu_usd at the worker's price against the class's value of time), so admission no longer hints one; delete the field", err)
+		}
 		return nil, err
 	}
 	return NewTenants(cfg)

@@ -392,34 +392,7 @@ func compareOutcomes(w Window, recordedPolicy, policy string, baseline, replayed
 	wi := &WhatIf{Basis: WhatIfBasis,
 		Recorded: PolicyOutcome{Policy: recordedPolicy, ByWorker: map[string]int{}},
 		Replayed: PolicyOutcome{Policy: policy, ByWorker: map[string]int{}}}
-	final := func(ds []Decision) map[string]Decision {
-		m := map[string]Decision{}
-		for _, d := range ds {
-			if w.has(d.At) {
-				m[d.ID] = d // a retried request's last decision counts
-			}
-		}
-		return m
-	}
-	base, alt := final(baseline), final(replayed)
-	tally := func(o *PolicyOutcome, d Decision) {
-		if d.Kind != "placed" {
-			o.Failed++
-			return
-		}
-		if d.Infeasible != "" {
-			o.Infeasible++
-		}
-		o.Placed++
-		o.ByWorker[d.Worker]++
-		if d.Predicted != nil {
-			o.MeanCompletionS += d.Predicted.CompletionS
-			o.GPUUSD += d.Predicted.GPUUSD
-			if d.Predicted.MeetsDeadline() {
-				o.PredictedSLOMet++
-			}
-		}
-	}
+	base, alt := finalDecisions(w, baseline), finalDecisions(w, replayed)
 	var changes []RequestChange
 	for id, b := range base {
 		a, ok := alt[id]
@@ -427,34 +400,17 @@ func compareOutcomes(w Window, recordedPolicy, policy string, baseline, replayed
 			continue
 		}
 		wi.Compared++
-		tally(&wi.Recorded, b)
-		tally(&wi.Replayed, a)
+		wi.Recorded.tally(b)
+		wi.Replayed.tally(a)
 		if b.Kind == "placed" && a.Kind == "placed" && b.Worker != a.Worker {
 			wi.Moved++
 		}
-		ch := RequestChange{ID: id, Tenant: b.Tenant, Class: b.Class, Recorded: b, Replayed: a}
-		switch {
-		case b.Kind == "placed" && a.Kind != "placed":
-			ch.SLOChange = "placed→failed"
-		case b.Kind != "placed" && a.Kind == "placed":
-			ch.SLOChange = "failed→placed"
-		case b.Kind == "placed" && b.Predicted != nil && a.Infeasible != "":
-			ch.SLOChange = "met→infeasible"
-			if !b.Predicted.MeetsDeadline() {
-				ch.SLOChange = "missed→infeasible"
-			}
-		case b.Kind == "placed" && b.Infeasible != "" && a.Predicted != nil:
-			ch.SLOChange = "infeasible→placed"
-		case b.Kind == "placed" && b.Predicted != nil && a.Predicted != nil:
-			ch.DeltaCompletionS = a.Predicted.CompletionS - b.Predicted.CompletionS
-			switch bm, am := b.Predicted.MeetsDeadline(), a.Predicted.MeetsDeadline(); {
-			case bm && !am:
-				ch.SLOChange = "met→missed"
-				wi.MetToMissed++
-			case !bm && am:
-				ch.SLOChange = "missed→met"
-				wi.MissedToMet++
-			}
+		ch := changeOf(id, b, a)
+		switch ch.SLOChange {
+		case "met→missed":
+			wi.MetToMissed++
+		case "missed→met":
+			wi.MissedToMet++
 		}
 		if ch.SLOChange != "" || b.Worker != a.Worker {
 			changes = append(changes, ch)
@@ -465,7 +421,75 @@ func compareOutcomes(w Window, recordedPolicy, policy string, baseline, replayed
 			o.MeanCompletionS /= float64(o.Placed)
 		}
 	}
-	// Outcome changes first, then the largest predicted time changes.
+	wi.Changes = largestChanges(changes, 20)
+	return wi
+}
+
+// finalDecisions is each request's last decision inside the window: a
+// retried request's last decision counts.
+func finalDecisions(w Window, ds []Decision) map[string]Decision {
+	m := map[string]Decision{}
+	for _, d := range ds {
+		if w.has(d.At) {
+			m[d.ID] = d
+		}
+	}
+	return m
+}
+
+// tally adds one request's decision to the policy's outcome; the mean
+// completion is summed here and divided once every request is in.
+func (o *PolicyOutcome) tally(d Decision) {
+	if d.Kind != "placed" {
+		o.Failed++
+		return
+	}
+	if d.Infeasible != "" {
+		o.Infeasible++
+	}
+	o.Placed++
+	o.ByWorker[d.Worker]++
+	if d.Predicted != nil {
+		o.MeanCompletionS += d.Predicted.CompletionS
+		o.GPUUSD += d.Predicted.GPUUSD
+		if d.Predicted.MeetsDeadline() {
+			o.PredictedSLOMet++
+		}
+	}
+}
+
+// changeOf says how one request's outcome changed between the recorded
+// decision b and the replayed one a: the SLO transition, if any, and the
+// change in predicted completion when both were placed with a prediction.
+func changeOf(id string, b, a Decision) RequestChange {
+	ch := RequestChange{ID: id, Tenant: b.Tenant, Class: b.Class, Recorded: b, Replayed: a}
+	switch {
+	case b.Kind == "placed" && a.Kind != "placed":
+		ch.SLOChange = "placed→failed"
+	case b.Kind != "placed" && a.Kind == "placed":
+		ch.SLOChange = "failed→placed"
+	case b.Kind == "placed" && b.Predicted != nil && a.Infeasible != "":
+		ch.SLOChange = "met→infeasible"
+		if !b.Predicted.MeetsDeadline() {
+			ch.SLOChange = "missed→infeasible"
+		}
+	case b.Kind == "placed" && b.Infeasible != "" && a.Predicted != nil:
+		ch.SLOChange = "infeasible→placed"
+	case b.Kind == "placed" && b.Predicted != nil && a.Predicted != nil:
+		ch.DeltaCompletionS = a.Predicted.CompletionS - b.Predicted.CompletionS
+		switch bm, am := b.Predicted.MeetsDeadline(), a.Predicted.MeetsDeadline(); {
+		case bm && !am:
+			ch.SLOChange = "met→missed"
+		case !bm && am:
+			ch.SLOChange = "missed→met"
+		}
+	}
+	return ch
+}
+
+// largestChanges orders changes with outcome changes first, then the
+// largest predicted time changes, and keeps the first n.
+func largestChanges(changes []RequestChange, n int) []RequestChange {
 	sort.Slice(changes, func(i, j int) bool {
 		ci, cj := changes[i].SLOChange != "", changes[j].SLOChange != ""
 		if ci != cj {
@@ -477,9 +501,8 @@ func compareOutcomes(w Window, recordedPolicy, policy string, baseline, replayed
 		}
 		return changes[i].ID < changes[j].ID
 	})
-	if len(changes) > 20 {
-		changes = changes[:20]
+	if len(changes) > n {
+		changes = changes[:n]
 	}
-	wi.Changes = changes
-	return wi
+	return changes
 }
