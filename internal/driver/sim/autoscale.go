@@ -286,7 +286,56 @@ func (a *autoscaler) track(now int64) {
 	a.stats.Timeline = append(a.stats.Timeline, ReplicaPoint{AtSeconds: float64(now-a.first) / 1e9, Replicas: n, Desired: a.lastDes})
 }
 
+// decide runs one controller decision on what the fleet reports and
+// carries it out on the simulated fleet.
 func (a *autoscaler) decide(r *runner) {
+	in := a.inputs(r)
+	d := a.ctl.Decide(in)
+	a.stats.Decisions++
+	if a.cfg.OnDecision != nil {
+		a.cfg.OnDecision(time.Duration(r.now-a.first), d)
+	}
+	for _, ch := range d.Changes {
+		a.stats.Changes[ch.Kind]++
+		if from, to, ok := replicaStep(ch); ok && to > from {
+			a.stats.ScaleUps++
+		}
+	}
+	for _, s := range d.Spec {
+		if w := a.live(r, s.Worker); w != nil {
+			w.eng.SetSpecDecode(s.On)
+		}
+	}
+	for _, b := range d.Budgets {
+		if w := a.live(r, b.Worker); w != nil {
+			w.eng.SetBudgets(b.MaxBatch, b.TokenBudget)
+		}
+	}
+	if a.cfg.Warmth {
+		for _, wd := range d.Warmth {
+			a.applyWarmth(r, wd)
+		}
+	}
+	for _, rd := range d.Roles {
+		// The worker takes the dispatches of its new role from its next
+		// heartbeat on and finishes what it holds, as the live worker does
+		// on sy.ctl.role.<worker>.
+		if w := a.live(r, rd.Worker); w != nil && schemas.ValidRole(rd.Role) {
+			w.role = rd.Role
+			r.heartbeat(w)
+		}
+	}
+	for _, s := range d.Shed {
+		a.margins[s.Class] = s.Margin
+	}
+	a.applyReplicas(r, d.Replicas)
+	a.track(r.now)
+}
+
+// inputs gathers what the live controller reads: the workers' latest
+// heartbeats, the router queue per class, attainment and the mix, held
+// demand, and the workers still starting.
+func (a *autoscaler) inputs(r *runner) control.Inputs {
 	now := at(r.now)
 	in := control.Inputs{Now: now, Queued: a.queued, SLO: a.slo, Starting: a.starting, Unserved: a.unserved}
 	clear(a.queued)
@@ -324,80 +373,49 @@ func (a *autoscaler) decide(r *runner) {
 			a.starting[s.pool.Key()]++
 		}
 	}
+	return in
+}
 
-	d := a.ctl.Decide(in)
-	a.stats.Decisions++
-	if a.cfg.OnDecision != nil {
-		a.cfg.OnDecision(time.Duration(r.now-a.first), d)
+// applyWarmth carries out one weight-warmth command. A worker refuses to
+// unload while it runs sequences, as the live worker's engine does; the
+// controller retries on a later decision. A wake starts loading at once,
+// from the tier the weights sit in.
+func (a *autoscaler) applyWarmth(r *runner, wd control.WarmthDecision) {
+	w := a.live(r, wd.Worker)
+	if w == nil {
+		return
 	}
-	for _, ch := range d.Changes {
-		a.stats.Changes[ch.Kind]++
-		if from, to, ok := replicaStep(ch); ok && to > from {
-			a.stats.ScaleUps++
-		}
-	}
-	for _, s := range d.Spec {
-		if w := a.live(r, s.Worker); w != nil {
-			w.eng.SetSpecDecode(s.On)
-		}
-	}
-	for _, b := range d.Budgets {
-		if w := a.live(r, b.Worker); w != nil {
-			w.eng.SetBudgets(b.MaxBatch, b.TokenBudget)
-		}
-	}
-	for _, wd := range d.Warmth {
-		if !a.cfg.Warmth {
-			break
-		}
-		// A worker refuses to unload while it runs sequences, as the live
-		// worker's engine does; the controller retries on a later decision.
-		// A wake starts loading at once, from the tier the weights sit in.
-		w := a.live(r, wd.Worker)
-		if w == nil {
-			continue
-		}
-		switch {
-		case wd.State == schemas.WeightHot:
-			w.sleepPending = false
-			if w.eng.Tier() != schemas.TierHBM {
-				w.eng.Wake(at(r.now))
-				a.stats.Wakes++
-				r.heartbeat(w)
-			}
-		case wd.State == schemas.WeightSleeping && (w.busy || w.eng.HasWork()):
-			// It sleeps once its sequences are done.
-			w.sleepPending = true
-		case wd.State == schemas.WeightSleeping:
-			a.sleep(r, w)
-		case w.eng.SetWeightState(wd.State) == nil:
+	switch {
+	case wd.State == schemas.WeightHot:
+		w.sleepPending = false
+		if w.eng.Tier() != schemas.TierHBM {
+			w.eng.Wake(at(r.now))
+			a.stats.Wakes++
 			r.heartbeat(w)
 		}
+	case wd.State == schemas.WeightSleeping && (w.busy || w.eng.HasWork()):
+		// It sleeps once its sequences are done.
+		w.sleepPending = true
+	case wd.State == schemas.WeightSleeping:
+		a.sleep(r, w)
+	case w.eng.SetWeightState(wd.State) == nil:
+		r.heartbeat(w)
 	}
-	for _, rd := range d.Roles {
-		// The worker takes the dispatches of its new role from its next
-		// heartbeat on and finishes what it holds, as the live worker does
-		// on sy.ctl.role.<worker>.
-		if w := a.live(r, rd.Worker); w != nil && schemas.ValidRole(rd.Role) {
-			w.role = rd.Role
-			r.heartbeat(w)
-		}
-	}
-	for _, s := range d.Shed {
-		a.margins[s.Class] = s.Margin
-	}
+}
+
+// applyReplicas tells the router of every pool, as the live router reads
+// sy.ctl.replicas (it may hold work for a pool at zero), and moves each
+// pool toward its desired replicas.
+func (a *autoscaler) applyReplicas(r *runner, rds []control.ReplicaDecision) {
 	a.lastDes = 0
-	for _, rd := range d.Replicas {
+	for _, rd := range rds {
 		a.lastDes += rd.Desired
-		// The router hears of every pool each decision, as the live router
-		// reads sy.ctl.replicas: it may hold work for a pool at zero.
 		r.apply(routing.Input{Kind: routing.InPool, Pool: &routing.PoolSpec{Key: rd.Pool, GPU: rd.GPU, Model: rd.Model, Dtype: rd.Dtype,
 			TP: rd.TP, Max: rd.Max, Desired: rd.Desired, ColdStartSeconds: rd.ColdStartSeconds}})
 		if pl := a.byKey[rd.Pool]; pl != nil {
 			a.reconcile(r, pl, rd.Desired)
 		}
 	}
-	a.track(r.now)
 }
 
 // replicaStep reads a replica change's from and to counts.
