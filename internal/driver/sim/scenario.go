@@ -248,36 +248,66 @@ func (sc *Scenario) Check(cat *catalog.Catalog) error {
 	if sc.Dtype != "" && catalog.DtypeBytes(sc.Dtype) == 0 {
 		return fmt.Errorf("dtype: unknown dtype %q", sc.Dtype)
 	}
+	served, err := sc.checkFleet(cat)
+	if err != nil {
+		return err
+	}
+	if err := sc.checkTenants(cat, served); err != nil {
+		return err
+	}
+	if err := sc.Trace.check(); err != nil {
+		return err
+	}
+	if err := sc.checkModelMix(served); err != nil {
+		return err
+	}
+	if err := sc.checkFaults(); err != nil {
+		return err
+	}
+	if _, err := duration("drain", sc.Drain); err != nil {
+		return err
+	}
+	return nil
+}
+
+// checkFleet validates the fleet's pools and returns the models they serve.
+func (sc *Scenario) checkFleet(cat *catalog.Catalog) (map[string]bool, error) {
 	if len(sc.Fleet) == 0 {
-		return errors.New("fleet: no pools (want a list of {gpu, model, count, tp})")
+		return nil, errors.New("fleet: no pools (want a list of {gpu, model, count, tp})")
 	}
 	served := map[string]bool{}
 	for i, p := range sc.Fleet {
 		f := fmt.Sprintf("fleet[%d]", i)
 		if _, ok := cat.GPU(p.GPU); !ok {
-			return fmt.Errorf("%s.gpu: %q is not in the catalog (have %s)", f, p.GPU, gpuNames(cat))
+			return nil, fmt.Errorf("%s.gpu: %q is not in the catalog (have %s)", f, p.GPU, gpuNames(cat))
 		}
 		m := p.Model
 		if m == "" {
 			m = sc.model()
 		}
 		if _, ok := cat.Model(m); !ok {
-			return fmt.Errorf("%s.model: %q is not in the catalog (have %s)", f, m, modelNames(cat))
+			return nil, fmt.Errorf("%s.model: %q is not in the catalog (have %s)", f, m, modelNames(cat))
 		}
 		if p.Count < 1 {
-			return fmt.Errorf("%s.count: %d, want at least 1", f, p.Count)
+			return nil, fmt.Errorf("%s.count: %d, want at least 1", f, p.Count)
 		}
 		if p.TP < 0 {
-			return fmt.Errorf("%s.tp: %d, want at least 1", f, p.TP)
+			return nil, fmt.Errorf("%s.tp: %d, want at least 1", f, p.TP)
 		}
 		if !schemas.ValidRole(p.Role) {
-			return fmt.Errorf("%s.role: %q, want prefill, decode or both", f, p.Role)
+			return nil, fmt.Errorf("%s.role: %q, want prefill, decode or both", f, p.Role)
 		}
 		if _, ok := catalog.LinkNamed(p.Link); p.Link != "" && !ok {
-			return fmt.Errorf("%s.link: %q is not a catalog link (have %s)", f, p.Link, strings.Join(catalog.LinkNames(), ", "))
+			return nil, fmt.Errorf("%s.link: %q is not a catalog link (have %s)", f, p.Link, strings.Join(catalog.LinkNames(), ", "))
 		}
 		served[m] = true
 	}
+	return served, nil
+}
+
+// checkTenants validates the tenants: names, classes, shares summing to 1,
+// targets, and models some pool serves.
+func (sc *Scenario) checkTenants(cat *catalog.Catalog, served map[string]bool) error {
 	total := 0.0
 	names := map[string]bool{}
 	for i, t := range sc.Tenants {
@@ -316,9 +346,12 @@ func (sc *Scenario) Check(cat *catalog.Catalog) error {
 	if len(sc.Tenants) > 0 && math.Abs(total-1) > 1e-6 {
 		return fmt.Errorf("tenants: shares sum to %v, want 1", total)
 	}
-	if err := sc.Trace.check(); err != nil {
-		return err
-	}
+	return nil
+}
+
+// checkModelMix validates the trace's model-mix phases against the tenants
+// and the models the fleet serves.
+func (sc *Scenario) checkModelMix(served map[string]bool) error {
 	for i, ph := range sc.Trace.ModelMix {
 		f := fmt.Sprintf("trace.model_mix[%d]", i)
 		if len(sc.Tenants) == 0 {
@@ -338,6 +371,11 @@ func (sc *Scenario) Check(cat *catalog.Catalog) error {
 			return fmt.Errorf("%s.weights: none positive", f)
 		}
 	}
+	return nil
+}
+
+// checkFaults validates the faults: times, kinds and workers of the fleet.
+func (sc *Scenario) checkFaults() error {
 	workers := workerNames(sc.gpuSpecs())
 	for i, ft := range sc.Faults {
 		f := fmt.Sprintf("faults[%d]", i)
@@ -356,9 +394,6 @@ func (sc *Scenario) Check(cat *catalog.Catalog) error {
 		default:
 			return fmt.Errorf("%s.kind: %q, want die, slow, silent or recover", f, ft.Kind)
 		}
-	}
-	if _, err := duration("drain", sc.Drain); err != nil {
-		return err
 	}
 	return nil
 }
