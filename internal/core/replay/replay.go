@@ -192,20 +192,55 @@ func (w Window) has(t time.Time) bool {
 func Compare(w Window, policy, recordedPolicy string, replayed []Decision, events []schemas.Event, results []schemas.Result, bucket time.Duration) Report {
 	rep := Report{Policy: policy, RecordedPolicy: recordedPolicy, Since: w.Since, Until: w.Until,
 		Tenants: map[string]TenantSLO{}, RecordedByWorker: map[string]int{}, ReplayedByWorker: map[string]int{}}
+	tl := newTimeline(bucket)
+	recorded := rep.readRecorded(w, events, tl)
+	rep.compareDecisions(w, replayed, recorded, tl)
+	rep.tallyResults(w, results)
+	rep.Timeline = tl.buckets()
+	return rep
+}
+
+// timeline counts decisions and admitter outcomes in bucket-long slots.
+type timeline struct {
+	bucket time.Duration
+	slots  map[int64]*Bucket
+}
+
+// newTimeline makes a timeline of bucket-long slots, one second when
+// bucket is not positive.
+func newTimeline(bucket time.Duration) *timeline {
 	if bucket <= 0 {
 		bucket = time.Second
 	}
-	recorded := map[string]Decision{}
-	timeline := map[int64]*Bucket{}
-	slot := func(t time.Time) *Bucket {
-		k := t.Truncate(bucket).UnixNano()
-		b := timeline[k]
-		if b == nil {
-			b = &Bucket{Start: t.Truncate(bucket)}
-			timeline[k] = b
-		}
-		return b
+	return &timeline{bucket: bucket, slots: map[int64]*Bucket{}}
+}
+
+// slot is the bucket holding t, made on first use.
+func (tl *timeline) slot(t time.Time) *Bucket {
+	k := t.Truncate(tl.bucket).UnixNano()
+	b := tl.slots[k]
+	if b == nil {
+		b = &Bucket{Start: t.Truncate(tl.bucket)}
+		tl.slots[k] = b
 	}
+	return b
+}
+
+// buckets is the timeline in time order.
+func (tl *timeline) buckets() []Bucket {
+	var out []Bucket
+	for _, b := range tl.slots {
+		out = append(out, *b)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Start.Before(out[j].Start) })
+	return out
+}
+
+// readRecorded reads the recorded events inside w: it returns each
+// request's last recorded decision, and counts recorded placements per
+// worker, sheds, rejections and breaker trips.
+func (rep *Report) readRecorded(w Window, events []schemas.Event, tl *timeline) map[string]Decision {
+	recorded := map[string]Decision{}
 	for _, ev := range events {
 		if !w.has(ev.At) {
 			continue
@@ -220,13 +255,20 @@ func Compare(w Window, policy, recordedPolicy string, replayed []Decision, event
 		switch {
 		case ev.Service == "admitter" && ev.Kind == "shed":
 			rep.Sheds++
-			slot(ev.At).Shed++
+			tl.slot(ev.At).Shed++
 		case ev.Service == "admitter" && ev.Kind == "rejected":
-			slot(ev.At).Rejected++
+			tl.slot(ev.At).Rejected++
 		case ev.Kind == "breaker_open":
 			rep.BreakerTrips++
 		}
 	}
+	return recorded
+}
+
+// compareDecisions counts the replayed decisions inside w against the
+// recorded ones: placements per worker, divergences either way (the first
+// 20 kept) and the ten slowest placements.
+func (rep *Report) compareDecisions(w Window, replayed []Decision, recorded map[string]Decision, tl *timeline) {
 	seen := map[string]bool{}
 	for i := range replayed {
 		d := replayed[i]
@@ -237,9 +279,9 @@ func Compare(w Window, policy, recordedPolicy string, replayed []Decision, event
 		rep.Decisions++
 		if d.Kind == "placed" {
 			rep.ReplayedByWorker[d.Worker]++
-			slot(d.At).Placed++
+			tl.slot(d.At).Placed++
 		} else {
-			slot(d.At).Failed++
+			tl.slot(d.At).Failed++
 		}
 		rec, ok := recorded[d.ID]
 		if !ok || !rec.Same(d) {
@@ -271,6 +313,11 @@ func Compare(w Window, policy, recordedPolicy string, replayed []Decision, event
 	if len(rep.SlowPlacements) > 10 {
 		rep.SlowPlacements = rep.SlowPlacements[:10]
 	}
+}
+
+// tallyResults counts the results finished inside w: distinct requests,
+// and per tenant requests, successes and SLO attainment.
+func (rep *Report) tallyResults(w Window, results []schemas.Result) {
 	ids := map[string]bool{}
 	for _, r := range results {
 		if !w.has(r.FinishedAt) {
@@ -294,9 +341,4 @@ func Compare(w Window, policy, recordedPolicy string, replayed []Decision, event
 		rep.Tenants[k] = t
 	}
 	rep.Requests = len(ids)
-	for _, b := range timeline {
-		rep.Timeline = append(rep.Timeline, *b)
-	}
-	sort.Slice(rep.Timeline, func(i, j int) bool { return rep.Timeline[i].Start.Before(rep.Timeline[j].Start) })
-	return rep
 }
