@@ -169,7 +169,8 @@ type idStep struct {
 	Step
 }
 
-// match says which wanted requests one stored message is about.
+// match says which wanted requests one stored message is about, reading
+// the message the way its stream stores it.
 func match(stream string, m jetstream.Msg, want map[string]bool) []idStep {
 	h := m.Headers()
 	msgID := h.Get(schemas.HeaderMsgID)
@@ -187,84 +188,116 @@ func match(stream string, m jetstream.Msg, want map[string]bool) []idStep {
 			return []idStep{{id: msgID, Step: Step{What: what}}}
 		}
 	case subjects.StreamDispatch:
-		// A dispatch's msg id is "<request id>-a<attempt>", with "-p" or
-		// "-d" after it for a split request's prefill or decode leg.
-		id, attempt, leg, ok := parseDispatchMsgID(msgID)
-		if ok && want[id] {
-			worker, _ := subjects.ParseDispatch(m.Subject())
-			what := fmt.Sprintf("dispatched to %s, attempt %s", worker, attempt)
-			if leg != "" {
-				what = fmt.Sprintf("%s leg dispatched to %s, attempt %s", leg, worker, attempt)
-				var d schemas.Dispatch
-				if err := decodeAny(h, m.Data(), &d); err == nil {
-					switch {
-					case leg == schemas.PhasePrefill && d.DecodeWorker != "":
-						what += ", decode planned on " + d.DecodeWorker
-					case leg == schemas.PhaseDecode && d.Handoff != nil:
-						what += fmt.Sprintf(", KV from %s (transfer %.3f s)", d.Handoff.Worker, d.TransferSeconds)
-					}
-				}
-			}
-			return []idStep{{id: id, Step: Step{What: what}}}
-		}
+		return matchDispatch(m, msgID, want)
 	case subjects.StreamHandoffs:
-		id, ok := handoffID(m.Subject())
-		if !ok || !want[id] {
-			return nil
-		}
-		what := "KV handle"
-		var kv schemas.KVHandle
-		if err := decodeAny(h, m.Data(), &kv); err == nil {
-			if kv.Failed != nil {
-				what = fmt.Sprintf("KV pull failed on %s, attempt %d: %s", kv.DecodeWorker, kv.Attempt, kv.Failed.Message)
-			} else {
-				what = fmt.Sprintf("KV handle from %s for %s, attempt %d: %d blocks, %d prompt tokens (%d cached), held until %s",
-					kv.Worker, kv.DecodeWorker, kv.Attempt, kv.Blocks, kv.PromptTokens, kv.CachedTokens, kv.ExpiresAt.UTC().Format("15:04:05.000"))
-			}
-		}
-		return []idStep{{id: id, Step: Step{What: what}}}
+		return matchHandoff(m, want)
 	case subjects.StreamResults:
-		_, id, err := subjects.ParseResult(m.Subject())
-		if err != nil || !want[id] {
-			return nil
-		}
-		what := "result"
-		if r, err := bus.DecodeResult(h, m.Data()); err == nil {
-			what = "result " + r.Status
-			if r.Error != nil {
-				what += " (" + r.Error.Code + ": " + r.Error.Message + ")"
-			}
-			if r.WorkerID != "" {
-				what += " from " + r.WorkerID
-			}
-		}
-		return []idStep{{id: id, Step: Step{What: what}}}
+		return matchResult(m, want)
 	case subjects.StreamEvents:
-		evs, err := bus.DecodeEvents(h, m.Data())
-		if err != nil {
-			return nil
-		}
-		var out []idStep
-		for _, e := range evs {
-			if !want[e.RequestID] {
-				continue
-			}
-			what := fmt.Sprintf("event %s.%s", e.Service, e.Kind)
-			if e.WorkerID != "" {
-				what += " on " + e.WorkerID
-			}
-			if e.Reason != "" {
-				what += ": " + e.Reason
-			}
-			out = append(out, idStep{id: e.RequestID, Step: Step{What: what}})
-		}
-		return out
+		return matchEvents(m, want)
 	case subjects.StreamDLQ:
-		data := string(m.Data())
-		for id := range want {
-			if id != "" && (msgID == id || strings.Contains(data, id)) {
-				return []idStep{{id: id, Step: Step{What: "dead-lettered: " + h.Get(subjects.HeaderDLQReason)}}}
+		return matchDeadLetter(m, msgID, want)
+	}
+	return nil
+}
+
+// matchDispatch reads a dispatch: to which worker, which attempt, and for
+// a split request's leg, where its other half runs.
+func matchDispatch(m jetstream.Msg, msgID string, want map[string]bool) []idStep {
+	// A dispatch's msg id is "<request id>-a<attempt>", with "-p" or
+	// "-d" after it for a split request's prefill or decode leg.
+	id, attempt, leg, ok := parseDispatchMsgID(msgID)
+	if !ok || !want[id] {
+		return nil
+	}
+	worker, _ := subjects.ParseDispatch(m.Subject())
+	what := fmt.Sprintf("dispatched to %s, attempt %s", worker, attempt)
+	if leg != "" {
+		what = fmt.Sprintf("%s leg dispatched to %s, attempt %s", leg, worker, attempt)
+		var d schemas.Dispatch
+		if err := decodeAny(m.Headers(), m.Data(), &d); err == nil {
+			switch {
+			case leg == schemas.PhasePrefill && d.DecodeWorker != "":
+				what += ", decode planned on " + d.DecodeWorker
+			case leg == schemas.PhaseDecode && d.Handoff != nil:
+				what += fmt.Sprintf(", KV from %s (transfer %.3f s)", d.Handoff.Worker, d.TransferSeconds)
 			}
+		}
+	}
+	return []idStep{{id: id, Step: Step{What: what}}}
+}
+
+// matchHandoff reads a KV handle between a prefill and a decode worker,
+// or the decode side's report that pulling it failed.
+func matchHandoff(m jetstream.Msg, want map[string]bool) []idStep {
+	id, ok := handoffID(m.Subject())
+	if !ok || !want[id] {
+		return nil
+	}
+	what := "KV handle"
+	var kv schemas.KVHandle
+	if err := decodeAny(m.Headers(), m.Data(), &kv); err == nil {
+		if kv.Failed != nil {
+			what = fmt.Sprintf("KV pull failed on %s, attempt %d: %s", kv.DecodeWorker, kv.Attempt, kv.Failed.Message)
+		} else {
+			what = fmt.Sprintf("KV handle from %s for %s, attempt %d: %d blocks, %d prompt tokens (%d cached), held until %s",
+				kv.Worker, kv.DecodeWorker, kv.Attempt, kv.Blocks, kv.PromptTokens, kv.CachedTokens, kv.ExpiresAt.UTC().Format("15:04:05.000"))
+		}
+	}
+	return []idStep{{id: id, Step: Step{What: what}}}
+}
+
+// matchResult reads a result: its status, its error and the worker that
+// sent it.
+func matchResult(m jetstream.Msg, want map[string]bool) []idStep {
+	_, id, err := subjects.ParseResult(m.Subject())
+	if err != nil || !want[id] {
+		return nil
+	}
+	what := "result"
+	if r, err := bus.DecodeResult(m.Headers(), m.Data()); err == nil {
+		what = "result " + r.Status
+		if r.Error != nil {
+			what += " (" + r.Error.Code + ": " + r.Error.Message + ")"
+		}
+		if r.WorkerID != "" {
+			what += " from " + r.WorkerID
+		}
+	}
+	return []idStep{{id: id, Step: Step{What: what}}}
+}
+
+// matchEvents reads a batch of events, which may be about several wanted
+// requests.
+func matchEvents(m jetstream.Msg, want map[string]bool) []idStep {
+	evs, err := bus.DecodeEvents(m.Headers(), m.Data())
+	if err != nil {
+		return nil
+	}
+	var out []idStep
+	for _, e := range evs {
+		if !want[e.RequestID] {
+			continue
+		}
+		what := fmt.Sprintf("event %s.%s", e.Service, e.Kind)
+		if e.WorkerID != "" {
+			what += " on " + e.WorkerID
+		}
+		if e.Reason != "" {
+			what += ": " + e.Reason
+		}
+		out = append(out, idStep{id: e.RequestID, Step: Step{What: what}})
+	}
+	return out
+}
+
+// matchDeadLetter reads a dead-lettered message, which carries the
+// original's msg id or mentions the request in its body.
+func matchDeadLetter(m jetstream.Msg, msgID string, want map[string]bool) []idStep {
+	data := string(m.Data())
+	for id := range want {
+		if id != "" && (msgID == id || strings.Contains(data, id)) {
+			return []idStep{{id: id, Step: Step{What: "dead-lettered: " + m.Headers().Get(subjects.HeaderDLQReason)}}}
 		}
 	}
 	return nil
