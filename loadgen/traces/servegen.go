@@ -335,39 +335,15 @@ func ServeGen(pools []ServeGenPool, l *ServeGenLengths, cfg ServeGenConfig) (*Tr
 	if l == nil {
 		return nil, errors.New("traces: servegen: no length statistics")
 	}
-	if cfg.Duration <= 0 {
-		cfg.Duration = 24 * time.Hour
-	}
-	if cfg.RateScale == 0 {
-		cfg.RateScale = 1
-	}
-	if cfg.RateScale < 0 || math.IsNaN(cfg.RateScale) || math.IsInf(cfg.RateScale, 0) {
-		return nil, fmt.Errorf("traces: servegen: rate scale %g: want a positive number", cfg.RateScale)
-	}
-	if cfg.Start < 0 {
-		return nil, fmt.Errorf("traces: servegen: start %v is negative", cfg.Start)
-	}
-	if cfg.MaxRequests <= 0 {
-		cfg.MaxRequests = DefaultServeGenMaxRequests
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	end := cfg.Start + cfg.Duration
-	window := time.Duration(ServeGenWindowSeconds) * time.Second
 	// Expected requests first, so an oversized request fails before it
 	// allocates.
-	expect := 0.0
-	for _, p := range pools {
-		if _, ok := l.by[p.Model]; !ok {
-			return nil, fmt.Errorf("traces: servegen: no length statistics for model %q (have %v)", p.Model, l.Models())
-		}
-		for _, w := range p.Windows {
-			if w.Dist != "" && w.Start >= cfg.Start && w.Start < end {
-				expect += w.Rate * cfg.RateScale * window.Seconds()
-			}
-		}
-	}
-	if expect > float64(cfg.MaxRequests) {
-		return nil, fmt.Errorf("traces: servegen: about %.0f requests over %v at rate scale %g, over the limit of %d: lower the rate scale or the duration",
-			expect, cfg.Duration, cfg.RateScale, cfg.MaxRequests)
+	if err := checkServeGenSize(pools, l, cfg, end); err != nil {
+		return nil, err
 	}
 	t := &Trace{Name: "servegen"}
 	var names []string
@@ -378,34 +354,8 @@ func ServeGen(pools []ServeGenPool, l *ServeGenLengths, cfg ServeGenConfig) (*Tr
 			if w.Dist == "" || w.Rate <= 0 || w.Start < cfg.Start || w.Start >= end {
 				continue
 			}
-			rate := w.Rate * cfg.RateScale
-			// One stream per (pool, window row), so adding a pool or
-			// a window never reshuffles the others' arrivals.
-			rng := rand.New(rand.NewPCG(uint64(cfg.Seed), uint64(pi)<<40|uint64(wi)))
-			mean := distMean(w)
-			if mean <= 0 || math.IsNaN(mean) || math.IsInf(mean, 0) {
-				return nil, fmt.Errorf("traces: servegen: %s client %s at %v: %s(%g, %g) has no finite mean", p.Model, w.Client, w.Start, w.Dist, w.Shape, w.Scale)
-			}
-			gap := func() time.Duration {
-				return time.Duration(drawIAT(rng, w) / mean / rate * float64(time.Second))
-			}
-			tEnd := min(w.Start+window, end)
-			at := w.Start + time.Duration(rng.Float64()*float64(gap()))
-			ck := hashString(p.Model + "/" + w.Client)
-			for ; at < tEnd; at += gap() {
-				lw, ok := l.window(p.Model, w.Client, at, cfg.Seed)
-				if !ok {
-					return nil, fmt.Errorf("traces: servegen: no length statistics for model %q", p.Model)
-				}
-				in, out := requestLengths(lw, rng)
-				t.Requests = append(t.Requests, Request{
-					Arrival: at - cfg.Start, PromptTokens: in, OutputTokens: out,
-					Tenant: p.Model + "-" + w.Client, Model: p.Model,
-				})
-				keys = append(keys, ck)
-				if len(t.Requests) > cfg.MaxRequests {
-					return nil, fmt.Errorf("traces: servegen: more than %d requests: lower the rate scale or the duration", cfg.MaxRequests)
-				}
+			if err := serveGenArrivals(t, &keys, p.Model, w, l, cfg, end, pi, wi); err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -413,15 +363,7 @@ func ServeGen(pools []ServeGenPool, l *ServeGenLengths, cfg ServeGenConfig) (*Tr
 		return nil, fmt.Errorf("traces: servegen: no arrivals in [%v, %v)", cfg.Start, end)
 	}
 	sortByArrival(t, keys)
-	for i := range t.Requests {
-		r := &t.Requests[i]
-		r.ID = fmt.Sprintf("sg-%07d", i)
-		coarse := make([]uint64, (r.PromptTokens+MooncakeBlockTokens-1)/MooncakeBlockTokens)
-		for j := range coarse {
-			coarse[j] = 1<<62 | uint64(i)<<16 | uint64(j)
-		}
-		r.BlockHashes = tokens.ExpandBlocks(coarse, MooncakeBlockTokens, r.PromptTokens)
-	}
+	uniqueServeGenPrompts(t)
 	t.Name = "servegen-" + strings.Join(names, "+")
 	t.Rules = append(t.Rules,
 		fmt.Sprintf("servegen: arrivals generated (seed %d) from ServeGen's per-client 10-min windows %v–%v at %g× the published rates: each window's fitted Gamma/Weibull inter-arrival times, rescaled to its rate (as ServeGen's construct.py does), from a uniform phase of the first gap", cfg.Seed, cfg.Start, end, cfg.RateScale),
@@ -438,6 +380,103 @@ func ServeGen(pools []ServeGenPool, l *ServeGenLengths, cfg ServeGenConfig) (*Tr
 		t.Requests[i].Tenant = tenant[i]
 	}
 	return t, nil
+}
+
+// withDefaults fills the configuration's defaults and refuses a rate scale
+// or start that cannot generate a workload.
+func (cfg ServeGenConfig) withDefaults() (ServeGenConfig, error) {
+	if cfg.Duration <= 0 {
+		cfg.Duration = 24 * time.Hour
+	}
+	if cfg.RateScale == 0 {
+		cfg.RateScale = 1
+	}
+	if cfg.RateScale < 0 || math.IsNaN(cfg.RateScale) || math.IsInf(cfg.RateScale, 0) {
+		return cfg, fmt.Errorf("traces: servegen: rate scale %g: want a positive number", cfg.RateScale)
+	}
+	if cfg.Start < 0 {
+		return cfg, fmt.Errorf("traces: servegen: start %v is negative", cfg.Start)
+	}
+	if cfg.MaxRequests <= 0 {
+		cfg.MaxRequests = DefaultServeGenMaxRequests
+	}
+	return cfg, nil
+}
+
+// checkServeGenSize refuses pools whose model has no length statistics and
+// a workload whose expected request count over [cfg.Start, end) is above
+// cfg.MaxRequests.
+func checkServeGenSize(pools []ServeGenPool, l *ServeGenLengths, cfg ServeGenConfig, end time.Duration) error {
+	window := time.Duration(ServeGenWindowSeconds) * time.Second
+	expect := 0.0
+	for _, p := range pools {
+		if _, ok := l.by[p.Model]; !ok {
+			return fmt.Errorf("traces: servegen: no length statistics for model %q (have %v)", p.Model, l.Models())
+		}
+		for _, w := range p.Windows {
+			if w.Dist != "" && w.Start >= cfg.Start && w.Start < end {
+				expect += w.Rate * cfg.RateScale * window.Seconds()
+			}
+		}
+	}
+	if expect > float64(cfg.MaxRequests) {
+		return fmt.Errorf("traces: servegen: about %.0f requests over %v at rate scale %g, over the limit of %d: lower the rate scale or the duration",
+			expect, cfg.Duration, cfg.RateScale, cfg.MaxRequests)
+	}
+	return nil
+}
+
+// serveGenArrivals appends one client window's requests to t, and each
+// one's client key to keys: a renewal process with the window's fitted
+// inter-arrival distribution rescaled to its rate, from a uniform phase of
+// its first gap. pi and wi, the pool's and the window's index, seed the
+// window's own random stream.
+func serveGenArrivals(t *Trace, keys *[]uint64, model string, w ServeGenWindow, l *ServeGenLengths, cfg ServeGenConfig, end time.Duration, pi, wi int) error {
+	window := time.Duration(ServeGenWindowSeconds) * time.Second
+	rate := w.Rate * cfg.RateScale
+	// One stream per (pool, window row), so adding a pool or a window
+	// never reshuffles the others' arrivals.
+	rng := rand.New(rand.NewPCG(uint64(cfg.Seed), uint64(pi)<<40|uint64(wi)))
+	mean := distMean(w)
+	if mean <= 0 || math.IsNaN(mean) || math.IsInf(mean, 0) {
+		return fmt.Errorf("traces: servegen: %s client %s at %v: %s(%g, %g) has no finite mean", model, w.Client, w.Start, w.Dist, w.Shape, w.Scale)
+	}
+	gap := func() time.Duration {
+		return time.Duration(drawIAT(rng, w) / mean / rate * float64(time.Second))
+	}
+	tEnd := min(w.Start+window, end)
+	at := w.Start + time.Duration(rng.Float64()*float64(gap()))
+	ck := hashString(model + "/" + w.Client)
+	for ; at < tEnd; at += gap() {
+		lw, ok := l.window(model, w.Client, at, cfg.Seed)
+		if !ok {
+			return fmt.Errorf("traces: servegen: no length statistics for model %q", model)
+		}
+		in, out := requestLengths(lw, rng)
+		t.Requests = append(t.Requests, Request{
+			Arrival: at - cfg.Start, PromptTokens: in, OutputTokens: out,
+			Tenant: model + "-" + w.Client, Model: model,
+		})
+		*keys = append(*keys, ck)
+		if len(t.Requests) > cfg.MaxRequests {
+			return fmt.Errorf("traces: servegen: more than %d requests: lower the rate scale or the duration", cfg.MaxRequests)
+		}
+	}
+	return nil
+}
+
+// uniqueServeGenPrompts numbers the sorted requests and gives each prompt
+// block hashes no other prompt shares: ServeGen publishes no prefix data.
+func uniqueServeGenPrompts(t *Trace) {
+	for i := range t.Requests {
+		r := &t.Requests[i]
+		r.ID = fmt.Sprintf("sg-%07d", i)
+		coarse := make([]uint64, (r.PromptTokens+MooncakeBlockTokens-1)/MooncakeBlockTokens)
+		for j := range coarse {
+			coarse[j] = 1<<62 | uint64(i)<<16 | uint64(j)
+		}
+		r.BlockHashes = tokens.ExpandBlocks(coarse, MooncakeBlockTokens, r.PromptTokens)
+	}
 }
 
 // requestLengths draws one request's input and output tokens.
