@@ -54,15 +54,52 @@ func (p *wva) Decide(in control.Inputs) control.Decision {
 	v := newView(in, p.pools)
 	var d control.Decision
 	reasons := map[string]string{}
-	ready := 0
+	ready, queued, live := p.observe(in, v)
+	if p.lastAt.IsZero() {
+		p.lastAt = in.Now
+	}
+	if in.Now.Sub(p.lastAt) < wvaInterval {
+		return decision(in.Now, p.pools, v, &d, reasons)
+	}
+	p.lastAt = in.Now
+	sat := p.saturation(live)
+	pending := 0
+	for _, pl := range p.pools {
+		pending += in.Starting[pl.key]
+	}
+	why := sat.why(ready)
+	for _, pl := range p.pools {
+		reasons[pl.key] = why
+		// Ready replicas are the base of every target, and the desired
+		// size follows the fleet between actions.
+		pl.desired = clampInt(v.current[pl.key], pl.Min, pl.Max)
+	}
+	up := sat.scaleUp(ready, queued)
+	switch {
+	case up && pending > 0:
+		for _, pl := range p.pools {
+			reasons[pl.key] = fmt.Sprintf("scale-up blocked: %d replicas still starting (cascade guard); %s", pending, why)
+		}
+	case up:
+		p.addCheapest(&d, v, why)
+	case sat.safeDown(ready):
+		p.removeDearest(&d, v, why)
+	}
+	return decision(in.Now, p.pools, v, &d, reasons)
+}
+
+// observe records each ready replica's peak KV usage and waiting requests
+// since the last reconcile, its waiting count including its share of the
+// router's queue. It returns the ready replicas, the router's queue and
+// the live workers.
+func (p *wva) observe(in control.Inputs, v view) (ready, queued int, live map[string]bool) {
 	for _, pl := range p.pools {
 		ready += len(v.workers[pl.key])
 	}
-	queued := 0
 	for _, n := range in.Queued {
 		queued += n
 	}
-	live := map[string]bool{}
+	live = map[string]bool{}
 	for _, pl := range p.pools {
 		for _, hb := range v.workers[pl.key] {
 			live[hb.WorkerID] = true
@@ -75,75 +112,92 @@ func (p *wva) Decide(in control.Inputs) control.Decision {
 			p.peakQ[hb.WorkerID] = max(p.peakQ[hb.WorkerID], q)
 		}
 	}
-	if p.lastAt.IsZero() {
-		p.lastAt = in.Now
-	}
-	if in.Now.Sub(p.lastAt) < wvaInterval {
-		return decision(in.Now, p.pools, v, &d, reasons)
-	}
-	p.lastAt = in.Now
-	var nonSat int
-	var spareKV, spareQ, loadKV, loadQ float64
+	return ready, queued, live
+}
+
+// wvaSaturation is the Saturation Analyzer's reading of one reconcile:
+// how many replicas are below both thresholds, and their summed spare
+// capacity and load.
+type wvaSaturation struct {
+	nonSaturated    int
+	spareKV, spareQ float64
+	loadKV, loadQ   float64
+}
+
+// saturation reads the live replicas' peaks since the last reconcile and
+// starts the next minute's peaks afresh.
+func (p *wva) saturation(live map[string]bool) wvaSaturation {
+	var s wvaSaturation
 	for id := range live {
 		kv, q := p.peakKV[id], p.peakQ[id]
 		if kv >= wvaKVThreshold || q >= wvaQueueThreshold {
 			continue
 		}
-		nonSat++
-		spareKV += wvaKVThreshold - kv
-		spareQ += wvaQueueThreshold - q
-		loadKV += kv
-		loadQ += q
+		s.nonSaturated++
+		s.spareKV += wvaKVThreshold - kv
+		s.spareQ += wvaQueueThreshold - q
+		s.loadKV += kv
+		s.loadQ += q
 	}
 	clear(p.peakKV)
 	clear(p.peakQ)
-	pending := 0
-	for _, pl := range p.pools {
-		pending += in.Starting[pl.key]
-	}
-	up := nonSat == 0 && ready > 0
-	if nonSat > 0 {
-		up = spareKV/float64(nonSat) < wvaKVSpare || spareQ/float64(nonSat) < wvaQueueSpare
-	}
+	return s
+}
+
+// scaleUp is WVA's scale-up verdict: every ready replica saturated, or the
+// mean spare KV or queue below its trigger, or no replica at all with
+// requests waiting.
+func (s wvaSaturation) scaleUp(ready, queued int) bool {
 	if ready == 0 && queued > 0 {
-		up = true
+		return true
 	}
-	safeDown := false
-	if nonSat >= 2 && nonSat == ready {
-		rest := float64(nonSat - 1)
-		safeDown = wvaKVThreshold-loadKV/rest >= wvaKVSpare && wvaQueueThreshold-loadQ/rest >= wvaQueueSpare
+	if s.nonSaturated == 0 {
+		return ready > 0
 	}
-	why := fmt.Sprintf("wva: %d of %d ready replicas non-saturated (peak KV < %.2f, queue < %.0f over the last minute)", nonSat, ready, wvaKVThreshold, wvaQueueThreshold)
-	if nonSat > 0 {
-		why += fmt.Sprintf(", mean spare KV %.2f (trigger %.2f), spare queue %.1f (trigger %.0f)", spareKV/float64(nonSat), wvaKVSpare, spareQ/float64(nonSat), wvaQueueSpare)
+	n := float64(s.nonSaturated)
+	return s.spareKV/n < wvaKVSpare || s.spareQ/n < wvaQueueSpare
+}
+
+// safeDown is WVA's scale-down verdict: every ready replica non-saturated,
+// at least two of them, and the load spread over one fewer still leaves
+// spare capacity above both triggers.
+func (s wvaSaturation) safeDown(ready int) bool {
+	if s.nonSaturated < 2 || s.nonSaturated != ready {
+		return false
 	}
+	rest := float64(s.nonSaturated - 1)
+	return wvaKVThreshold-s.loadKV/rest >= wvaKVSpare && wvaQueueThreshold-s.loadQ/rest >= wvaQueueSpare
+}
+
+// why explains the reading for every pool's reason.
+func (s wvaSaturation) why(ready int) string {
+	why := fmt.Sprintf("wva: %d of %d ready replicas non-saturated (peak KV < %.2f, queue < %.0f over the last minute)", s.nonSaturated, ready, wvaKVThreshold, wvaQueueThreshold)
+	if s.nonSaturated > 0 {
+		n := float64(s.nonSaturated)
+		why += fmt.Sprintf(", mean spare KV %.2f (trigger %.2f), spare queue %.1f (trigger %.0f)", s.spareKV/n, wvaKVSpare, s.spareQ/n, wvaQueueSpare)
+	}
+	return why
+}
+
+// addCheapest adds one replica to the cheapest variant with room for it.
+func (p *wva) addCheapest(d *control.Decision, v view, why string) {
+	for _, pl := range sortedPools(p.pools) {
+		if len(v.workers[pl.key])+1 <= pl.Max {
+			pl.set(d, len(v.workers[pl.key])+1, "scale up the cheapest variant: "+why)
+			return
+		}
+	}
+}
+
+// removeDearest removes one replica from the most expensive variant above
+// its minimum.
+func (p *wva) removeDearest(d *control.Decision, v view, why string) {
 	byPrice := sortedPools(p.pools)
-	for _, pl := range p.pools {
-		reasons[pl.key] = why
-		// Ready replicas are the base of every target, and the desired
-		// size follows the fleet between actions.
-		pl.desired = clampInt(v.current[pl.key], pl.Min, pl.Max)
-	}
-	switch {
-	case up && pending > 0:
-		for _, pl := range p.pools {
-			reasons[pl.key] = fmt.Sprintf("scale-up blocked: %d replicas still starting (cascade guard); %s", pending, why)
-		}
-	case up:
-		for _, pl := range byPrice {
-			if len(v.workers[pl.key])+1 <= pl.Max {
-				pl.set(&d, len(v.workers[pl.key])+1, "scale up the cheapest variant: "+why)
-				break
-			}
-		}
-	case safeDown:
-		for i := len(byPrice) - 1; i >= 0; i-- {
-			pl := byPrice[i]
-			if n := len(v.workers[pl.key]); n > pl.Min && n > 0 {
-				pl.set(&d, n-1, "scale down the most expensive variant: "+why)
-				break
-			}
+	for i := len(byPrice) - 1; i >= 0; i-- {
+		pl := byPrice[i]
+		if n := len(v.workers[pl.key]); n > pl.Min && n > 0 {
+			pl.set(d, n-1, "scale down the most expensive variant: "+why)
+			return
 		}
 	}
-	return decision(in.Now, p.pools, v, &d, reasons)
 }
