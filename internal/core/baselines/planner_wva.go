@@ -40,12 +40,11 @@ type wva struct {
 	pools  []*plannerPool
 	peakKV map[string]float64 // per worker, since the last reconcile
 	peakQ  map[string]float64
-	pool   map[string]string // worker → pool key
 	lastAt time.Time
 }
 
 func newWVA(cfg control.Config, pools []*plannerPool) *wva {
-	return &wva{cfg: cfg, pools: pools, peakKV: map[string]float64{}, peakQ: map[string]float64{}, pool: map[string]string{}}
+	return &wva{cfg: cfg, pools: pools, peakKV: map[string]float64{}, peakQ: map[string]float64{}}
 }
 
 func (p *wva) Name() string { return PlannerWVA }
@@ -103,7 +102,6 @@ func (p *wva) observe(in control.Inputs, v view) (ready, queued int, live map[st
 	for _, pl := range p.pools {
 		for _, hb := range v.workers[pl.key] {
 			live[hb.WorkerID] = true
-			p.pool[hb.WorkerID] = pl.key
 			q := float64(hb.Waiting)
 			if ready > 0 {
 				q += float64(queued) / float64(ready)
