@@ -173,8 +173,7 @@ func replayStreams(ctx context.Context, js jetstream.JetStream, cat *catalog.Cat
 // replayJournals runs each router instance's journal through its own fresh
 // core under policy, instances in name order; evaluated predicts every
 // placement's outcome with the Switchyard placer (replay.RunEvaluated).
-func replayJournals(journals map[string][]routing.Input, cat *catalog.Catalog, policy string, evaluated bool) ([]replay.Decision, error) {
-	cost := perf.NewPredictor(cat)
+func replayJournals(journals map[string][]routing.Input, base *catalog.Catalog, policy string, evaluated bool) ([]replay.Decision, error) {
 	names := make([]string, 0, len(journals))
 	for n := range journals {
 		names = append(names, n)
@@ -182,11 +181,15 @@ func replayJournals(journals map[string][]routing.Input, cat *catalog.Catalog, p
 	sort.Strings(names)
 	var decisions []replay.Decision
 	for _, n := range names {
+		// Each core learns the models its journal's heartbeats describe
+		// from the configured catalog up, as the live router's did.
+		cat := base.Learning()
+		cost := perf.NewPredictor(cat)
 		pol, err := routing.PolicyNamed(policy, cat, cost)
 		if err != nil {
 			return nil, err
 		}
-		core := routing.New(routing.Config{Policy: pol, Cost: cost})
+		core := routing.New(routing.Config{Policy: pol, Cost: cost, Catalog: cat})
 		if !evaluated {
 			decisions = append(decisions, replay.Run(core, journals[n])...)
 			continue

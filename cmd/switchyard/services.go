@@ -166,13 +166,10 @@ func runRouter(ctx context.Context, args []string, _ io.Writer) error {
 		return err
 	}
 	defer sh.NC.Drain()
-	// The cost model covers the models workers describe, not only the catalog's.
+	// The cost model covers the models workers describe, not only the
+	// catalog's: the router's core teaches this catalog what each
+	// heartbeat describes, as an input it journals (routing.Config.Catalog).
 	cat = cat.Learning()
-	learner, err := fleetlearn.Follow(sh.NC, fleetlearn.Options{Catalog: cat, Log: sh.Log})
-	if err != nil {
-		return err
-	}
-	defer learner.Stop()
 	cost := perf.NewPredictor(cat)
 	pol, err := routing.PolicyNamed(*policy, cat, cost)
 	if err != nil {
@@ -188,7 +185,7 @@ func runRouter(ctx context.Context, args []string, _ io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return router.New(sh, router.Config{Cost: cost, Policy: pol, Lease: *lease, LeaseReplicas: f.replicas,
+	return router.New(sh, router.Config{Cost: cost, Policy: pol, Catalog: cat, Lease: *lease, LeaseReplicas: f.replicas,
 		ActiveActive: *activeActive, PullBatch: *pullBatch, PullRate: *pullRate, QueueWeights: qw, Classes: pulled, NoFairShare: !*fairShare}).Run(ctx)
 }
 

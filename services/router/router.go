@@ -26,6 +26,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/switchyard-ai/switchyard/internal/core/catalog"
 	"github.com/switchyard-ai/switchyard/internal/core/control"
 	"github.com/switchyard-ai/switchyard/internal/core/fleet"
 	"github.com/switchyard-ai/switchyard/internal/core/placement"
@@ -52,9 +53,14 @@ type Config struct {
 	Fleet fleet.Options
 	// Policy places requests; nil means the Switchyard placer over Cost
 	// with Placement options.
-	Policy       placement.Policy
-	Cost         placement.CostModel
-	Placement    placement.Options
+	Policy    placement.Policy
+	Cost      placement.CostModel
+	Placement placement.Options
+	// Catalog is the catalog Cost and Policy read; a learning one
+	// (catalog.Learning) is taught the models heartbeats describe by the
+	// core itself, as it applies each heartbeat (routing.Config.Catalog),
+	// so replay learns them at the same input.
+	Catalog      *catalog.Catalog
 	QueueWeights map[string]int
 	// Journal records every input for replay (default on).
 	NoJournal bool
@@ -165,7 +171,8 @@ func New(sh *svc.Shell, cfg Config) *Router {
 	if pol == nil {
 		pol = placement.New(cfg.Cost, cfg.Placement)
 	}
-	core := routing.New(routing.Config{Policy: pol, Cost: cfg.Cost, Fleet: cfg.Fleet, QueueWeights: cfg.QueueWeights, Queue: queueDiscipline(cfg)})
+	core := routing.New(routing.Config{Policy: pol, Cost: cfg.Cost, Fleet: cfg.Fleet, QueueWeights: cfg.QueueWeights, Queue: queueDiscipline(cfg),
+		Catalog: cfg.Catalog})
 	svc.StartAtZero(sh.Metrics, `switchyard_retries_total{allowed="true"}`, `switchyard_retries_total{allowed="false"}`,
 		`switchyard_breaker_transitions_total{to="open"}`, `switchyard_breaker_transitions_total{to="half_open"}`, `switchyard_breaker_transitions_total{to="closed"}`)
 	r := &Router{sh: sh, cfg: cfg, core: core, inbox: make(chan func(), 8192), progress: map[string]time.Time{},

@@ -18,6 +18,7 @@ import (
 
 	"github.com/switchyard-ai/switchyard/internal/core/baselines"
 	"github.com/switchyard-ai/switchyard/internal/core/breaker"
+	"github.com/switchyard-ai/switchyard/internal/core/catalog"
 	"github.com/switchyard-ai/switchyard/internal/core/fleet"
 	"github.com/switchyard-ai/switchyard/internal/core/placement"
 	"github.com/switchyard-ai/switchyard/internal/core/queue"
@@ -41,6 +42,15 @@ type Config struct {
 	// zero values take their packages' defaults.
 	Breaker breaker.Config
 	Retry   retry.Config
+	// Catalog is the catalog Cost and Policy read. When it can learn
+	// (catalog.Learning), the core teaches it every model a heartbeat
+	// describes (ModelState.Spec) as it applies the heartbeat — the
+	// catalog's only change at run time reaches it as an Input, journaled
+	// with the heartbeat — so a replay whose core is given a fresh
+	// learning copy of the same configured catalog learns the same models
+	// at the same input and prices every placement as the live router did.
+	// Nil, or one that cannot learn, learns nothing.
+	Catalog *catalog.Catalog
 	// Queue is the wait queue's discipline for the Switchyard placer (the
 	// zero value: weighted classes, EDF, adaptive LIFO, expiry; Weights
 	// default to QueueWeights). A baseline that implements
@@ -168,32 +178,12 @@ func (c *Core) Apply(in Input, handle any) []Action {
 	c.acts = c.acts[:0]
 	switch in.Kind {
 	case InHeartbeat:
-		if in.Heartbeat == nil {
-			break
+		if in.Heartbeat != nil {
+			c.heartbeat(in.Heartbeat, in.At)
 		}
-		id := in.Heartbeat.WorkerID
-		approx := in.Heartbeat.Backend == "openai" && !c.preciseKV[id]
-		if c.fleet.ApplyHeartbeat(in.Heartbeat, in.At) && !approx {
-			c.acts = append(c.acts, Action{Kind: ActSnapshot, Worker: id})
-		}
-		if approx {
-			c.approxKV[id] = true
-		}
-		// The receive time, not the worker's clock, decides staleness.
-		if t, ok := c.breakers.Heartbeat(in.Heartbeat.WorkerID, in.At, in.At); ok {
-			c.transition(t)
-		}
-		// A heartbeat is news of capacity: what waits may fit now.
-		c.placeReady(in.At)
 	case InKV:
-		if in.KV != nil && !c.preciseKV[in.KV.WorkerID] {
-			// A worker that sends KV events (a sim engine, or a real one
-			// relaying vLLM's) is indexed from them, never guessed at.
-			delete(c.approxKV, in.KV.WorkerID)
-			c.preciseKV[in.KV.WorkerID] = true
-		}
-		if in.KV != nil && c.fleet.ApplyKV(in.KV, in.At) {
-			c.acts = append(c.acts, Action{Kind: ActSnapshot, Worker: in.KV.WorkerID})
+		if in.KV != nil {
+			c.kvEvent(in.KV, in.At)
 		}
 	case InAdmitted:
 		if in.Admitted != nil {
@@ -205,16 +195,7 @@ func (c *Core) Apply(in Input, handle any) []Action {
 	case InCancel:
 		c.cancel(in.Cancel)
 	case InTick:
-		if in.At.Sub(c.lastSweep) >= time.Second/2 {
-			c.lastSweep = in.At
-			for _, t := range c.breakers.Tick(in.At) {
-				c.transition(t)
-			}
-			c.reapOverdue(in.At)
-			c.forgetDeparted(in.At)
-		}
-		c.placeReady(in.At)
-		c.heldDemandEvents(in.At)
+		c.tick(in.At)
 	case InDispatchFailed:
 		// The dispatch never reached the stream: undo the booking and hold
 		// the request again. A decode leg's attempt already stored its
@@ -231,32 +212,7 @@ func (c *Core) Apply(in Input, handle any) []Action {
 			c.admit(*in.Admitted, handle, in.At)
 		}
 	case InAdopt:
-		for i := range in.Adopted {
-			d := &in.Adopted[i]
-			id := d.Admitted.Request.ID
-			if f, known := c.placedOn[id]; known && f.adm.Attempt >= d.Admitted.Attempt {
-				continue
-			}
-			if _, held := c.held[id]; held {
-				continue
-			}
-			c.placedOn[id] = &inflight{worker: d.WorkerID, adm: d.Admitted, predicted: d.PredictedSeconds, placedAt: d.PlacedAt,
-				phase: d.Phase, decodeWorker: d.DecodeWorker, transfer: d.TransferSeconds}
-		}
-		// A worker that went silent before this router took over had its
-		// loss handled when nothing was adopted yet: what it held is
-		// re-placed now, as if the loss were seen with the work in hand.
-		lost := map[string]bool{}
-		for i := range in.Adopted {
-			w := in.Adopted[i].WorkerID
-			c.breakers.Expect(w, in.At)
-			if c.breakers.Silent(w) {
-				lost[w] = true
-			}
-		}
-		for _, w := range slices.Sorted(maps.Keys(lost)) {
-			c.workerLost(w, in.At)
-		}
+		c.adopt(in.Adopted, in.At)
 	case InPeerBooking:
 		c.peerBookings(in.Bookings, in.At)
 	case InFairShare:
@@ -274,6 +230,86 @@ func (c *Core) Apply(in Input, handle any) []Action {
 		clear(c.warm)
 	}
 	return c.acts
+}
+
+// heartbeat applies one worker's heartbeat: the models it describes are
+// taught to the catalog first (learn), so this very input's placements
+// already price them; then the fleet view and the worker's breaker, and
+// what waits may fit now.
+func (c *Core) heartbeat(hb *schemas.Heartbeat, now time.Time) {
+	c.learn(hb, now)
+	id := hb.WorkerID
+	approx := hb.Backend == "openai" && !c.preciseKV[id]
+	if c.fleet.ApplyHeartbeat(hb, now) && !approx {
+		c.acts = append(c.acts, Action{Kind: ActSnapshot, Worker: id})
+	}
+	if approx {
+		c.approxKV[id] = true
+	}
+	// The receive time, not the worker's clock, decides staleness.
+	if t, ok := c.breakers.Heartbeat(id, now, now); ok {
+		c.transition(t)
+	}
+	// A heartbeat is news of capacity: what waits may fit now.
+	c.placeReady(now)
+}
+
+// kvEvent applies one worker's KV event to the prefix index.
+func (c *Core) kvEvent(ev *schemas.KVEvent, now time.Time) {
+	if !c.preciseKV[ev.WorkerID] {
+		// A worker that sends KV events (a sim engine, or a real one
+		// relaying vLLM's) is indexed from them, never guessed at.
+		delete(c.approxKV, ev.WorkerID)
+		c.preciseKV[ev.WorkerID] = true
+	}
+	if c.fleet.ApplyKV(ev, now) {
+		c.acts = append(c.acts, Action{Kind: ActSnapshot, Worker: ev.WorkerID})
+	}
+}
+
+// tick is the clock: every half second the breakers, overdue and departed
+// work are swept; every tick what waits is offered again.
+func (c *Core) tick(now time.Time) {
+	if now.Sub(c.lastSweep) >= time.Second/2 {
+		c.lastSweep = now
+		for _, t := range c.breakers.Tick(now) {
+			c.transition(t)
+		}
+		c.reapOverdue(now)
+		c.forgetDeparted(now)
+	}
+	c.placeReady(now)
+	c.heldDemandEvents(now)
+}
+
+// adopt takes over in-flight dispatches an earlier router made (InAdopt).
+func (c *Core) adopt(adopted []schemas.Dispatch, now time.Time) {
+	for i := range adopted {
+		d := &adopted[i]
+		id := d.Admitted.Request.ID
+		if f, known := c.placedOn[id]; known && f.adm.Attempt >= d.Admitted.Attempt {
+			continue
+		}
+		if _, held := c.held[id]; held {
+			continue
+		}
+		c.placedOn[id] = &inflight{worker: d.WorkerID, adm: d.Admitted, predicted: d.PredictedSeconds, placedAt: d.PlacedAt,
+			phase: d.Phase, decodeWorker: d.DecodeWorker, transfer: d.TransferSeconds}
+	}
+	// A worker that went silent before this router took over had its
+	// loss handled when nothing was adopted yet: what it held is
+	// re-placed now, as if the loss were seen with the work in hand.
+	lost := map[string]bool{}
+	for i := range adopted {
+		w := adopted[i].WorkerID
+		c.breakers.Expect(w, now)
+		if c.breakers.Silent(w) {
+			lost[w] = true
+		}
+	}
+	for _, w := range slices.Sorted(maps.Keys(lost)) {
+		c.workerLost(w, now)
+	}
 }
 
 func (c *Core) admit(adm schemas.Admitted, handle any, now time.Time) {
