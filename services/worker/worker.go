@@ -312,6 +312,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
+// onDispatch takes one dispatch: it drops one that already has its final
+// result, answers one refused before it starts, and hands the rest to the
+// backend this worker runs (instant, a real engine, or the simulated one).
 func (w *Worker) onDispatch(ctx context.Context, m jetstream.Msg) {
 	var d schemas.Dispatch
 	if err := svc.Decode(m.Headers(), m.Data(), &d); err != nil {
@@ -320,56 +323,91 @@ func (w *Worker) onDispatch(ctx context.Context, m jetstream.Msg) {
 		m.Term()
 		return
 	}
-	id := d.Admitted.Request.ID
-	// A redelivery (this worker restarted) or a retry may already have its
-	// final result elsewhere: never compute an answer nobody can use.
-	if md, err := m.Metadata(); err == nil && (md.NumDelivered > 1 || d.Admitted.Attempt > 0) && w.sh.Ledger != nil {
-		if done, err := w.sh.Ledger.Done(ctx, d.Admitted.Tenant, id); err == nil && done {
-			w.sh.Emit(schemas.Event{Kind: "skipped_finished", RequestID: id, Tenant: d.Admitted.Tenant, WorkerID: w.cfg.ID,
-				Reason: "already has a final result (re-placed while this worker was away)"})
-			m.Ack()
-			return
-		}
+	if w.skipFinished(ctx, d, m) {
+		return
 	}
+	if res, refused := w.refuseBeforeStart(d, m); refused {
+		w.finish(ctx, d, m, res)
+		return
+	}
+	switch {
+	case w.cfg.Instant:
+		w.runInstant(ctx, d, m)
+	case w.remote != nil:
+		w.runRemote(ctx, d, m)
+	default:
+		w.runSimulated(ctx, d, m)
+	}
+}
+
+// skipFinished acks a redelivery (this worker restarted) or a retry whose
+// request already has its final result elsewhere: never compute an answer
+// nobody can use.
+func (w *Worker) skipFinished(ctx context.Context, d schemas.Dispatch, m jetstream.Msg) bool {
+	if w.sh.Ledger == nil {
+		return false
+	}
+	md, err := m.Metadata()
+	if err != nil || (md.NumDelivered <= 1 && d.Admitted.Attempt == 0) {
+		return false
+	}
+	id := d.Admitted.Request.ID
+	if done, err := w.sh.Ledger.Done(ctx, d.Admitted.Tenant, id); err != nil || !done {
+		return false
+	}
+	w.sh.Emit(schemas.Event{Kind: "skipped_finished", RequestID: id, Tenant: d.Admitted.Tenant, WorkerID: w.cfg.ID,
+		Reason: "already has a final result (re-placed while this worker was away)"})
+	m.Ack()
+	return true
+}
+
+// refuseBeforeStart is the error result for a dispatch this worker must
+// not start on any backend: a leg its role does not take, a request past
+// its deadline, an injected fault, or one cancelled before it started.
+func (w *Worker) refuseBeforeStart(d schemas.Dispatch, m jetstream.Msg) (schemas.Result, bool) {
+	id := d.Admitted.Request.ID
 	if e := w.refusePhase(d, storedAt(m, d)); e != nil {
 		res := svc.ErrorResult(id, d.Admitted.Tenant, d.Admitted.Priority, e, w.sh.Now())
 		res.WorkerID = w.cfg.ID
-		w.finish(ctx, d, m, res)
-		return
+		return res, true
 	}
 	if e := engine.RefuseLate(&d.Admitted, w.sh.Now(), w.cfg.ID); e != nil {
-		w.finish(ctx, d, m, svc.ErrorResult(id, d.Admitted.Tenant, d.Admitted.Priority, e, w.sh.Now()))
-		return
+		return svc.ErrorResult(id, d.Admitted.Tenant, d.Admitted.Priority, e, w.sh.Now()), true
 	}
 	if res, failed := w.injectedError(d); failed {
-		w.finish(ctx, d, m, res)
-		return
+		return res, true
 	}
 	w.mu.Lock()
 	reason, cancelled := w.exhume(d.Admitted.Tenant, id, w.sh.Now())
 	w.mu.Unlock()
-	if cancelled {
-		e := schemas.Errf(schemas.CodeCancelled, "", "cancelled before it started: %s", reason)
-		res := svc.ErrorResult(id, d.Admitted.Tenant, d.Admitted.Priority, e, w.sh.Now())
-		res.WorkerID, res.Simulated = w.cfg.ID, w.remote == nil
-		w.sh.Emit(schemas.Event{Kind: "cancelled", RequestID: id, Tenant: d.Admitted.Tenant, WorkerID: w.cfg.ID, Reason: reason,
-			Fields: map[string]any{"gpu_seconds_spent": 0.0, "before_start": true}})
-		w.finish(ctx, d, m, res)
-		return
+	if !cancelled {
+		return schemas.Result{}, false
 	}
-	if w.cfg.Instant {
-		w.instant <- struct{}{}
-		w.instantWG.Add(1)
-		go func() {
-			defer func() { <-w.instant; w.instantWG.Done() }()
-			w.finish(ctx, d, m, w.instantResult(d))
-		}()
-		return
-	}
-	if w.remote != nil {
-		w.runRemote(ctx, d, m)
-		return
-	}
+	e := schemas.Errf(schemas.CodeCancelled, "", "cancelled before it started: %s", reason)
+	res := svc.ErrorResult(id, d.Admitted.Tenant, d.Admitted.Priority, e, w.sh.Now())
+	res.WorkerID, res.Simulated = w.cfg.ID, w.remote == nil
+	w.sh.Emit(schemas.Event{Kind: "cancelled", RequestID: id, Tenant: d.Admitted.Tenant, WorkerID: w.cfg.ID, Reason: reason,
+		Fields: map[string]any{"gpu_seconds_spent": 0.0, "before_start": true}})
+	return res, true
+}
+
+// runInstant answers at once, off the consumer's goroutine, at most
+// cap(w.instant) at a time.
+func (w *Worker) runInstant(ctx context.Context, d schemas.Dispatch, m jetstream.Msg) {
+	w.instant <- struct{}{}
+	w.instantWG.Add(1)
+	go func() {
+		defer func() { <-w.instant; w.instantWG.Done() }()
+		w.finish(ctx, d, m, w.instantResult(d))
+	}()
+}
+
+// runSimulated runs a dispatch on the simulated engine: a redelivery of
+// something running here is left to the running copy, a stream its lost
+// worker had begun continues from what the client already received, and
+// an answer already complete in the record is sent from it.
+func (w *Worker) runSimulated(ctx context.Context, d schemas.Dispatch, m jetstream.Msg) {
+	id := d.Admitted.Request.ID
 	if e := w.eng.RefuseModel(d.Admitted.Model, w.cfg.ID); e != nil {
 		w.finish(ctx, d, m, svc.ErrorResult(id, d.Admitted.Tenant, d.Admitted.Priority, e, w.sh.Now()))
 		return
@@ -411,6 +449,14 @@ func (w *Worker) onDispatch(ctx context.Context, m jetstream.Msg) {
 		w.startDecode(ctx, d, m, resumed)
 		return
 	}
+	w.startSimulated(ctx, d, m, resumed)
+}
+
+// startSimulated adds the request's sequence to the simulated engine,
+// continued after the tokens already streamed, and wakes the engine loop;
+// a sequence the engine cannot hold is answered unplaceable.
+func (w *Worker) startSimulated(ctx context.Context, d schemas.Dispatch, m jetstream.Msg, resumed streamed) {
+	id := d.Admitted.Request.ID
 	seq := engine.Sequence{
 		ID:           id,
 		PromptTokens: d.Admitted.PromptTokens,
@@ -435,9 +481,9 @@ func (w *Worker) onDispatch(ctx context.Context, m jetstream.Msg) {
 	}
 	w.mu.Lock()
 	if err == nil {
-		if _, dup = w.inflight[id]; dup {
+		if _, dup := w.inflight[id]; dup {
 			w.mu.Unlock()
-			return // as above: the running copy answers and acks
+			return // a redelivery that raced this one: the running copy answers and acks
 		}
 		seq.Arrival = w.clock.now(w.sh.Now())
 		err = w.eng.Add(seq)
