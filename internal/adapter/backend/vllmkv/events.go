@@ -190,25 +190,44 @@ func structFields(raw any, order []string, what string) (map[string]any, error) 
 	}
 }
 
+// decodeEvent decodes one event in either shape: its tag and fields, then
+// the fields its type has.
 func decodeEvent(raw any) (Event, error) {
-	var tag string
-	var fields map[string]any
+	tag, fields, err := eventFields(raw)
+	if err != nil {
+		return Event{}, err
+	}
+	switch tag {
+	case TypeBlockStored:
+		return decodeStored(fields)
+	case TypeBlockRemoved:
+		return decodeRemoved(fields)
+	case TypeAllBlocksCleared:
+		return Event{Type: tag}, nil
+	default:
+		return Event{Type: tag}, fmt.Errorf("unknown event type %q", tag)
+	}
+}
+
+// eventFields reads an event's type tag and its fields by name, from a
+// tagged map or from an array with the tag first (fields in the type's
+// declared order).
+func eventFields(raw any) (string, map[string]any, error) {
 	switch v := raw.(type) {
 	case map[string]any:
 		t, ok := v["type"].(string)
 		if !ok {
-			return Event{}, fmt.Errorf("event map has no string \"type\" tag (got %T)", v["type"])
+			return "", nil, fmt.Errorf("event map has no string \"type\" tag (got %T)", v["type"])
 		}
-		tag, fields = t, v
+		return t, v, nil
 	case []any:
 		if len(v) == 0 {
-			return Event{}, errors.New("empty event array (no type tag)")
+			return "", nil, errors.New("empty event array (no type tag)")
 		}
 		t, ok := v[0].(string)
 		if !ok {
-			return Event{}, fmt.Errorf("event array starts with %T, want the type tag", v[0])
+			return "", nil, fmt.Errorf("event array starts with %T, want the type tag", v[0])
 		}
-		tag = t
 		var order []string
 		switch t {
 		case TypeBlockStored:
@@ -216,66 +235,77 @@ func decodeEvent(raw any) (Event, error) {
 		case TypeBlockRemoved:
 			order = removedFields
 		}
-		var err error
-		if fields, err = structFields(v[1:], order, t); err != nil {
-			return Event{}, err
-		}
+		fields, err := structFields(v[1:], order, t)
+		return t, fields, err
 	default:
-		return Event{}, fmt.Errorf("event is %T, want a map or an array", raw)
+		return "", nil, fmt.Errorf("event is %T, want a map or an array", raw)
 	}
-	ev := Event{Type: tag}
+}
+
+// decodeStored decodes a BlockStored event's fields, checking that its
+// token ids fill its blocks exactly.
+func decodeStored(fields map[string]any) (Event, error) {
+	ev := Event{Type: TypeBlockStored}
 	var err error
-	switch tag {
-	case TypeBlockStored:
-		if ev.BlockHashes, err = hashList(fields["block_hashes"]); err != nil {
-			return ev, fmt.Errorf("BlockStored.block_hashes: %w", err)
+	if ev.BlockHashes, err = hashList(fields["block_hashes"]); err != nil {
+		return ev, fmt.Errorf("BlockStored.block_hashes: %w", err)
+	}
+	if p := fields["parent_block_hash"]; p != nil {
+		if ev.Parent, err = toHash(p); err != nil {
+			return ev, fmt.Errorf("BlockStored.parent_block_hash: %w", err)
 		}
-		if p := fields["parent_block_hash"]; p != nil {
-			if ev.Parent, err = toHash(p); err != nil {
-				return ev, fmt.Errorf("BlockStored.parent_block_hash: %w", err)
-			}
-			ev.HasParent = true
+		ev.HasParent = true
+	}
+	if ev.TokenIDs, err = tokenIDs(fields["token_ids"]); err != nil {
+		return ev, err
+	}
+	bs, ok := toInt(fields["block_size"])
+	if !ok || bs <= 0 || bs > 1<<20 {
+		return ev, fmt.Errorf("BlockStored.block_size is %v, want a positive size", fields["block_size"])
+	}
+	ev.BlockSize = int(bs)
+	if want := len(ev.BlockHashes) * ev.BlockSize; len(ev.TokenIDs) != want {
+		return ev, fmt.Errorf("BlockStored has %d token ids for %d blocks of %d", len(ev.TokenIDs), len(ev.BlockHashes), ev.BlockSize)
+	}
+	if ev.Medium, err = optString(fields["medium"]); err != nil {
+		return ev, fmt.Errorf("BlockStored.medium: %w", err)
+	}
+	ev.Keyed = fields["lora_id"] != nil || fields["lora_name"] != nil || anyExtraKeys(fields["extra_keys"])
+	if ev.Group, err = optInt(fields["group_idx"]); err != nil {
+		return ev, fmt.Errorf("BlockStored.group_idx: %w", err)
+	}
+	return ev, nil
+}
+
+// tokenIDs reads BlockStored.token_ids.
+func tokenIDs(raw any) ([]uint32, error) {
+	toks, ok := raw.([]any)
+	if !ok {
+		return nil, fmt.Errorf("BlockStored.token_ids is %T, want an array", raw)
+	}
+	out := make([]uint32, len(toks))
+	for i, t := range toks {
+		n, ok := toInt(t)
+		if !ok || n < 0 || n > math.MaxUint32 {
+			return nil, fmt.Errorf("BlockStored.token_ids[%d] is %v, want a token id", i, t)
 		}
-		toks, ok := fields["token_ids"].([]any)
-		if !ok {
-			return ev, fmt.Errorf("BlockStored.token_ids is %T, want an array", fields["token_ids"])
-		}
-		ev.TokenIDs = make([]uint32, len(toks))
-		for i, t := range toks {
-			n, ok := toInt(t)
-			if !ok || n < 0 || n > math.MaxUint32 {
-				return ev, fmt.Errorf("BlockStored.token_ids[%d] is %v, want a token id", i, t)
-			}
-			ev.TokenIDs[i] = uint32(n)
-		}
-		bs, ok := toInt(fields["block_size"])
-		if !ok || bs <= 0 || bs > 1<<20 {
-			return ev, fmt.Errorf("BlockStored.block_size is %v, want a positive size", fields["block_size"])
-		}
-		ev.BlockSize = int(bs)
-		if want := len(ev.BlockHashes) * ev.BlockSize; len(ev.TokenIDs) != want {
-			return ev, fmt.Errorf("BlockStored has %d token ids for %d blocks of %d", len(ev.TokenIDs), len(ev.BlockHashes), ev.BlockSize)
-		}
-		if ev.Medium, err = optString(fields["medium"]); err != nil {
-			return ev, fmt.Errorf("BlockStored.medium: %w", err)
-		}
-		ev.Keyed = fields["lora_id"] != nil || fields["lora_name"] != nil || anyExtraKeys(fields["extra_keys"])
-		if ev.Group, err = optInt(fields["group_idx"]); err != nil {
-			return ev, fmt.Errorf("BlockStored.group_idx: %w", err)
-		}
-	case TypeBlockRemoved:
-		if ev.BlockHashes, err = hashList(fields["block_hashes"]); err != nil {
-			return ev, fmt.Errorf("BlockRemoved.block_hashes: %w", err)
-		}
-		if ev.Medium, err = optString(fields["medium"]); err != nil {
-			return ev, fmt.Errorf("BlockRemoved.medium: %w", err)
-		}
-		if ev.Group, err = optInt(fields["group_idx"]); err != nil {
-			return ev, fmt.Errorf("BlockRemoved.group_idx: %w", err)
-		}
-	case TypeAllBlocksCleared:
-	default:
-		return ev, fmt.Errorf("unknown event type %q", tag)
+		out[i] = uint32(n)
+	}
+	return out, nil
+}
+
+// decodeRemoved decodes a BlockRemoved event's fields.
+func decodeRemoved(fields map[string]any) (Event, error) {
+	ev := Event{Type: TypeBlockRemoved}
+	var err error
+	if ev.BlockHashes, err = hashList(fields["block_hashes"]); err != nil {
+		return ev, fmt.Errorf("BlockRemoved.block_hashes: %w", err)
+	}
+	if ev.Medium, err = optString(fields["medium"]); err != nil {
+		return ev, fmt.Errorf("BlockRemoved.medium: %w", err)
+	}
+	if ev.Group, err = optInt(fields["group_idx"]); err != nil {
+		return ev, fmt.Errorf("BlockRemoved.group_idx: %w", err)
 	}
 	return ev, nil
 }
