@@ -239,16 +239,3 @@ func (c *Client) Prefill(ctx context.Context, req Request) (Prefilled, error) {
 	}
 	return out, nil
 }
-
-// SGLangBootstrap is the three body fields SGLang's PD router adds to both
-// legs of a disaggregated request (bootstrap_host and bootstrap_port name
-// the prefill server's bootstrap endpoint, its
-// --disaggregation-bootstrap-port; bootstrap_room pairs the legs), for
-// Request.Extra. Only the body mapping is built: SGLang's router sends the
-// two legs at once and the prefill waits for the decode to join the room,
-// which a prefill-then-handoff order never does. A room that travels in a
-// KVHandle's Engine map should stay below 2^53 (JSON numbers decode as
-// float64 there).
-func SGLangBootstrap(host string, port int, room int64) map[string]any {
-	return map[string]any{"bootstrap_host": host, "bootstrap_port": port, "bootstrap_room": room}
-}

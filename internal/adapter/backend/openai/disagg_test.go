@@ -311,19 +311,3 @@ func TestPrefillRequestOverrides(t *testing.T) {
 		t.Error("PrefillParams shares its map")
 	}
 }
-
-// TestSGLangBootstrap: SGLang's PD router shape (both legs get the same
-// request plus the bootstrap fields), through Extra, and Extra never
-// overrides what the backend sets.
-func TestSGLangBootstrap(t *testing.T) {
-	want := decodeJSON(t, fixture(t, "sglang_pd_request.json"))
-	var got map[string]any
-	srv := fakeServer(t, []string{"a"}, 0, &got)
-	extra := SGLangBootstrap("10.0.0.11", 8998, 4611686018427387)
-	extra["model"], extra["stream"], extra["messages"], extra["prompt"], extra["seed"] = "other", false, "x", "p", 3
-	req := Request{Messages: []schemas.Message{{Role: "user", Content: "Name the capital of France."}}, MaxTokens: 64, Extra: extra}
-	if _, err := New(srv.URL, "Qwen/Qwen3-0.6B").Generate(context.Background(), req, nil); err != nil {
-		t.Fatal(err)
-	}
-	sameJSON(t, "sglang leg", got, want)
-}

@@ -20,9 +20,8 @@
 // way vLLM's NixlConnector expects it and returns the response's
 // kv_transfer_params for the KV handle; DecodeParams turns a handle back
 // into a decode leg's kv_transfer_params (Request.KVTransferParams), which
-// Generate sends. ParseTransferParams and PrefillParams are the pieces, and
-// SGLangBootstrap builds SGLang's bootstrap_* body fields. These are tested
-// against vLLM's documented request and response shapes only
+// Generate sends. ParseTransferParams and PrefillParams are the pieces.
+// These are tested against vLLM's documented request and response shapes only
 // (testdata/README.md), not against a live vLLM.
 package openai
 
@@ -80,12 +79,6 @@ type Request struct {
 	// a disaggregated request (DecodeParams builds a decode leg's;
 	// Prefill sets a prefill leg's itself). See disagg.go.
 	KVTransferParams map[string]any
-	// Extra holds further top-level body fields for an engine's own
-	// extensions (SGLang's bootstrap_* fields, SGLangBootstrap). A field
-	// the backend maps itself (model, prompt, messages, max_tokens,
-	// stream, kv_transfer_params, ...) is never taken from Extra, set or
-	// not: Extra adds, it never changes what the request asks.
-	Extra map[string]any
 	// RequestID, when set, goes as the X-Request-Id header. vLLM takes
 	// it as its own request id; the two legs of a disaggregated request
 	// send the same one, as vLLM's P/D proxy does, because NixlConnector
@@ -267,21 +260,7 @@ func (c *Client) body(req Request) (path string, body map[string]any) {
 	if req.KVTransferParams != nil {
 		body["kv_transfer_params"] = req.KVTransferParams
 	}
-	for k, v := range req.Extra {
-		if !mappedField[k] {
-			body[k] = v
-		}
-	}
 	return path, body
-}
-
-// mappedField is every body field a Request field or the backend itself
-// sets: Extra cannot set these, set or not, so it never changes the
-// question, the endpoint's shape or the streaming a leg depends on.
-var mappedField = map[string]bool{
-	"model": true, "prompt": true, "messages": true, "max_tokens": true, "temperature": true,
-	"seed": true, "top_p": true, "stop": true, "response_format": true, "tools": true,
-	"stream": true, "stream_options": true, "kv_transfer_params": true,
 }
 
 // newPost marshals body into a POST to path with the client's headers.
