@@ -125,13 +125,16 @@ func RiseFallWorkload(d time.Duration, seed uint64) Workload {
 }
 
 // Scenarios names the workloads `switchyard demo --scenario` runs.
-var Scenarios = []string{"default", "rise-fall"}
+var Scenarios = []string{"default", "rise-fall", "rise-fall-repeat"}
 
 // DefaultScenarioDuration is how long a scenario runs when no duration is
 // asked for.
 func DefaultScenarioDuration(name string) time.Duration {
-	if name == "rise-fall" {
+	switch name {
+	case "rise-fall":
 		return 6 * time.Minute
+	case "rise-fall-repeat":
+		return 4 * RiseFallRepeatPeriod
 	}
 	return 15 * time.Second
 }
@@ -143,6 +146,8 @@ func Scenario(name string, d time.Duration, seed uint64) (Workload, error) {
 		return DefaultWorkload(d, seed), nil
 	case "rise-fall":
 		return RiseFallWorkload(d, seed), nil
+	case "rise-fall-repeat":
+		return RiseFallRepeatWorkload(d, seed), nil
 	}
 	return Workload{}, fmt.Errorf("unknown scenario %q (want one of %s)", name, strings.Join(Scenarios, ", "))
 }
