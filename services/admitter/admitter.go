@@ -79,6 +79,11 @@ type Config struct {
 	// keeps one admitter busy without reordering anything that matters:
 	// every request is decided on its own.
 	Concurrency int
+	// Tokenizers are the models' own tokenizers (LoadTokenizers): an
+	// admitted prompt's token count and block hashes come from its model's,
+	// so they meet a real engine's KV events; a model without one keeps
+	// the built-in approximate tokenizer (tokenize.go).
+	Tokenizers map[string]PromptTokenizer
 }
 
 // Permissive is the tenant configuration used when none is given: every
@@ -116,10 +121,11 @@ type Admitter struct {
 	polled map[string]int
 	since  map[string]int
 
-	inflight *inflight
-	shed     shedControl // the controller's margins (control.go)
-	move     moveState   // scalable pools and requests waiting for a model (move.go)
-	handles  admitterMetrics
+	inflight   *inflight
+	shed       shedControl  // the controller's margins (control.go)
+	move       moveState    // scalable pools and requests waiting for a model (move.go)
+	tokenizers tokenizerUse // models reported as on the built-in tokenizer (tokenize.go)
+	handles    admitterMetrics
 }
 
 // admitterMetrics are the metric handles named per request, looked up by
@@ -280,6 +286,7 @@ func (a *Admitter) Run(ctx context.Context) error {
 		}
 		ccs = append(ccs, cc)
 	}
+	a.logTokenizers()
 	a.sh.Log.Info("admitter running")
 	<-ctx.Done()
 	return nil
@@ -441,6 +448,7 @@ func (a *Admitter) estimator(now time.Time) admission.Estimator {
 // drops it as a duplicate and the request still runs once.
 func (a *Admitter) admit(ctx context.Context, sub intake.Submission, d admission.Decision, now time.Time) error {
 	adm := intake.Admit(sub, d.Priority, d.Model, now, d.Deadline)
+	a.promptBlocks(ctx, &adm)
 	d.Profile.SLO.FillTargets(&adm)
 	if d.Workflow != nil {
 		adm.WorkflowStartedAt = d.Workflow.StartedAt
