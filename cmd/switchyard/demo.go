@@ -4,11 +4,13 @@ import (
 	"context"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -29,7 +31,7 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	duration := fs.Duration("duration", 0, "how long to generate load (default: the scenario's, 15s for default, 6m for rise-fall)")
 	workers := fs.Int("workers", 4, "simulated workers (mixed GPU generations)")
 	fleetFlag := fs.String("fleet", "", "fleet as gpu:count,... serving llama-3.1-8b (overrides --workers), e.g. h100:4")
-	scenario := fs.String("scenario", "default", "workload: default (steady mix with an overload burst) or rise-fall (quiet, ramp, peak, fall, quiet over several minutes)")
+	scenario := fs.String("scenario", "default", "workload: default (steady mix with an overload burst), rise-fall (quiet, ramp, peak, fall, quiet over several minutes) or rise-fall-repeat (a rise and fall every 2.5 minutes, 10 minutes)")
 	jsonOut := fs.Bool("json", false, "end with one JSON summary line on stdout")
 	store := fs.String("store", "", "keep the streams in this directory so the run can be replayed")
 	seed := fs.Uint64("seed", 1, "workload seed")
@@ -37,6 +39,8 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	verbose := fs.Bool("v", false, "debug logging")
 	scale := addAutoscaleFlags(fs, "run the controller and a local scaler over the demo fleet (workers join and drain as it decides)")
 	tenants := fs.String("tenants", "", "tenant profiles JSON (default: the demo's acme critical, globex interactive, initech standard, umbrella batch)")
+	sleepOnRelease := fs.Bool("sleep-on-release", false, "autoscale: put a replica past its release hold to sleep (weights to host memory, its GPU still held and counted) instead of releasing it when its level's recent returns say it is wanted again within another hold; woken in about a second before any cold start. The run then prints the weight-tier timeline")
+	startTier := fs.String("start-tier", "", "autoscale: the weight tier a started replica loads from (hbm, host, page_cache, disk, remote; default disk): a what-if for the bound a faster cold start sets")
 	policy := fs.String("policy", "switchyard", "the router's placement policy: switchyard, or a baseline ("+strings.Join(baselines.Names(), ", ")+") with its own queue and flow control; everything else, the load included, stays the same")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -87,7 +91,7 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 	cfg := stack.Config{StoreDir: *store, Fleet: fleet, Logger: logger, Tenants: *tenants, Policy: *policy}
-	st, err := scale.start(ctx, cfg)
+	st, err := startDemoStack(ctx, scale, cfg, *sleepOnRelease, *startTier)
 	if err != nil {
 		return err
 	}
@@ -95,6 +99,12 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	nc, err := st.Connect("demo-client")
 	if err != nil {
 		return err
+	}
+	var tiers *tierWatch
+	if *sleepOnRelease {
+		if tiers, err = watchTiers(nc); err != nil {
+			return err
+		}
 	}
 	arrivals := wl.Generate()
 	if !*jsonOut {
@@ -114,9 +124,16 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	if *scale.on {
 		rep.Planner = *scale.planner
 	}
+	if tiers != nil {
+		ts := tiers.stop()
+		rep.Tiers = &ts
+	}
 	if !*jsonOut {
 		printSummary(stdout, sum, took)
 		printFleet(stdout, rep.Fleet)
+		if rep.Tiers != nil {
+			printTiers(stdout, *rep.Tiers)
+		}
 	} else {
 		b, err := json.Marshal(rep)
 		if err != nil {
@@ -141,6 +158,33 @@ type demoReport struct {
 	// Planner is what sized the fleet under --autoscale (demo --planner).
 	Planner string     `json:"planner,omitempty"`
 	Fleet   fleetStats `json:"fleet"`
+	// Tiers is the sleeping tier's timeline (demo --sleep-on-release).
+	Tiers *tierStats `json:"tiers,omitempty"`
+}
+
+// startDemoStack starts the stack with the autoscale flags' control, the
+// sleeping tier's settings added: they need --autoscale, as nothing else
+// would carry them out.
+func startDemoStack(ctx context.Context, scale *autoscaleFlags, cfg stack.Config, sleepOnRelease bool, startTier string) (*stack.Stack, error) {
+	if !*scale.on {
+		if sleepOnRelease {
+			return nil, errors.New("--sleep-on-release needs --autoscale: only the controller puts replicas to sleep")
+		}
+		if startTier != "" {
+			return nil, errors.New("--start-tier needs --autoscale: only the scaler starts replicas")
+		}
+		return scale.start(ctx, cfg)
+	}
+	if startTier != "" && !slices.Contains(catalog.TierOrder, startTier) {
+		return nil, fmt.Errorf("--start-tier %q: want one of %s", startTier, strings.Join(catalog.TierOrder, ", "))
+	}
+	cc, err := scale.config()
+	if err != nil {
+		return nil, err
+	}
+	cc.Control.SleepOnRelease, cc.Control.StartTier = sleepOnRelease, startTier
+	cfg.Control = cc
+	return stack.Start(ctx, cfg)
 }
 
 // demoTenants are the demo's tenant profiles, one per priority class:

@@ -115,12 +115,18 @@ func runAdmitter(ctx context.Context, args []string, _ io.Writer) error {
 	var f serviceFlags
 	f.register(fs, hostID("admitter"))
 	tenantsFile := fs.String("tenants", "", "tenant profiles JSON (see config/tenants.example.json); default: every tenant may use every class and model, no quotas, no cache")
+	var tokenizerSpecs []string
+	fs.Func("tokenizer", "a model's own tokenizer, MODEL=path/to/tokenizer.json or MODEL=http://vllm-host:port (that server's /tokenize); repeat per model. Its prompts' block hashes then meet the engine's KV events; other models keep the built-in approximate tokenizer",
+		func(v string) error { tokenizerSpecs = append(tokenizerSpecs, v); return nil })
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	tokenizers, err := admitter.LoadTokenizers(tokenizerSpecs)
+	if err != nil {
 		return err
 	}
 	var tenants *admission.Tenants
 	if *tenantsFile != "" {
-		var err error
 		if tenants, err = config.LoadTenants(*tenantsFile); err != nil {
 			return err
 		}
@@ -139,7 +145,8 @@ func runAdmitter(ctx context.Context, args []string, _ io.Writer) error {
 	}
 	defer served.Stop()
 	return admitter.New(sh, admitter.Config{ModelKnown: served.KnownOrServed(known),
-		Tenants: tenants, Catalog: cat, Cache: cachestore.Config{Replicas: f.replicas}, Workflow: workflowstore.Config{Replicas: f.replicas}}).Run(ctx)
+		Tenants: tenants, Catalog: cat, Cache: cachestore.Config{Replicas: f.replicas}, Workflow: workflowstore.Config{Replicas: f.replicas},
+		Tokenizers: tokenizers}).Run(ctx)
 }
 
 func runRouter(ctx context.Context, args []string, _ io.Writer) error {
