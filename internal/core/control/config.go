@@ -225,6 +225,18 @@ type Config struct {
 	// it has slept through that hold unneeded. Only for fleets that carry
 	// out warmth commands (off by default; `sim --sleep-on-release`).
 	SleepOnRelease bool
+	// ShiftModels lets GPUs change model (shift.go): pools of whole
+	// requests on one GPU type (and TP) serving different models share that
+	// type's Inventory, and the controller moves a GPU from a model whose
+	// demand fell to one whose demand rose — the old model drained and put
+	// to sleep in host memory, the new one woken (or loaded from the tier
+	// its weights sit in) — instead of starting and releasing replicas. Such
+	// pools are sized by the switches alone. Off by default: it needs
+	// workers that carry out switch commands (the simulator's do).
+	ShiftModels bool
+	// Inventory is the GPUs of each type (catalog GPU name) the pools of
+	// that type share when ShiftModels is on; every such type needs one.
+	Inventory map[string]int
 	// SleepPrice is the share of a replica's GPU price its sleep costs
 	// (default 1 when the catalog's host tier holds the GPU, as vLLM's
 	// sleep mode does: the device stays allocated and paid for). Below 1

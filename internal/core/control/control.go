@@ -64,6 +64,13 @@ type poolState struct {
 	// pool of whole requests (decideRoles).
 	phase  phaseDemand
 	roleAt time.Time
+	// shift is the group of pools sharing this pool's GPUs when GPUs
+	// change model (shift.go); capU, reqSeconds and the seen counts are
+	// this decision's planned capacity per replica, a request's time in
+	// the system, and the requests completed, in the system and queued.
+	shift                              *shiftGroup
+	capU, reqSeconds                   float64
+	seenDone, seenInSystem, seenQueued float64
 }
 
 type rec struct {
@@ -89,6 +96,12 @@ type workerState struct {
 	// lagging heartbeat as intent is.
 	role   string
 	roleAt time.Time
+	// switchTo is the model a switch commanded (shift.go) brings in,
+	// trusted until the heartbeat shows it or switchFor plus switchTTL
+	// passes.
+	switchTo  string
+	switchAt  time.Time
+	switchFor time.Duration
 }
 
 // Controller holds the damping state between decisions. It is not safe
@@ -109,12 +122,17 @@ type Controller struct {
 	heldSeen map[string]heldMark
 	// phases measures the flow through the pools with a fixed role.
 	phases phaseGroup
+	// groups are the pools sharing one GPU type's GPUs when GPUs change
+	// model, flows each model's fast demand level (shift.go).
+	groups []*shiftGroup
+	flows  map[string]*modelFlow
 }
 
 // New builds a Controller.
 func New(cfg Config) (*Controller, error) {
 	cfg.fill()
-	c := &Controller{cfg: cfg, byKey: map[string]*poolState{}, workers: map[string]*workerState{}, shed: map[string]float64{}, heldSeen: map[string]heldMark{}}
+	c := &Controller{cfg: cfg, byKey: map[string]*poolState{}, workers: map[string]*workerState{}, shed: map[string]float64{}, heldSeen: map[string]heldMark{},
+		flows: map[string]*modelFlow{}}
 	for _, p := range cfg.Pools {
 		if p.Dtype == "" {
 			p.Dtype = catalog.DtypeBF16
@@ -141,6 +159,9 @@ func New(cfg Config) (*Controller, error) {
 	}
 	if len(c.pools) == 0 {
 		return nil, errors.New("control: no pools")
+	}
+	if err := c.buildShiftGroups(); err != nil {
+		return nil, err
 	}
 	for k, v := range cfg.ShedMargins {
 		c.shed[k] = v
@@ -174,6 +195,10 @@ func (c *Controller) Decide(in Inputs) Decision {
 		if !live[id] {
 			delete(c.workers, id)
 		}
+	}
+	if len(c.groups) > 0 {
+		// Workers switching into a pool are replicas on their way to it.
+		in.Starting = c.switchingIn(byPool, in)
 	}
 	high := c.highAttainment(in.SLO)
 	highMiss := high.Total >= c.cfg.MinSLOSamples && high.Ratio() < c.cfg.SLOTarget
@@ -218,6 +243,7 @@ func (c *Controller) Decide(in Inputs) Decision {
 		}
 		d.Replicas = append(d.Replicas, rd)
 	}
+	c.decideShifts(byPool, in, &d)
 	ws := slices.Clone(in.Workers)
 	sort.Slice(ws, func(i, j int) bool { return ws[i].WorkerID < ws[j].WorkerID })
 	highQueued := 0

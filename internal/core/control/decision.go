@@ -55,6 +55,11 @@ type Inputs struct {
 	SLO map[string]Attainment
 	// Mix is the recent request shape (zero: 1024 in, 256 out).
 	Mix Mix
+	// QueuedByModel is the router queue's depth per model, where the
+	// caller knows it (the simulator does). With GPUs that change model
+	// (Config.ShiftModels) it says which model the queue waits for; without
+	// it the queue is split over the pools by capacity, as for scaling.
+	QueuedByModel map[string]int
 	// Starting is replicas per pool key that were started but have not
 	// heartbeated yet; they count as provisioned.
 	Starting map[string]int
@@ -78,7 +83,7 @@ func Unserved(status, code, workerID string) bool {
 
 // Change is one decided change, with its reason.
 type Change struct {
-	Kind   string // KindReplicas, KindSpec, KindBudget, KindWarmth, KindRole, KindShed
+	Kind   string // KindReplicas, KindSpec, KindBudget, KindWarmth, KindRole, KindSwitch, KindShed
 	Target string // pool key, worker id or class
 	From   string
 	To     string
@@ -154,6 +159,21 @@ type RoleDecision struct {
 	Reason string
 }
 
+// SwitchDecision moves one GPU from one model to another (Config.ShiftModels,
+// shift.go): the worker stops taking requests for From, finishes those it
+// holds, puts From's weights to sleep in host memory and brings To's into
+// HBM from the tier they sit in (FromTier: host when asleep there, a wake
+// of about a second). Seconds is the switch's priced duration, drain
+// included.
+type SwitchDecision struct {
+	Worker   string
+	GPU      string
+	From, To string
+	FromTier string
+	Seconds  float64
+	Reason   string
+}
+
 // ShedDecision sets the admitter's shedding margin for one class.
 type ShedDecision struct {
 	Class  string
@@ -170,6 +190,7 @@ type Decision struct {
 	Budgets  []BudgetDecision
 	Warmth   []WarmthDecision
 	Roles    []RoleDecision
+	Switches []SwitchDecision
 	Shed     []ShedDecision
 	Changes  []Change
 }
@@ -192,6 +213,7 @@ const (
 	KindWarmth   = "warmth"
 	KindRole     = "role"
 	KindShed     = "shed"
+	KindSwitch   = "switch"
 )
 
 func (d *Decision) change(kind, target, from, to, reason string) {

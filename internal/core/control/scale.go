@@ -81,6 +81,13 @@ func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, q
 	}
 	ps.recs = ps.recs[i:]
 
+	ps.capU, ps.reqSeconds = r.capU, r.pm.requestSeconds
+	ps.seenDone, ps.seenInSystem, ps.seenQueued = done, float64(inSystem), queued
+	if ps.shift != nil {
+		// Sized by the switches (shift.go), not by starts and releases.
+		rd.Desired, rd.Reason = ps.desired, r.why
+		return rd
+	}
 	next, reason := c.damp(ps, r, now, load, highMiss)
 	c.commit(ps, next, reason, now, d)
 	rd.Desired, rd.Reason = ps.desired, reason
