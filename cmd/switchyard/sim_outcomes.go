@@ -30,6 +30,8 @@ type outcomeLine struct {
 	Worker      string  `json:"worker,omitempty"`
 	Attempts    int     `json:"attempts"`
 	Preemptions int     `json:"preemptions,omitempty"`
+	// HeldReason: why the router first held it unplaced (sim.Outcome).
+	HeldReason string `json:"held_reason,omitempty"`
 }
 
 // decisionLine is one control decision as `sim --decisions` writes it:
@@ -96,7 +98,7 @@ func (o *jsonLines) record(policy string, scale float64) func(sim.Outcome) {
 		l := outcomeLine{Policy: policy, RateScale: scale, ID: out.Request.ID, Tenant: out.Request.Tenant,
 			Class: out.Request.Priority, SubmittedS: secs(out.Submitted), DoneS: secs(out.Done), Status: out.Status,
 			Code: out.Code, SLOMet: out.SLOMet, TTFTMs: out.TTFT * 1000, Worker: out.Worker, Attempts: out.Attempts,
-			Preemptions: out.Preemptions}
+			Preemptions: out.Preemptions, HeldReason: out.HeldReason}
 		if !out.Placed.IsZero() {
 			l.PlacedS = secs(out.Placed)
 		}

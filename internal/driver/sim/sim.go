@@ -51,6 +51,11 @@ type Outcome struct {
 	TTFT, ITL               float64
 	Preemptions             int
 	Attempts                int
+	// HeldReason is why the router first held the request unplaced (a
+	// placement reason such as ttft_target or deadline_busy, or the queue's
+	// own), empty when it was placed on arrival: the first thing to read when
+	// a class's queue wait is long.
+	HeldReason string
 }
 
 // Request outcomes.
@@ -107,6 +112,9 @@ type runner struct {
 	wfFail map[string]bool
 	h      eventHeap
 	now    int64
+	// heldReason is each held request's first delay reason, by index:
+	// only requests that waited get an entry.
+	heldReason map[int32]string
 	// tickAt is when the next queued-work tick fires (0: none armed).
 	tickAt  int64
 	pending map[string]int
@@ -314,6 +322,15 @@ func (r *runner) act(a *routing.Action) {
 		}
 	case routing.ActEvent:
 		r.rel.count(a.Event)
+	case routing.ActDelayed:
+		if i, ok := r.byID[a.ID]; ok {
+			if _, seen := r.heldReason[i]; !seen {
+				if r.heldReason == nil {
+					r.heldReason = map[int32]string{}
+				}
+				r.heldReason[i] = a.Reason
+			}
+		}
 	}
 }
 
@@ -436,7 +453,9 @@ func (r *runner) outcome(i int32, status uint8) {
 	o := Outcome{
 		Request: &r.tr.Requests[i], SLOMet: st.sloMet, Submitted: at(st.submitAt), Done: at(st.doneAt),
 		TTFT: st.ttft, ITL: st.itl, Preemptions: int(st.preempt), Code: st.code, Attempts: int(st.attempt) + 1,
+		HeldReason: r.heldReason[i],
 	}
+	delete(r.heldReason, i)
 	switch status {
 	case stOK:
 		o.Status = "ok"
