@@ -6,7 +6,10 @@
 // tokenizers' counts for English text within roughly ±25 %. What matters for
 // scheduling is that it is deterministic and prefix-stable: two prompts that
 // share a textual prefix share a token prefix, so the block hashes below
-// expose prefix reuse exactly as vLLM's prefix cache would see it.
+// expose prefix reuse exactly as vLLM's prefix cache would see it. Where a
+// model's own tokenizer is configured (the admitter's --tokenizer,
+// internal/adapter/hftokenizer), its ids replace these, and BlockHashes over
+// them equal the hashes relayed from the engine's KV events.
 package tokens
 
 import (

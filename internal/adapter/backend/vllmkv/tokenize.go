@@ -21,8 +21,9 @@ import (
 // from them (tokens.BlockHashes) equal the ones the Translator stores for
 // the engine's cached blocks. Switchyard's built-in tokenizer
 // (tokens.Tokenize) is an approximation whose hashes never equal a real
-// engine's; prompts must go through this (or an equivalent tokenizer)
-// before precise prefix routing can match on a real fleet.
+// engine's; the admitter tokenizes a model's prompts with this, or with
+// the model's tokenizer.json (hftokenizer), when `--tokenizer` names one
+// (admitter.LoadTokenizers).
 type Tokenizer struct {
 	// BaseURL is the server root, e.g. http://127.0.0.1:8000 (without /v1).
 	BaseURL string
