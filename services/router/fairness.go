@@ -21,8 +21,10 @@ import (
 // on sy.rpc.fair.<router> (core NATS), and applies each peer's as an
 // InFairShare input, journaled like any other, so the class weights and
 // tenant token shares its queue orders by count the whole fleet's service
-// and not only its own. A report is a few hundred bytes (one entry per
-// class and tenant served or queued); an idle router with nothing queued
+// and not only its own. A report holds one entry per class and per tenant
+// the queue remembers (it forgets idle ones, queue/forget.go), at most
+// about queue.MaxReportBytes: past that it is partial, tenants with work
+// queued first, the rest in turn. An idle router with nothing queued
 // sends one only when its totals change.
 
 // FairShareInterval is how often an active-active router reports. It
@@ -86,6 +88,13 @@ func (r *Router) publishFairShare(last []byte) []byte {
 	m, err := svc.Encode(subjects.FairShare(r.sh.Instance), schemas.Msgpack, rep, "")
 	if err != nil {
 		r.sh.Log.Warn("encode fairness report", "err", err)
+		return last
+	}
+	if max := r.sh.NC.MaxPayload(); max > 0 && int64(len(m.Data)) > max {
+		// The queue caps its report well under the default 1 MiB; a
+		// server configured smaller refuses it, which must be said.
+		r.sh.Log.Warn("fairness report larger than the server's max payload: not sent", "bytes", len(m.Data), "max_payload", max)
+		r.sh.Metrics.GetOrCreateCounter(`switchyard_router_fair_share_errors_total`).Inc()
 		return last
 	}
 	queued := slices.ContainsFunc(rep.Classes, func(c queue.ClassShare) bool { return c.Queued > 0 })

@@ -95,8 +95,18 @@ const classSlack = vtScale
 
 // Report is one router's fairness state, for its peers: what it placed
 // since it started, and what it holds queued.
+//
+// A report names every tenant the router remembers (forget.go), so a
+// tenant missing from it was forgotten there and its peers forget what
+// they last saw of it too — unless the report is Partial: past
+// MaxReportBytes it carries the tenants with work queued first, then the
+// others longest unsent first, and the rest wait for the next report
+// (their totals are cumulative, so waiting costs only delay).
 type Report struct {
 	Classes []ClassShare `json:"classes"`
+	// Partial says tenants were left out for size: their absence means
+	// nothing.
+	Partial bool `json:"partial,omitempty"`
 }
 
 // ClassShare is one class in a Report.
@@ -134,8 +144,9 @@ type TenantShare struct {
 
 // peerState is what the queue keeps of one peer router.
 type peerState struct {
-	// at is when its latest report was applied (zero once stale).
-	at int64
+	// at is when its latest report was applied (zero once stale); heard
+	// is the same but kept once stale, until PeerForget forgets the peer.
+	at, heard int64
 	// placed and tokens are the cumulative totals of its latest report.
 	placed map[string]int64
 	tokens map[string]map[string]int64
@@ -160,25 +171,40 @@ type holdBars struct {
 }
 
 // Report is this router's fairness state for its peers; nil for a
-// discipline that does not share (a baseline's).
+// discipline that does not share (a baseline's). It is at most about
+// MaxReportBytes encoded (Report.Partial past that).
 func (q *Queue[T]) Report() *Report {
 	if !q.fleet {
 		return nil
 	}
+	q.reporting = true
 	r := &Report{}
+	var shares []reportShare[T]
+	size := 0
 	for i := range q.bands {
 		b := &q.bands[i]
 		if b.placed == 0 && b.n == 0 {
 			continue
 		}
-		cs := ClassShare{Class: q.names[i], Placed: b.placed, VT: b.vt, Queued: b.n}
+		r.Classes = append(r.Classes, ClassShare{Class: q.names[i], Placed: b.placed, VT: b.vt, Queued: b.n})
 		for _, tq := range b.tenants {
 			if tq.placed > 0 || tq.lift > 0 || len(tq.edf) > 0 {
-				cs.Tenants = append(cs.Tenants, TenantShare{Tenant: tq.name, Tokens: tq.placed, Lift: tq.lift, VT: tq.vt, Queued: len(tq.edf)})
+				shares = append(shares, reportShare[T]{class: len(r.Classes) - 1, tq: tq})
+				size += reportEntryBytes(tq.name)
 			}
 		}
-		slices.SortFunc(cs.Tenants, func(a, b TenantShare) int { return strings.Compare(a.Tenant, b.Tenant) })
-		r.Classes = append(r.Classes, cs)
+	}
+	if size > MaxReportBytes {
+		shares, r.Partial = q.mostNeeded(shares), true
+	}
+	q.reports++
+	for _, sh := range shares {
+		tq, cs := sh.tq, &r.Classes[sh.class]
+		cs.Tenants = append(cs.Tenants, TenantShare{Tenant: tq.name, Tokens: tq.placed, Lift: tq.lift, VT: tq.vt, Queued: len(tq.edf)})
+		tq.sentPlaced, tq.sentLift, tq.sentIn = tq.placed, tq.lift, q.reports
+	}
+	for i := range r.Classes {
+		slices.SortFunc(r.Classes[i].Tenants, func(a, b TenantShare) int { return strings.Compare(a.Tenant, b.Tenant) })
 	}
 	return r
 }
@@ -195,6 +221,7 @@ func (q *Queue[T]) ApplyPeer(peer string, r *Report, now time.Time) {
 	}
 	t := now.UnixNano()
 	q.expirePeers(t)
+	q.forget(t)
 	p := q.peers[peer]
 	if p == nil {
 		p = &peerState{placed: map[string]int64{}, tokens: map[string]map[string]int64{}}
@@ -203,6 +230,7 @@ func (q *Queue[T]) ApplyPeer(peer string, r *Report, now time.Time) {
 	if restarted(p, r) {
 		p.placed, p.tokens = map[string]int64{}, map[string]map[string]int64{}
 	}
+	p.heard = t
 	for _, cs := range r.Classes {
 		c := schemas.PriorityRank(cs.Class)
 		if c < 0 {
@@ -221,10 +249,27 @@ func (q *Queue[T]) ApplyPeer(peer string, r *Report, now time.Time) {
 			p.tokens[cs.Class] = seen
 		}
 		for _, ts := range cs.Tenants {
-			tq := q.tenant(b, ts.Tenant)
+			// A total below the last one seen is a tenant the peer forgot
+			// and has served again since (forget.go): counted from zero.
+			d := ts.Tokens - seen[ts.Tenant]
+			if d < 0 {
+				d = ts.Tokens
+			}
+			seen[ts.Tenant] = ts.Tokens
+			tq := b.tenants[ts.Tenant]
+			if tq == nil && d <= 0 && ts.Queued <= 0 {
+				// Nothing new of a tenant this router forgot, or never
+				// had: a lift alone is below meaning (its return here
+				// lifts it afresh), and remembering it would undo the
+				// forgetting.
+				continue
+			}
+			if tq == nil {
+				tq = q.tenant(b, ts.Tenant)
+			}
 			// Service advances the counter (and marks the tenant as
 			// moving, for the hold-back bars); a larger lift only moves it.
-			d, lift := max(ts.Tokens-seen[ts.Tenant], 0), max(ts.Lift-tq.lift, 0)
+			lift := max(ts.Lift-tq.lift, 0)
 			if d > 0 {
 				tq.advanced, tq.gain = t, d
 			}
@@ -236,8 +281,10 @@ func (q *Queue[T]) ApplyPeer(peer string, r *Report, now time.Time) {
 					heap.Fix(&b.active, tq.ai)
 				}
 			}
-			seen[ts.Tenant] = max(seen[ts.Tenant], ts.Tokens)
 		}
+	}
+	if !r.Partial {
+		forgetUnreported(p, r)
 	}
 	// What it holds queued. A class or tenant backlogged nowhere before
 	// (not even in this peer's previous report) is not lifted here: the
@@ -276,19 +323,46 @@ func (q *Queue[T]) ApplyPeer(peer string, r *Report, now time.Time) {
 	p.at = t
 }
 
-// restarted reports whether any total in r is below what p last reported.
+// restarted reports whether a class total in r is below what p last
+// reported. Tenant totals may drop without a restart (a tenant the peer
+// forgot and served again), so only the classes, never forgotten, tell.
 func restarted(p *peerState, r *Report) bool {
 	for _, cs := range r.Classes {
 		if cs.Placed < p.placed[cs.Class] {
 			return true
 		}
-		for _, ts := range cs.Tenants {
-			if ts.Tokens < p.tokens[cs.Class][ts.Tenant] {
-				return true
-			}
-		}
 	}
 	return false
+}
+
+// forgetUnreported drops what p last saw of the tenants (and classes) its
+// complete report r no longer names: the peer forgot them, and a total it
+// reports for one later counts from zero.
+func forgetUnreported(p *peerState, r *Report) {
+	named := make(map[string]map[string]struct{}, len(r.Classes))
+	for _, cs := range r.Classes {
+		set := make(map[string]struct{}, len(cs.Tenants))
+		for _, ts := range cs.Tenants {
+			set[ts.Tenant] = struct{}{}
+		}
+		named[cs.Class] = set
+	}
+	for class, seen := range p.tokens {
+		set, ok := named[class]
+		if !ok {
+			delete(p.tokens, class)
+			continue
+		}
+		n := len(seen)
+		for tenant := range seen {
+			if _, ok := set[tenant]; !ok {
+				delete(seen, tenant)
+			}
+		}
+		if len(seen) < n/4 {
+			p.tokens[class] = resized(seen)
+		}
+	}
 }
 
 // unreport takes p's queued work out of the counts.
@@ -312,10 +386,15 @@ func (q *Queue[T]) unreport(p *peerState) {
 // PeerStale of now (unix ns); their totals stay, so a report that comes
 // later counts only what is new.
 func (q *Queue[T]) expirePeers(now int64) {
-	for _, p := range q.peers {
+	for name, p := range q.peers {
 		if p.at != 0 && now-p.at > int64(PeerStale) {
 			q.unreport(p)
 			p.at = 0
+		}
+		if p.at == 0 && now-p.heard > int64(PeerForget) {
+			// Dead (or gone for good): its totals go too, so peers that
+			// come and go under new names do not pile up.
+			delete(q.peers, name)
 		}
 	}
 }

@@ -3,7 +3,8 @@
 // inside each tenant, a starvation guarantee across classes and tenants,
 // explicit expiry of requests whose deadline can no longer be met, and
 // the counters that make class weights and tenant shares hold across a
-// fleet of routers (fair.go).
+// fleet of routers (fair.go) — bounded, idle tenants and dead peers
+// forgotten (forget.go).
 //
 // Between classes the queue runs weighted fair queueing over the classes
 // that have work: each class keeps a virtual time, the requests it was
@@ -202,6 +203,13 @@ type tenantQ[T any] struct {
 	// was last placed here or became backlogged (unix ns; 0: not blocked),
 	// the clock of its reservation's bound (reserve.go).
 	blockedSince int64
+	// busyAt is when a sweep last found it holding work, here or at a
+	// peer (unix ns); sentPlaced and sentLift are its totals as the
+	// latest report that named it (sentIn, Queue.reports) carried them
+	// (forget.go).
+	busyAt               int64
+	sentPlaced, sentLift int64
+	sentIn               uint64
 }
 
 type tenantHeap[T any] []*tenantQ[T]
@@ -246,11 +254,13 @@ type band[T any] struct {
 	// (cumulative, for the reports).
 	placed int64
 	// reported and advanced are as for a tenant; reportedT are the
-	// tenants some live peer reports queued.
-	reported  int
-	advanced  int64
-	gain      int64
-	reportedT map[string]*tenantQ[T]
+	// tenants some live peer reports queued. tenantsPeak is tenants's
+	// high-water mark since it was last resized (forget.go).
+	tenantsPeak int
+	reported    int
+	advanced    int64
+	gain        int64
+	reportedT   map[string]*tenantQ[T]
 	// turns is this router's offers of the class that a pass found
 	// blocked, in virtual time (unless Discipline.ServiceShares): an offer
 	// uses the class's turn whatever became of it, so the weights are of
@@ -284,6 +294,13 @@ type Queue[T any] struct {
 	// for (reserve.go); passNow is the pass's time (unix ns).
 	reserved []reservation[T]
 	passNow  int64
+	// lastForget is the latest sweep for what to forget (forget.go);
+	// reporting says Report was ever called, reports counts the calls;
+	// byIDPeak is byID's high-water mark since it was last resized.
+	lastForget int64
+	reporting  bool
+	reports    uint64
+	byIDPeak   int
 }
 
 // Discipline is how a queue orders and expires what it holds. The zero
@@ -419,6 +436,7 @@ func (q *Queue[T]) tenant(b *band[T], name string) *tenantQ[T] {
 	if tq == nil {
 		tq = &tenantQ[T]{name: name, ai: -1}
 		b.tenants[name] = tq
+		b.tenantsPeak = max(b.tenantsPeak, len(b.tenants))
 	}
 	return tq
 }
@@ -429,6 +447,7 @@ func (q *Queue[T]) insert(e *entry[T]) {
 	heap.Push(&tq.newest, e)
 	heap.Push(&q.expiry, e)
 	q.byID[e.item.ID] = e
+	q.byIDPeak = max(q.byIDPeak, len(q.byID))
 	q.byRank[e.rank]++
 	b.n++
 	if tq.ai < 0 {
@@ -701,6 +720,7 @@ const (
 func (q *Queue[T]) Pass(now time.Time, maxBlocked int, expired []Item[T], place func(Item[T]) Outcome) []Item[T] {
 	expired = q.Expire(now, expired)
 	t := now.UnixNano()
+	q.forget(t)
 	q.holdBars(t)
 	q.passNow = t
 	q.blocked = q.blocked[:0]
