@@ -208,7 +208,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		if err != nil {
 			return fail(err)
 		}
-		s.run("router", router.New(rsh, router.Config{Cost: cost, Policy: pol, Lease: cfg.Routers <= 1, ActiveActive: cfg.Routers > 1}).Run)
+		s.run("router", router.New(rsh, router.Config{Cost: cost, Policy: pol, Catalog: cfg.Catalog, Lease: cfg.Routers <= 1, ActiveActive: cfg.Routers > 1}).Run)
 	}
 	for _, spec := range cfg.Fleet {
 		if cfg.Control != nil && cfg.Control.FromZero {
