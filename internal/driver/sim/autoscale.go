@@ -51,6 +51,17 @@ type Autoscale struct {
 	// Every planner runs on the same fleet, started and drained the same
 	// way, with the same cold-start costs.
 	Planner string
+	// ShiftModels lets GPUs change model (control.Config.ShiftModels):
+	// with no Pools, every GPU type of the fleet × every model it serves
+	// becomes a pool, each type's GPUs their shared inventory, and the
+	// controller moves GPUs between models instead of starting and
+	// releasing them (shift.go). ParkedTier is where the fleet's other
+	// models sit on each worker at the start (default host: each worker
+	// started every model once and put all but one to sleep, as a vLLM
+	// sleep-mode deployment does; page_cache or disk for a fleet that has
+	// only the files).
+	ShiftModels bool
+	ParkedTier  string
 	// OnDecision, when set, is called with every decision and the virtual
 	// time since the first arrival: the decision log behind a run's
 	// figures (why the fleet grew or held), for diagnosis.
@@ -79,6 +90,13 @@ type AutoscaleStats struct {
 	Sleeps               int     `json:"sleeps,omitempty"`
 	Wakes                int     `json:"wakes,omitempty"`
 	SleepingReplicaHours float64 `json:"sleeping_replica_hours,omitempty"`
+	// Switches counts GPUs moved from one model to another (ShiftModels),
+	// WarmSwitches those whose new model woke from host memory;
+	// SwitchSeconds is their total time from order to serving (drain and
+	// load).
+	Switches      int     `json:"switches,omitempty"`
+	WarmSwitches  int     `json:"warm_switches,omitempty"`
+	SwitchSeconds float64 `json:"switch_s,omitempty"`
 	// Timeline is the provisioned replicas after every change in that
 	// figure, for charts.
 	Timeline []ReplicaPoint `json:"timeline"`
@@ -145,6 +163,12 @@ type autoscaler struct {
 	queued   map[string]int
 	slo      map[string]control.Attainment
 	starting map[string]int
+	// parked and switches are, by worker index, the models parked on a
+	// worker whose GPU changes model and its switch under way (shift.go);
+	// byModel the router queue per model.
+	parked   []map[string]*parkedModel
+	switches []*switchOrder
+	byModel  map[string]int
 }
 
 // startAutoscale builds the controller over the fleet buildFleet made.
@@ -174,9 +198,20 @@ func (r *runner) newAutoscaler() error {
 	if cc.Catalog == nil {
 		cc.Catalog = r.cfg.Catalog
 	}
+	if len(cc.Pools) == 0 && as.ShiftModels {
+		if err := r.shiftPools(&cc); err != nil {
+			return err
+		}
+	}
 	if len(cc.Pools) == 0 {
 		for _, g := range r.cfg.GPUs {
-			rep, err := perf.NewReplica(r.cfg.Catalog, g.GPU, r.cfg.Model, r.cfg.Dtype, max(g.TP, 1))
+			// A fleet entry's own model (a multi-model fleet pins each
+			// model to its pools), else the run's.
+			m := g.Model
+			if m == "" {
+				m = r.cfg.Model
+			}
+			rep, err := perf.NewReplica(r.cfg.Catalog, g.GPU, m, r.cfg.Dtype, max(g.TP, 1))
 			if err != nil {
 				return fmt.Errorf("sim: autoscale: %w", err)
 			}
@@ -209,8 +244,8 @@ func (r *runner) newAutoscaler() error {
 		if err != nil {
 			return fmt.Errorf("sim: autoscale: %w", err)
 		}
-		if len(r.ws) > 0 && rep.Model.Name != r.ws[0].rep.Model.Name {
-			return fmt.Errorf("sim: autoscale: pool %s serves %s, the trace asks for %s", p.Key(), p.Model, r.cfg.Model)
+		if !fleetServes(r, rep.Model.Name) {
+			return fmt.Errorf("sim: autoscale: pool %s serves %s, which no worker of the fleet serves", p.Key(), p.Model)
 		}
 		// A pool with a fixed role starts workers with it and a link (the
 		// run's, else DefaultRoleLink), as buildFleet builds the initial ones.
@@ -220,6 +255,16 @@ func (r *runner) newAutoscaler() error {
 	}
 	r.as = a
 	return nil
+}
+
+// fleetServes reports whether a worker of the initial fleet serves model.
+func fleetServes(r *runner, model string) bool {
+	for _, w := range r.ws {
+		if w.rep.Model.Name == model {
+			return true
+		}
+	}
+	return len(r.ws) == 0
 }
 
 // adopt registers the run's initial workers (after buildFleet) and
@@ -238,6 +283,12 @@ func (a *autoscaler) adopt(r *runner) error {
 		a.endAt = append(a.endAt, -1)
 		a.drainAt = append(a.drainAt, -1)
 	}
+	if a.cfg.ShiftModels {
+		if err := a.stageModels(r); err != nil {
+			return err
+		}
+		a.switches = make([]*switchOrder, len(r.ws))
+	}
 	a.first, a.lastAt, a.lastRep = first, first, len(r.ws)
 	a.stats.MinReplicas, a.stats.MaxReplicas = a.lastRep, a.lastRep
 	a.stats.Timeline = append(a.stats.Timeline, ReplicaPoint{AtSeconds: 0, Replicas: a.lastRep, Desired: a.lastRep})
@@ -252,6 +303,10 @@ func (a *autoscaler) event(r *runner, ev event) {
 		a.decide(r)
 		r.h.push(r.now+a.interval, evControl, 0)
 	case evReady:
+		if ev.a < 0 {
+			a.switchEvent(r, ev.a)
+			return
+		}
 		a.ready(r, int(ev.a))
 	}
 }
@@ -328,6 +383,9 @@ func (a *autoscaler) decide(r *runner) {
 	for _, s := range d.Shed {
 		a.margins[s.Class] = s.Margin
 	}
+	for _, sw := range d.Switches {
+		a.orderSwitch(r, sw)
+	}
 	a.applyReplicas(r, d.Replicas)
 	a.track(r.now)
 }
@@ -373,6 +431,9 @@ func (a *autoscaler) inputs(r *runner) control.Inputs {
 			a.starting[s.pool.Key()]++
 		}
 	}
+	if a.cfg.ShiftModels {
+		in.QueuedByModel = a.queuedByModel(r)
+	}
 	return in
 }
 
@@ -412,7 +473,9 @@ func (a *autoscaler) applyReplicas(r *runner, rds []control.ReplicaDecision) {
 		a.lastDes += rd.Desired
 		r.apply(routing.Input{Kind: routing.InPool, Pool: &routing.PoolSpec{Key: rd.Pool, GPU: rd.GPU, Model: rd.Model, Dtype: rd.Dtype,
 			TP: rd.TP, Max: rd.Max, Desired: rd.Desired, ColdStartSeconds: rd.ColdStartSeconds}})
-		if pl := a.byKey[rd.Pool]; pl != nil {
+		// GPUs that change model are a fixed inventory: switches are the
+		// only moves, and no worker is started or released for them.
+		if pl := a.byKey[rd.Pool]; pl != nil && !a.cfg.ShiftModels {
 			a.reconcile(r, pl, rd.Desired)
 		}
 	}
@@ -501,6 +564,10 @@ func (a *autoscaler) ready(r *runner, k int) {
 	r.ws = append(r.ws, w)
 	r.byWID[w.id] = w.idx
 	a.poolOf = append(a.poolOf, s.pool)
+	if a.cfg.ShiftModels {
+		a.parked = append(a.parked, map[string]*parkedModel{})
+		a.switches = append(a.switches, nil)
+	}
 	a.startAt = append(a.startAt, s.startAt)
 	a.endAt = append(a.endAt, -1)
 	a.drainAt = append(a.drainAt, -1)
@@ -510,6 +577,11 @@ func (a *autoscaler) ready(r *runner, k int) {
 
 // sleep puts w's weights in host memory, its GPU still provisioned.
 func (a *autoscaler) sleep(r *runner, w *simWorker) {
+	if a.switchPending(w.idx) {
+		// Idle while draining for a switch: the switch, not a sleep.
+		a.finishSwitch(r, w)
+		return
+	}
 	w.sleepPending = false
 	if w.eng.SetWeightState(schemas.WeightSleeping) == nil {
 		a.stats.Sleeps++
@@ -525,6 +597,9 @@ func (a *autoscaler) beat(r *runner, w *simWorker) bool {
 	if a.endAt[i] >= 0 {
 		return false
 	}
+	if a.switchPending(i) {
+		a.finishSwitch(r, w)
+	}
 	if a.drainAt[i] < 0 || w.busy || w.eng.HasWork() || r.now-a.drainAt[i] <= int64(r.cfg.DispatchLatency) {
 		return true
 	}
@@ -537,7 +612,11 @@ func (a *autoscaler) beat(r *runner, w *simWorker) bool {
 }
 
 // draining reports whether worker i announces itself draining.
-func (a *autoscaler) draining(i int32) bool { return int(i) < len(a.drainAt) && a.drainAt[i] >= 0 }
+// A worker draining for a switch says so too: routers stop placing its
+// old model there.
+func (a *autoscaler) draining(i int32) bool {
+	return (int(i) < len(a.drainAt) && a.drainAt[i] >= 0) || a.switchPending(i)
+}
 
 // resolved feeds a request's outcome into the SLO window and the mix.
 func (a *autoscaler) resolved(r *runner, i int32, status uint8) {

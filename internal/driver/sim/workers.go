@@ -253,6 +253,9 @@ func (r *runner) heartbeat(w *simWorker) {
 	hb.KVSeq, hb.Seq, hb.SentAt, hb.CompletedTotal = w.kvSeq, w.hbSeq, at(r.now), w.done
 	hb.Draining = r.as != nil && r.as.draining(w.idx)
 	w.eng.FillHeartbeatAt(hb, at(r.now))
+	if r.as != nil {
+		r.as.annotate(w, hb) // models parked on a GPU that changes model (shift.go)
+	}
 	r.view.Observe(*hb, at(r.now))
 	r.apply(routing.Input{Kind: routing.InHeartbeat, Heartbeat: hb})
 }

@@ -1,0 +1,252 @@
+package sim
+
+// GPUs that change model in virtual time (Autoscale.ShiftModels): the
+// controller's switch decisions (internal/core/control, shift.go) carried
+// out on the simulated fleet as a worker with vLLM's sleep mode carries
+// them out. The worker announces itself draining for the old model (so
+// routers stop placing it there), finishes what it holds and every dispatch
+// sent before that heartbeat, puts the old model to sleep in host memory
+// (its KV cache dropped, as sleep level 1 drops it) and brings the new
+// model's weights into HBM from the tier they sit in: a wake from host
+// memory where it slept there before, else an engine start from the page
+// cache or disk (Autoscale.ParkedTier: where the fleet's other models sit
+// on each worker at the start). Its heartbeat lists the active model first
+// and then every parked model with its tier and load time, which is what
+// the controller prices the next switch by.
+//
+// One engine holds the GPU at a time: a parked model is not loadable on
+// demand beside the active one, so the heartbeat's free HBM is what the
+// active engine's reservation leaves (vLLM preallocates its KV pool at
+// gpu_memory_utilization), and the router's headroom axis turns such a
+// placement down as hbm_busy rather than sending a request the worker
+// would refuse.
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/switchyard-ai/switchyard/internal/core/control"
+	"github.com/switchyard-ai/switchyard/internal/core/engine"
+	"github.com/switchyard-ai/switchyard/internal/core/perf"
+	"github.com/switchyard-ai/switchyard/schemas"
+)
+
+// parkedModel is a model's weights on a worker that serves another: its
+// engine (nil until first loaded there) and the tier its weights sit in.
+type parkedModel struct {
+	rep  perf.Replica
+	eng  *engine.Engine
+	tier string
+}
+
+// switchOrder is a switch under way on one worker.
+type switchOrder struct {
+	to *pool
+	at int64
+}
+
+// shiftPools derives the pools of a fleet whose GPUs change model: every
+// GPU type (and TP) of the fleet × every model it serves, each bounded by
+// that type's GPUs, which is their shared inventory.
+func (r *runner) shiftPools(cc *control.Config) error {
+	type gpuTP struct {
+		gpu string
+		tp  int
+	}
+	var gpus []gpuTP
+	var models []string
+	seenG, seenM := map[gpuTP]bool{}, map[string]bool{}
+	cc.Inventory = map[string]int{}
+	for _, g := range r.cfg.GPUs {
+		if control.FixedRole(g.Role) {
+			return fmt.Errorf("sim: autoscale: shift models: pool %s has role %s; GPUs change model in pools of whole requests", g.GPU, g.Role)
+		}
+		m := g.Model
+		if m == "" {
+			m = r.cfg.Model
+		}
+		rep, err := perf.NewReplica(r.cfg.Catalog, g.GPU, m, r.cfg.Dtype, max(g.TP, 1))
+		if err != nil {
+			return fmt.Errorf("sim: autoscale: %w", err)
+		}
+		k := gpuTP{rep.GPU.Name, rep.TP}
+		if !seenG[k] {
+			seenG[k] = true
+			gpus = append(gpus, k)
+		}
+		if !seenM[rep.Model.Name] {
+			seenM[rep.Model.Name] = true
+			models = append(models, rep.Model.Name)
+		}
+		cc.Inventory[rep.GPU.Name] += g.Count
+	}
+	if len(models) < 2 {
+		return fmt.Errorf("sim: autoscale: shift models: the fleet serves one model (%s); GPUs change model between two or more", models[0])
+	}
+	for _, g := range gpus {
+		for _, m := range models {
+			cc.Pools = append(cc.Pools, control.Pool{GPU: g.gpu, Model: m, Dtype: r.cfg.Dtype, TP: g.tp, Min: 0, Max: cc.Inventory[g.gpu]})
+		}
+	}
+	cc.ShiftModels = true
+	return nil
+}
+
+// stageModels parks every other model of the fleet on each initial worker
+// at Autoscale.ParkedTier.
+func (a *autoscaler) stageModels(r *runner) error {
+	tier := a.cfg.ParkedTier
+	if tier == "" {
+		tier = schemas.TierHost
+	}
+	if schemas.TierState(tier) == "" || tier == schemas.TierHBM {
+		return fmt.Errorf("sim: autoscale: parked tier %q: want host, page_cache, disk or remote", tier)
+	}
+	models := map[string]bool{}
+	for _, pl := range a.pools {
+		models[pl.rep.Model.Name] = true
+	}
+	a.parked = make([]map[string]*parkedModel, len(r.ws))
+	for i, w := range r.ws {
+		a.parked[i] = map[string]*parkedModel{}
+		for _, pl := range a.pools {
+			m := pl.rep.Model.Name
+			if m == w.rep.Model.Name || pl.rep.GPU.Name != w.rep.GPU.Name || pl.rep.TP != w.rep.TP || a.parked[i][m] != nil {
+				continue
+			}
+			a.parked[i][m] = &parkedModel{rep: pl.rep, tier: tier}
+		}
+	}
+	return nil
+}
+
+// queuedByModel counts the requests admitted but not yet placed, per model.
+func (a *autoscaler) queuedByModel(r *runner) map[string]int {
+	if a.byModel == nil {
+		a.byModel = map[string]int{}
+	}
+	clear(a.byModel)
+	for i := range r.reqs {
+		if r.reqs[i].status != stQueued {
+			continue
+		}
+		m := r.adm[i].Model
+		if m == "" {
+			m = r.ws[0].rep.Model.Name
+			if r.cfg.Model != "" {
+				m = r.cfg.Model
+			}
+		}
+		a.byModel[m]++
+	}
+	return a.byModel
+}
+
+// orderSwitch starts one switch: the worker drains its model at once (its
+// draining heartbeat goes out now) and joins the new model's pool, counted
+// there as a replica on its way.
+func (a *autoscaler) orderSwitch(r *runner, sw control.SwitchDecision) {
+	w := a.live(r, sw.Worker)
+	if w == nil || a.switches[w.idx] != nil || w.rep.Model.Name != sw.From {
+		return
+	}
+	pl := a.byKey[control.PoolKey(w.rep.GPU.Name, sw.To)]
+	if pl == nil || a.parked[w.idx][pl.rep.Model.Name] == nil {
+		return
+	}
+	a.switches[w.idx] = &switchOrder{to: pl, at: r.now}
+	a.poolOf[w.idx] = pl
+	w.sleepPending = true // kick hands an idle worker to a.sleep, which finishes the switch
+	r.heartbeat(w)
+	// Dispatches sent before the draining heartbeat may still arrive: the
+	// switch waits them out.
+	r.h.push(r.now+int64(r.cfg.DispatchLatency)+1, evReady, -1-w.idx)
+}
+
+// switchPending reports whether worker i is draining for a switch.
+func (a *autoscaler) switchPending(i int32) bool {
+	return int(i) < len(a.switches) && a.switches[i] != nil
+}
+
+// finishSwitch completes w's switch once it holds no work and every
+// dispatch sent before its draining heartbeat has arrived: the old model
+// sleeps in host memory, the new one loads from its tier.
+func (a *autoscaler) finishSwitch(r *runner, w *simWorker) {
+	o := a.switches[w.idx]
+	if o == nil || w.busy || w.eng.HasWork() || r.now-o.at <= int64(r.cfg.DispatchLatency) {
+		return
+	}
+	old, oldRep := w.eng, w.rep
+	if err := old.SetWeightTier(schemas.TierHost); err != nil {
+		return // sequences still running: a later kick or beat retries
+	}
+	st := old.State()
+	p := a.parked[w.idx][o.to.rep.Model.Name]
+	delete(a.parked[w.idx], o.to.rep.Model.Name)
+	a.parked[w.idx][oldRep.Model.Name] = &parkedModel{rep: oldRep, eng: old, tier: schemas.TierHost}
+	if p.eng == nil {
+		eng, err := engine.New(engine.Config{
+			Replica: p.rep, MaxBatch: r.cfg.MaxBatch, TokenBudget: r.cfg.TokenBudget,
+			KVBlocks: r.cfg.KVBlocks, Spec: engine.SpecConfig{Seed: uint64(r.cfg.Seed) + uint64(w.idx) + 7919},
+			TargetStepCap: r.pol.EngineTargets, InitialWeights: schemas.TierState(p.tier),
+		})
+		if err != nil {
+			// The catalog built this replica's pool: unreachable unless
+			// the configuration changed under the run.
+			panic(fmt.Sprintf("sim: autoscale: switch: %v", err))
+		}
+		if err := eng.SetWeightTier(p.tier); err != nil {
+			panic(fmt.Sprintf("sim: autoscale: switch: %v", err))
+		}
+		p.eng = eng
+	}
+	// The controller's budgets and speculation were set on the worker, not
+	// the model: the new engine keeps them.
+	p.eng.SetBudgets(st.MaxBatch, st.TokenBudget)
+	p.eng.SetSpecDecode(st.SpecDecode)
+	from := p.eng.Tier()
+	p.eng.Wake(at(r.now))
+	w.eng, w.rep = p.eng, p.rep
+	w.sleepPending = false
+	a.switches[w.idx] = nil
+	a.stats.Switches++
+	a.stats.SwitchSeconds += float64(r.now-o.at)/1e9 + p.rep.TierSeconds(from)
+	if from == schemas.TierHost {
+		a.stats.WarmSwitches++
+	}
+	// The old model's KV is gone with its sleep: the router's index of
+	// this worker is cleared, as a live engine's KV events clear it.
+	r.kvEvent(w, schemas.KVCleared, nil)
+	r.heartbeat(w)
+}
+
+// annotate adds to w's heartbeat the models parked on it, each with its
+// tier and load time, and states its free HBM as the active engine's
+// reservation leaves it (see the file comment).
+func (a *autoscaler) annotate(w *simWorker, hb *schemas.Heartbeat) {
+	if int(w.idx) >= len(a.parked) || len(a.parked[w.idx]) == 0 {
+		return
+	}
+	for _, pl := range a.pools {
+		p := a.parked[w.idx][pl.rep.Model.Name]
+		if p == nil || pl.rep.GPU.Name != w.rep.GPU.Name || pl.rep.TP != w.rep.TP {
+			continue
+		}
+		tier := p.tier
+		if p.eng != nil {
+			tier = p.eng.Tier()
+		}
+		hb.Models = append(hb.Models, schemas.ModelState{Name: p.rep.Model.Name, Dtype: p.rep.Dtype, State: schemas.TierState(tier),
+			Tier: tier, LoadSeconds: p.rep.TierSeconds(tier), ContextLength: p.rep.Model.MaxContext})
+	}
+	reserved := uint64(math.Min(float64(hb.HBMTotalBytes), float64(hb.HBMTotalBytes)*perf.DefaultMemUtil))
+	hb.HBMFreeBytes = min(hb.HBMFreeBytes, hb.HBMTotalBytes-reserved)
+}
+
+// switchEvent handles the control loop's switch events (evReady with a
+// negative worker index, -1-idx).
+func (a *autoscaler) switchEvent(r *runner, a32 int32) {
+	if i := -1 - a32; int(i) < len(r.ws) {
+		a.finishSwitch(r, r.ws[i])
+	}
+}
