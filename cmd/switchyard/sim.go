@@ -64,6 +64,8 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	asRoles := fs.Bool("assign-roles", false, "autoscale: let the controller turn role-both workers with a link into prefill workers, or back, as the mix's uncached prompts grow or shrink (internal/core/control/phases.go)")
 	asSleepOnRelease := fs.Bool("sleep-on-release", false, "autoscale: put a replica past its release hold to sleep (weights to host memory, its GPU still counted) instead of releasing it when the forecast asks for it again within another hold; implies --autoscale-warmth")
 	asStartTier := fs.String("start-tier", "", "autoscale: the weight tier a started replica loads from (hbm, host, page_cache, disk, remote; default disk): a what-if for the bound a faster cold start sets")
+	shiftModels := fs.Bool("shift-models", false, "GPUs change model: on a fleet serving several models, each GPU type's GPUs are shared by its models and the controller moves a GPU from a model whose demand fell to one whose demand rose (drain, sleep in host memory, wake) instead of starting and releasing replicas; runs the autoscaled variants, and with --capacity every probe, on that fixed fleet (internal/core/control/shift.go)")
+	parkedTier := fs.String("parked-tier", "", "shift-models: where each worker's other models sit at the start (host, page_cache, disk; default host: started once and put to sleep)")
 	catFile := fs.String("catalog", "", "JSON file merged over the built-in catalog (GPUs, models, weight tiers)")
 	asDownWindow := fs.Duration("scale-down-window", 0, "autoscale: scale-down stabilization window (0: the controller's default, 4 lead times)")
 	asHeadroom := fs.Float64("headroom-z", 0, "autoscale: arrival-noise headroom in Poisson standard deviations (0: the controller's default; negative: none)")
@@ -171,6 +173,11 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		cfg.Catalog = cat
 	}
+	if *shiftModels && !*capacity {
+		// The fleet's GPUs change model under the controller: that is an
+		// autoscaled run.
+		*autoscale = true
+	}
 	if *capacity {
 		if *capSeeds < 1 {
 			return fmt.Errorf("--seeds %d: want 1 or more", *capSeeds)
@@ -213,6 +220,22 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 				scfg.Seed = seed
 			}
 			runs = append(runs, sim.CapacityRun{Seed: seed, Config: scfg, Trace: str.Scale(*rate), Window: window})
+		}
+		if *shiftModels || *autoscale {
+			// Every probe runs the controller over the probe's fleet: with
+			// --shift-models its GPUs change model (the fleet search
+			// resizes the inventory), else it scales each pool within
+			// --autoscale-min and --autoscale-max.
+			for i := range runs {
+				as := &sim.Autoscale{ShiftModels: *shiftModels, ParkedTier: *parkedTier, Min: *asMin, Max: *asMax}
+				as.Control.Interval = *ctlInterval
+				runs[i].Config.Autoscale = as
+			}
+			if *shiftModels {
+				fleetText += ", GPUs change model (--shift-models)"
+			} else {
+				fleetText += fmt.Sprintf(", autoscaled (--autoscale, %d–%d replicas per pool)", *asMin, *asMax)
+			}
 		}
 		var trimmed []string
 		for _, n := range names {
@@ -309,6 +332,7 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 					c.Autoscale.Control.SleepOnRelease = *asSleepOnRelease
 					c.Autoscale.Control.StartTier = *asStartTier
 					c.Autoscale.Control.AssignRoles = *asRoles
+					c.Autoscale.ShiftModels, c.Autoscale.ParkedTier = *shiftModels, *parkedTier
 					if decisions != nil {
 						c.Autoscale.OnDecision = decisions.decision(pol.Name, points[jb.si].Scale)
 					}
