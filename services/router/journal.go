@@ -77,6 +77,10 @@ func (r *Router) flush(ctx context.Context) {
 	for i, c := range schemas.Priorities {
 		r.queueDepth[i].Set(float64(r.core.QueuedClass(c)))
 	}
+	tenants, peers, peerTenants := r.core.FairState()
+	r.fairState[0].Set(float64(tenants))
+	r.fairState[1].Set(float64(peers))
+	r.fairState[2].Set(float64(peerTenants))
 }
 
 // journalDue reports whether the journal batch must go out although no

@@ -49,6 +49,13 @@ func TestQueueWaitCountsExpiredRequests(t *testing.T) {
 	if text := scrape(); !strings.Contains(text, "switchyard_router_queue_seconds_count 1\n") {
 		t.Errorf("queue-wait histogram does not count the expired request:\n%s", grep(text, "switchyard_router_queue_seconds"))
 	}
+	// The fairness state is exported: acme's counter, kept until it has
+	// been idle a minute (queue.ForgetIdleAfter); no peers.
+	want := "switchyard_router_fair_tenants 1\nswitchyard_router_fair_peers 0\nswitchyard_router_fair_peer_tenants 0"
+	if got := grep(scrape(), "switchyard_router_fair_"); !strings.Contains(got, "switchyard_router_fair_tenants 1") ||
+		!strings.Contains(got, "switchyard_router_fair_peers 0") || !strings.Contains(got, "switchyard_router_fair_peer_tenants 0") {
+		t.Errorf("fairness state gauges:\n%s\nwant\n%s", got, want)
+	}
 }
 
 func grep(text, prefix string) string {

@@ -140,6 +140,9 @@ type Router struct {
 	// each time.
 	queueDepth []*metrics.Gauge
 	dispatched map[[2]string]*metrics.Counter
+	// fairState are the gauges of the queue's fairness state
+	// (routing.Core.FairState): tenants, peers, peers' tenant totals.
+	fairState [3]*metrics.Gauge
 	// pace caps the pulls (Config.PullRate; nil: no cap).
 	pace *pacer
 	// logs bounds the per-request log lines (logs.go).
@@ -180,6 +183,9 @@ func New(sh *svc.Shell, cfg Config) *Router {
 		dispatched: map[[2]string]*metrics.Counter{}, pace: newPacer(cfg.PullRate), failSlots: make(chan struct{}, maxFailPublishes)}
 	for _, c := range schemas.Priorities {
 		r.queueDepth = append(r.queueDepth, sh.Metrics.GetOrCreateGauge(fmt.Sprintf(`switchyard_queue_depth{class=%q}`, c), nil))
+	}
+	for i, name := range []string{`switchyard_router_fair_tenants`, `switchyard_router_fair_peers`, `switchyard_router_fair_peer_tenants`} {
+		r.fairState[i] = sh.Metrics.GetOrCreateGauge(name, nil)
 	}
 	return r
 }

@@ -32,6 +32,13 @@ func FairCost(a *schemas.Admitted) int64 {
 // baseline's queue, which shares nothing).
 func (c *Core) FairReport() *queue.Report { return c.q.Report() }
 
+// FairState is how much fairness state the queue holds: tenant counters
+// over its classes, peers remembered, and tenant totals kept of them —
+// what forgetting idle tenants and dead peers bounds (queue/forget.go).
+func (c *Core) FairState() (tenants, peers, peerTenants int) {
+	return c.q.TenantCount(), c.q.PeerCount(), c.q.PeerTenantCount()
+}
+
 // HeldBack counts the placement passes that left queued work for a peer
 // holding work further behind its share.
 func (c *Core) HeldBack() int64 { return c.q.HeldBack() }
