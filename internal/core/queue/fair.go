@@ -150,6 +150,9 @@ type peerState struct {
 	// placed and tokens are the cumulative totals of its latest report.
 	placed map[string]int64
 	tokens map[string]map[string]int64
+	// seenPeak is the high-water mark of the tenant totals in tokens
+	// since they were last resized (forget.go).
+	seenPeak int
 	// bands and tenants are what its latest report has queued, as counted
 	// in band.reported and tenantQ.reported.
 	bands   []int
@@ -283,6 +286,7 @@ func (q *Queue[T]) ApplyPeer(peer string, r *Report, now time.Time) {
 			}
 		}
 	}
+	p.seenPeak = max(p.seenPeak, p.seen())
 	if !r.Partial {
 		forgetUnreported(p, r)
 	}
@@ -353,16 +357,27 @@ func forgetUnreported(p *peerState, r *Report) {
 			delete(p.tokens, class)
 			continue
 		}
-		n := len(seen)
 		for tenant := range seen {
 			if _, ok := set[tenant]; !ok {
 				delete(seen, tenant)
 			}
 		}
-		if len(seen) < n/4 {
+	}
+	if n := p.seen(); p.seenPeak > 64 && n < p.seenPeak/4 {
+		for class, seen := range p.tokens {
 			p.tokens[class] = resized(seen)
 		}
+		p.seenPeak = n
 	}
+}
+
+// seen is how many tenant totals p keeps.
+func (p *peerState) seen() int {
+	n := 0
+	for _, seen := range p.tokens {
+		n += len(seen)
+	}
+	return n
 }
 
 // unreport takes p's queued work out of the counts.

@@ -193,9 +193,7 @@ func (q *Queue[T]) PeerCount() int { return len(q.peers) }
 func (q *Queue[T]) PeerTenantCount() int {
 	n := 0
 	for _, p := range q.peers {
-		for _, seen := range p.tokens {
-			n += len(seen)
-		}
+		n += p.seen()
 	}
 	return n
 }
