@@ -84,6 +84,17 @@ type Options struct {
 	Addr string
 	// Log receives the server's output (discarded when nil).
 	Log io.Writer
+	// MultiUserCache is OLLAMA_MULTIUSER_CACHE: the runner keeps one
+	// prompt per slot and starts each new prompt in the least recently
+	// used free slot, copying into it the longest prefix any slot holds.
+	// Without it the runner takes the free slot sharing the longest
+	// prefix, the first on a tie, so one request at a time always lands
+	// in slot 0 and the engine remembers only its last prompt.
+	MultiUserCache bool
+	// Debug is OLLAMA_DEBUG: the runner then logs, per request, the
+	// prompt tokens its cache covered and the ones it evaluated
+	// (SlotLoads).
+	Debug bool
 }
 
 // Ollama is one running `ollama serve`.
@@ -99,6 +110,8 @@ type Ollama struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{}
+
+	slots *slotLog
 }
 
 // Start runs `ollama serve` and waits until it answers.
@@ -154,7 +167,14 @@ func (s *Ollama) env() []string {
 	if loaded <= 0 {
 		loaded = 2
 	}
-	return append(os.Environ(),
+	env := os.Environ()
+	if s.opts.MultiUserCache {
+		env = append(env, "OLLAMA_MULTIUSER_CACHE=1")
+	}
+	if s.opts.Debug {
+		env = append(env, "OLLAMA_DEBUG=1")
+	}
+	return append(env,
 		"OLLAMA_HOST="+s.Addr,
 		"OLLAMA_MODELS="+filepath.Join(s.dir, "models"),
 		"HOME="+s.dir, // its key pair and history stay in the temporary tree
@@ -171,6 +191,14 @@ func (s *Ollama) start(ctx context.Context) error {
 	out := s.opts.Log
 	if out == nil {
 		out = io.Discard
+	}
+	if s.opts.Debug {
+		s.mu.Lock()
+		if s.slots == nil {
+			s.slots = &slotLog{}
+		}
+		s.mu.Unlock()
+		out = io.MultiWriter(out, s.slots)
 	}
 	cmd.Stdout, cmd.Stderr = out, out
 	// Its own process group, so Stop also ends the runner it spawns.
@@ -380,4 +408,121 @@ func (s *Ollama) Busy(d time.Duration) (float64, error) {
 		return 0, err
 	}
 	return float64(after-before) / float64(time.Since(start)), nil
+}
+
+// StartN starts n servers with the same options, each on its own port and
+// in its own directory (o.Addr and o.Dir must be empty); on an error the
+// ones already started are stopped.
+func StartN(ctx context.Context, n int, o Options) ([]*Ollama, error) {
+	if o.Addr != "" || o.Dir != "" {
+		return nil, errors.New("enginetest: StartN gives each server its own address and directory; leave Addr and Dir empty")
+	}
+	out := make([]*Ollama, 0, n)
+	for i := 0; i < n; i++ {
+		s, err := Start(ctx, o)
+		if err != nil {
+			for _, started := range out {
+				started.Stop()
+			}
+			return nil, fmt.Errorf("enginetest: server %d of %d: %w", i+1, n, err)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// SlotLoad is one request's prompt as the runner's cache met it, from
+// its debug line "loading cache slot" (llamarunner/cache.go,
+// LoadCacheSlot): Prompt tokens in all, Used of them already in the
+// slot's KV cache, Remaining the ones it then evaluated. Ollama's own
+// prompt_eval_count (and the OpenAI endpoint's usage.prompt_tokens) is
+// the whole prompt whatever the cache held — v0.6.5 counts the inputs
+// before the cached ones are cut — so this line is the only place the
+// engine says what it evaluated.
+type SlotLoad struct {
+	Slot, Cached, Prompt, Used, Remaining int
+}
+
+// SlotLoads returns every cache-slot load the runner has logged since the
+// server started (it needs Options.Debug), oldest first.
+func (s *Ollama) SlotLoads() ([]SlotLoad, error) {
+	s.mu.Lock()
+	l := s.slots
+	s.mu.Unlock()
+	if l == nil {
+		return nil, errors.New("enginetest: the runner's cache-slot loads are logged only with Options.Debug")
+	}
+	return l.loads()
+}
+
+// slotLog reads the server's output for the runner's "loading cache
+// slot" lines. Writes may split lines anywhere; a line is parsed once
+// whole.
+type slotLog struct {
+	mu      sync.Mutex
+	partial []byte
+	got     []SlotLoad
+	bad     error
+}
+
+func (l *slotLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.partial = append(l.partial, p...)
+	for {
+		i := bytes.IndexByte(l.partial, '\n')
+		if i < 0 {
+			break
+		}
+		line := string(l.partial[:i])
+		l.partial = l.partial[i+1:]
+		if !strings.Contains(line, `msg="loading cache slot"`) {
+			continue
+		}
+		load, err := parseSlotLoad(line)
+		if err != nil && l.bad == nil {
+			l.bad = err
+		}
+		if err == nil {
+			l.got = append(l.got, load)
+		}
+	}
+	return len(p), nil
+}
+
+func (l *slotLog) loads() ([]SlotLoad, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]SlotLoad(nil), l.got...), l.bad
+}
+
+// parseSlotLoad reads one slog text line such as
+//
+//	time=… level=DEBUG source=cache.go:104 msg="loading cache slot" id=0 cache=523 prompt=540 used=500 remaining=40
+func parseSlotLoad(line string) (SlotLoad, error) {
+	fields := map[string]int{}
+	for _, f := range strings.Fields(line) {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "id", "cache", "prompt", "used", "remaining":
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return SlotLoad{}, fmt.Errorf("enginetest: cache-slot line %q: %s=%q: %w", line, k, v, err)
+			}
+			fields[k] = n
+		}
+	}
+	for _, k := range []string{"id", "cache", "prompt", "used", "remaining"} {
+		if _, ok := fields[k]; !ok {
+			return SlotLoad{}, fmt.Errorf("enginetest: cache-slot line %q lacks %s= (has the runner's log format changed?)", line, k)
+		}
+	}
+	l := SlotLoad{Slot: fields["id"], Cached: fields["cache"], Prompt: fields["prompt"], Used: fields["used"], Remaining: fields["remaining"]}
+	if l.Used+l.Remaining != l.Prompt {
+		return SlotLoad{}, fmt.Errorf("enginetest: cache-slot line %q: used %d + remaining %d is not the prompt's %d", line, l.Used, l.Remaining, l.Prompt)
+	}
+	return l, nil
 }
