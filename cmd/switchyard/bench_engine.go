@@ -9,6 +9,8 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/core/stats"
 	"io"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -57,7 +59,11 @@ type EngineBenchResult struct {
 // engine: a running one at --openai-url, or, without it, the pinned Ollama
 // (.tools/bin) started here serving a generated tiny model.
 func runBenchEngine(ctx context.Context, args []string, stdout io.Writer) error {
+	if wantsPrefix(args) {
+		return runBenchEnginePrefix(ctx, args, stdout)
+	}
 	fs := flag.NewFlagSet("bench engine", flag.ContinueOnError)
+	fs.Bool("prefix", false, "measure prefix affinity instead: Switchyard against round-robin over two engines (see `bench engine --prefix -h`)")
 	url := fs.String("openai-url", "", "a running engine's root URL (default: start the pinned Ollama with a generated tiny model)")
 	model := fs.String("model", "tiny", "the model to request (with --openai-url, one the engine serves)")
 	gpu := fs.String("gpu", "cpu", "the hardware the engine runs on (catalog name)")
@@ -202,3 +208,24 @@ func throughSwitchyard(ctx context.Context, cl *client.Client, id, model, prompt
 }
 
 func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// wantsPrefix reports whether the arguments ask for --prefix (as -prefix,
+// --prefix or --prefix=true): that mode has flags of its own
+// (bench_engine_prefix.go). bench engine takes no positional arguments,
+// so every argument before "--" is a flag or a flag's value.
+func wantsPrefix(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if !strings.HasPrefix(a, "-") {
+			continue // a flag's value, e.g. --model prefix
+		}
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if name == "prefix" {
+			on, err := strconv.ParseBool(val)
+			return !hasVal || (err == nil && on)
+		}
+	}
+	return false
+}
