@@ -221,7 +221,9 @@ func (p *Placer) evaluate(c *cand, i int32, r *Request, weight uint64) Reason {
 }
 
 // priorityPrepare folds the queue ceiling into the lower bound: a worker
-// whose queue alone is over it will be rejected.
+// whose queue alone is over it will be rejected. Where the ceiling yields
+// to the TTFT target, only a queue over both is: latencyPrepare, which
+// knows the target, raises the bound.
 func priorityPrepare(p *Placer, _ *fleet.Fleet, _ *Request) {
 	p.rp.boundQueueCeiling = math.Inf(1)
 	if p.on[axPriority] {

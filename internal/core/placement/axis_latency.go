@@ -118,6 +118,11 @@ func latencyPrepare(p *Placer, _ *fleet.Fleet, r *Request) {
 	if tpot > 0 && (r.OutputTokens > 1 || r.Phase == schemas.PhaseDecode) {
 		rp.tpotTarget = tpot
 	}
+	if rp.ceilingYields && !math.IsInf(rp.ttftIn, 1) {
+		// The priority axis's ceiling yields to the target (firstTokenInTime):
+		// a queue alone over both still rejects.
+		rp.boundQueueCeiling = max(rp.boundQueueCeiling, rp.ttftIn)
+	}
 	rp.targets = !math.IsInf(rp.ttftIn, 1) || !math.IsInf(rp.tpotTarget, 1)
 	rp.invOutput = 1 / float64(r.OutputTokens)
 	rp.chunks = float64((r.PromptTokens + p.opts.ChunkTokens - 1) / p.opts.ChunkTokens)

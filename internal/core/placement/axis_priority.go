@@ -1,5 +1,7 @@
 package placement
 
+import "math"
+
 // Axis: tenant priority (row AxisPriority in axes.go).
 //
 // Why: a second of latency is worth far more to an interactive tenant than
@@ -19,7 +21,14 @@ package placement
 // the router's class queue, which higher classes overtake, rather than in
 // the worker's first-come-first-served prefill queue, which they cannot;
 // under overload that is what leaves critical work a short queue
-// somewhere. Term: value_of_time_usd_per_s.
+// somewhere. For a workflow step of a class in Options.QueueCeilingYields
+// (interactive) the queue ceiling yields to the step's own TTFT target:
+// over it, the worker is still taken while queue_s + load_s + prefill_s is
+// within the time left to the target (the latency axis then judges the
+// target with the interference too), since a held step holds its chain
+// up and the engine's own queue serves higher classes first; a step that
+// would miss its target there waits in the router, where adaptive LIFO
+// can serve a fresher one in time. Term: value_of_time_usd_per_s.
 //
 // Trade-offs: values of time and penalties are per class, set by
 // configuration, not learned from tenants' outcomes; the ceilings trade a
@@ -29,11 +38,23 @@ package placement
 // Disabled: every request is valued as standard, every class's queue
 // counts, and no ceiling applies.
 
-func priorityFilter(p *Placer, c *cand, _ *Request, _ uint64) Reason {
-	if p.on[axPriority] && (c.usedFrac > p.rp.ceiling || c.t.QueueSeconds > p.rp.queueCeiling) {
+func priorityFilter(p *Placer, c *cand, r *Request, _ uint64) Reason {
+	if !p.on[axPriority] {
+		return ReasonNone
+	}
+	if c.usedFrac > p.rp.ceiling || (c.t.QueueSeconds > p.rp.queueCeiling && !firstTokenInTime(p, c, r)) {
 		return ReasonPriorityReserve
 	}
 	return ReasonNone
+}
+
+// firstTokenInTime: r is a workflow step whose class's queue ceiling
+// yields to its TTFT target, and c's worker is predicted to start it in
+// time for it. A target already past (or none, the latency axis off)
+// yields nothing.
+func firstTokenInTime(p *Placer, c *cand, r *Request) bool {
+	return p.rp.ceilingYields && r.Workflow != nil && !math.IsInf(p.rp.ttftIn, 1) &&
+		c.t.QueueSeconds+c.t.LoadSeconds+c.t.PrefillSeconds <= p.rp.ttftIn
 }
 
 func priorityTerm(p *Placer, c *cand, _ *Request) {

@@ -69,6 +69,13 @@ type Options struct {
 	// higher classes overtake it, instead of in the worker's first-come
 	// first-served prefill queue, where they cannot.
 	QueueCeiling map[string]float64
+	// QueueCeilingYields lists the classes whose workflow steps' queue
+	// ceiling yields to their own TTFT target: such a step joins a worker
+	// over the ceiling when its first token is still predicted within its
+	// target there, and waits in the router only when it is not (default
+	// interactive; a nil map means the default, an empty one no class).
+	// See the priority axis and DefaultQueueCeilingYields.
+	QueueCeilingYields map[string]bool
 	// Reclaim lists the classes whose requests may count KV blocks held by
 	// strictly lower classes as theirs to take, as the engine lets them
 	// (see the headroom axis); default critical only. A nil map means the
@@ -148,6 +155,9 @@ func (o *Options) fill() {
 	}
 	if o.QueueCeiling == nil {
 		o.QueueCeiling = DefaultQueueCeiling
+	}
+	if o.QueueCeilingYields == nil {
+		o.QueueCeilingYields = DefaultQueueCeilingYields
 	}
 	if o.Reclaim == nil {
 		o.Reclaim = DefaultReclaim

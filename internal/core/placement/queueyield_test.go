@@ -1,0 +1,58 @@
+package placement
+
+import (
+	"testing"
+	"time"
+
+	"github.com/switchyard-ai/switchyard/schemas"
+)
+
+// TestQueueCeilingYieldsToAStepsTarget: an interactive workflow step over
+// the queue ceiling (a 2 s queue against the 0.5 s ceiling) is placed
+// while its first token is still predicted within its TTFT target there,
+// and held (priority_reserve) when it is not; an interactive request
+// outside a workflow is held either way, and so is a step once
+// QueueCeilingYields names no class.
+func TestQueueCeilingYieldsToAStepsTarget(t *testing.T) {
+	interactive := func(ttft time.Duration, step bool) *Request {
+		r := req(schemas.PriorityInteractive)
+		r.TTFTTarget = ttft
+		if step {
+			r = withWorkflow(r, 2, 4, 0)
+		}
+		return r
+	}
+	noYield := func(o *Options) { o.QueueCeilingYields = map[string]bool{} }
+	cases := []struct {
+		name string
+		r    *Request
+		opts func(*Options)
+		want Reason // ReasonNone: placed
+	}{
+		{"a step in time joins the queue", interactive(5*time.Second, true), nil, ReasonNone},
+		{"a step the queue would make late waits", interactive(1500*time.Millisecond, true), nil, ReasonPriorityReserve},
+		{"a request outside a workflow waits", interactive(5*time.Second, false), nil, ReasonPriorityReserve},
+		{"no class yields", interactive(5*time.Second, true), noYield, ReasonPriorityReserve},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o := testOpts()
+			if c.opts != nil {
+				c.opts(&o)
+			}
+			d := place(t, build(spec{gpu: "fast", queued: 20000}), c.r, o)
+			if c.want == ReasonNone {
+				if !d.OK() {
+					t.Fatalf("held: %v", d.Rejections[0].Reason)
+				}
+				if q := d.Terms.QueueSeconds; q <= DefaultQueueCeiling[schemas.PriorityInteractive] {
+					t.Fatalf("queue_s %.2f: the case must be over the ceiling", q)
+				}
+				return
+			}
+			if d.OK() || len(d.Rejections) != 1 || d.Rejections[0].Reason != c.want {
+				t.Fatalf("worker %s, rejections %v: want one %v", winner(d), d.Rejections, c.want)
+			}
+		})
+	}
+}
