@@ -251,40 +251,7 @@ func (q *Queue[T]) ApplyPeer(peer string, r *Report, now time.Time) {
 			seen = map[string]int64{}
 			p.tokens[cs.Class] = seen
 		}
-		for _, ts := range cs.Tenants {
-			// A total below the last one seen is a tenant the peer forgot
-			// and has served again since (forget.go): counted from zero.
-			d := ts.Tokens - seen[ts.Tenant]
-			if d < 0 {
-				d = ts.Tokens
-			}
-			seen[ts.Tenant] = ts.Tokens
-			tq := b.tenants[ts.Tenant]
-			if tq == nil && d <= 0 && ts.Queued <= 0 {
-				// Nothing new of a tenant this router forgot, or never
-				// had: a lift alone is below meaning (its return here
-				// lifts it afresh), and remembering it would undo the
-				// forgetting.
-				continue
-			}
-			if tq == nil {
-				tq = q.tenant(b, ts.Tenant)
-			}
-			// Service advances the counter (and marks the tenant as
-			// moving, for the hold-back bars); a larger lift only moves it.
-			lift := max(ts.Lift-tq.lift, 0)
-			if d > 0 {
-				tq.advanced, tq.gain = t, d
-			}
-			if d+lift > 0 {
-				tq.vt += d + lift
-				tq.lift += lift
-				b.hiVT = max(b.hiVT, tq.vt)
-				if tq.ai >= 0 {
-					heap.Fix(&b.active, tq.ai)
-				}
-			}
-		}
+		q.applyTenantShares(b, seen, cs.Tenants, t)
 	}
 	p.seenPeak = max(p.seenPeak, p.seen())
 	if !r.Partial {
@@ -325,6 +292,46 @@ func (q *Queue[T]) ApplyPeer(peer string, r *Report, now time.Time) {
 	}
 	q.unreport(&prev)
 	p.at = t
+}
+
+// applyTenantShares counts a peer's tenant totals of band b at t (unix
+// ns): each tenant's service since the total last seen advances its
+// counter, and a larger lift moves it (ApplyPeer).
+func (q *Queue[T]) applyTenantShares(b *band[T], seen map[string]int64, shares []TenantShare, t int64) {
+	for _, ts := range shares {
+		// A total below the last one seen is a tenant the peer forgot
+		// and has served again since (forget.go): counted from zero.
+		d := ts.Tokens - seen[ts.Tenant]
+		if d < 0 {
+			d = ts.Tokens
+		}
+		seen[ts.Tenant] = ts.Tokens
+		tq := b.tenants[ts.Tenant]
+		if tq == nil && d <= 0 && ts.Queued <= 0 {
+			// Nothing new of a tenant this router forgot, or never
+			// had: a lift alone is below meaning (its return here
+			// lifts it afresh), and remembering it would undo the
+			// forgetting.
+			continue
+		}
+		if tq == nil {
+			tq = q.tenant(b, ts.Tenant)
+		}
+		// Service advances the counter (and marks the tenant as
+		// moving, for the hold-back bars); a larger lift only moves it.
+		lift := max(ts.Lift-tq.lift, 0)
+		if d > 0 {
+			tq.advanced, tq.gain = t, d
+		}
+		if d+lift > 0 {
+			tq.vt += d + lift
+			tq.lift += lift
+			b.hiVT = max(b.hiVT, tq.vt)
+			if tq.ai >= 0 {
+				heap.Fix(&b.active, tq.ai)
+			}
+		}
+	}
 }
 
 // restarted reports whether a class total in r is below what p last
