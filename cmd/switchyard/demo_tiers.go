@@ -18,12 +18,15 @@ import (
 // controller may keep a replica past its release hold asleep in host
 // memory instead of releasing it, and wake it when its level is needed
 // again. The timeline shows that from two sides: the controller's warmth
-// commands as the workers' weights events report them (with the
-// controller's reason), and each worker's weight state as its heartbeats
-// report it, so a wake's own time — from the first heartbeat that is no
-// longer asleep to the first that serves — is read, not assumed. A
-// sleeping worker still runs and holds its GPU: the stack's GPU-hours
-// count it, and asleep_gpu_hours says how much of them were spent asleep.
+// commands as the workers' weights events report them once carried out
+// (with the controller's reason), and each worker's weight state as its
+// heartbeats report it. A replica is asleep from its carried-out sleep
+// command (or its first sleeping heartbeat) until a heartbeat shows it
+// loading or serving again — woken by the controller or by a request
+// placed on it; the wake's own time is read from the heartbeats, from the
+// first loading one to the first serving one, not assumed. A sleeping
+// worker still runs and holds its GPU: the stack's GPU-hours count it, and
+// asleep_gpu_hours says how much of them were spent asleep.
 
 // tierPoint is one line of the timeline.
 type tierPoint struct {
@@ -36,8 +39,10 @@ type tierPoint struct {
 	State  string `json:"state"`
 	Tier   string `json:"tier,omitempty"`
 	Reason string `json:"reason,omitempty"`
-	// WakeSeconds is, on the state line that serves again after a sleep,
-	// how long the wake took by the worker's heartbeats.
+	// Woken marks the state line that serves again after a sleep;
+	// WakeSeconds is how long the wake took by the worker's heartbeats
+	// (0: within one beat).
+	Woken       bool    `json:"woken,omitempty"`
 	WakeSeconds float64 `json:"wake_s,omitempty"`
 }
 
@@ -55,10 +60,19 @@ type tierStats struct {
 
 type tierWorker struct {
 	state      string
-	since      time.Duration // when the current state was first reported
 	tp         int
-	wakeFrom   time.Duration // when it was last seen leaving sleep (-1: not waking)
+	asleepFrom time.Duration // when its current sleep began (-1: awake)
+	wakeFrom   time.Duration // its first loading beat after a sleep (-1: not waking)
 	asleepSecs float64       // GPU-seconds asleep so far
+}
+
+func (tw *tierWatch) worker(id string, tp int) *tierWorker {
+	w := tw.workers[id]
+	if w == nil {
+		w = &tierWorker{tp: max(1, tp), asleepFrom: -1, wakeFrom: -1}
+		tw.workers[id] = w
+	}
+	return w
 }
 
 // tierWatch follows weights events and heartbeats.
@@ -105,43 +119,59 @@ func watchTiers(nc *nats.Conn) (*tierWatch, error) {
 func (tw *tierWatch) heartbeat(at time.Duration, id string, tp int, m schemas.ModelState) {
 	tw.mu.Lock()
 	defer tw.mu.Unlock()
-	w := tw.workers[id]
-	if w == nil {
-		tw.workers[id] = &tierWorker{state: m.State, since: at, tp: tp, wakeFrom: -1}
-		return
+	fresh := tw.workers[id] == nil
+	w := tw.worker(id, tp)
+	if fresh {
+		w.state = m.State
 	}
 	if m.State == w.state {
+		if m.State == schemas.WeightSleeping {
+			tw.fallAsleep(w, at)
+		}
 		return
 	}
 	p := tierPoint{AtSeconds: at.Seconds(), Worker: id, What: "state", From: w.state, State: m.State, Tier: m.Tier}
-	if w.state == schemas.WeightSleeping {
-		w.asleepSecs += (at - w.since).Seconds() * float64(w.tp)
-		w.wakeFrom = at
-	}
 	switch m.State {
 	case schemas.WeightSleeping:
-		tw.stats.Sleeps++
-	case schemas.WeightHot:
-		if w.wakeFrom >= 0 {
-			// Heartbeats come about once a second: the wake took no
-			// longer than from the last asleep one to the first serving.
-			p.WakeSeconds = (at - w.wakeFrom).Seconds()
-			if w.state == schemas.WeightSleeping {
-				p.WakeSeconds = 0 // asleep one beat, serving the next: under a beat
+		tw.fallAsleep(w, at)
+	case schemas.WeightLoading, schemas.WeightHot:
+		if w.asleepFrom >= 0 {
+			w.asleepSecs += (at - w.asleepFrom).Seconds() * float64(w.tp)
+			w.asleepFrom, w.wakeFrom = -1, at
+		}
+		if m.State == schemas.WeightHot && w.wakeFrom >= 0 {
+			// Heartbeats come about once a second: a replica asleep one
+			// beat and serving the next woke within that beat.
+			if w.state == schemas.WeightLoading {
+				p.WakeSeconds = (at - w.wakeFrom).Seconds()
 			}
+			p.Woken = true
 			tw.stats.Wakes++
 			tw.stats.WakeSecondsMax = max(tw.stats.WakeSecondsMax, p.WakeSeconds)
 			w.wakeFrom = -1
 		}
 	}
-	w.state, w.since = m.State, at
+	w.state = m.State
 	tw.stats.Timeline = append(tw.stats.Timeline, p)
+}
+
+// fallAsleep starts a sleep at at, once: the command's event and the
+// worker's first sleeping heartbeat report the same one. Callers hold
+// tw.mu.
+func (tw *tierWatch) fallAsleep(w *tierWorker, at time.Duration) {
+	if w.asleepFrom < 0 {
+		w.asleepFrom = at
+		tw.stats.Sleeps++
+	}
 }
 
 func (tw *tierWatch) command(at time.Duration, e schemas.Event) {
 	state, _ := e.Fields["state"].(string)
 	tw.mu.Lock()
 	defer tw.mu.Unlock()
+	if state == schemas.WeightSleeping {
+		tw.fallAsleep(tw.worker(e.WorkerID, 0), at)
+	}
 	tw.stats.Timeline = append(tw.stats.Timeline, tierPoint{AtSeconds: at.Seconds(), Worker: e.WorkerID, What: "command", State: state, Reason: e.Reason})
 }
 
@@ -157,8 +187,8 @@ func (tw *tierWatch) stop() tierStats {
 	secs := 0.0
 	for _, w := range tw.workers {
 		secs += w.asleepSecs
-		if w.state == schemas.WeightSleeping {
-			secs += (now - w.since).Seconds() * float64(w.tp)
+		if w.asleepFrom >= 0 {
+			secs += (now - w.asleepFrom).Seconds() * float64(w.tp)
 		}
 	}
 	out := tw.stats
@@ -178,9 +208,9 @@ func printTiers(w io.Writer, s tierStats) {
 		default:
 			wake := ""
 			switch {
-			case p.State == schemas.WeightHot && p.From == schemas.WeightSleeping:
+			case p.Woken && p.WakeSeconds == 0:
 				wake = "  (woken within one heartbeat)"
-			case p.WakeSeconds > 0:
+			case p.Woken:
 				wake = fmt.Sprintf("  (woken in %.1fs by its heartbeats)", p.WakeSeconds)
 			}
 			fmt.Fprintf(w, "    %7.1fs  %-10s %s → %s  tier %s%s\n", p.AtSeconds, p.Worker, p.From, p.State, p.Tier, wake)

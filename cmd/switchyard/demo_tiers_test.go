@@ -28,12 +28,18 @@ func TestTierWatch(t *testing.T) {
 	beat(71.5, "a", 2, schemas.WeightHot, schemas.TierHBM)
 	beat(0, "b", 1, schemas.WeightLoading, schemas.TierHBM) // a cold start: no wake
 	beat(30, "b", 1, schemas.WeightHot, schemas.TierHBM)
+	// Put to sleep and woken by a request within the beat: no sleeping
+	// heartbeat, the carried-out command starts the sleep.
+	beat(31, "b", 1, schemas.WeightHot, schemas.TierHBM)
+	tw.command(40*time.Second, schemas.Event{Kind: "weights", WorkerID: "b", Reason: "sleep", Fields: map[string]any{"state": schemas.WeightSleeping}})
+	beat(40.5, "b", 1, schemas.WeightLoading, schemas.TierHBM)
+	beat(41.5, "b", 1, schemas.WeightHot, schemas.TierHBM)
 	s := tw.stop()
-	if s.Sleeps != 1 || s.Wakes != 1 || s.WakeSecondsMax != 1.5 {
-		t.Fatalf("sleeps %d wakes %d longest wake %v, want 1, 1, 1.5", s.Sleeps, s.Wakes, s.WakeSecondsMax)
+	if s.Sleeps != 2 || s.Wakes != 2 || s.WakeSecondsMax != 1.5 {
+		t.Fatalf("sleeps %d wakes %d longest wake %v, want 2, 2, 1.5", s.Sleeps, s.Wakes, s.WakeSecondsMax)
 	}
-	if want := 60.0 * 2 / 3600; math.Abs(s.AsleepGPUHours-want) > 1e-12 {
-		t.Fatalf("asleep %v GPU-h, want %v (60 s on 2 GPUs)", s.AsleepGPUHours, want)
+	if want := (60.0*2 + 0.5) / 3600; math.Abs(s.AsleepGPUHours-want) > 1e-12 {
+		t.Fatalf("asleep %v GPU-h, want %v (60 s on 2 GPUs, 0.5 s on 1)", s.AsleepGPUHours, want)
 	}
 	var out bytes.Buffer
 	printTiers(&out, s)
@@ -42,7 +48,7 @@ func TestTierWatch(t *testing.T) {
 			t.Errorf("timeline lacks %q:\n%s", want, out.String())
 		}
 	}
-	if strings.Count(out.String(), "woken") != 1 {
+	if strings.Count(out.String(), "woken") != 2 {
 		t.Errorf("a cold start reported as a wake:\n%s", out.String())
 	}
 }
