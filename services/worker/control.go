@@ -119,6 +119,10 @@ func (w *Worker) onWarmth(m *nats.Msg) {
 		w.sh.Log.Info("warmth change refused", "state", c.State, "err", err)
 		return
 	}
+	// Heartbeat at once, as a real engine's worker does (remoteWarmth):
+	// routers that still counted the weights hot would place a request on
+	// them within the beat, which wakes a replica just put to sleep.
+	w.heartbeat()
 	w.sh.Emit(schemas.Event{Kind: "weights", WorkerID: w.cfg.ID, Reason: c.Reason, Fields: map[string]any{"model": c.Model, "state": c.State}})
 }
 
