@@ -12,9 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/switchyard-ai/switchyard/internal/core/control"
 	"github.com/switchyard-ai/switchyard/internal/testkit/bustest"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/svc"
+	"github.com/switchyard-ai/switchyard/subjects"
 )
 
 // TestOllamaTiers: an Ollama model's tier follows what this worker saw —
@@ -196,5 +200,48 @@ func TestVLLMSleepTiers(t *testing.T) {
 				t.Fatalf("%s: tier_s[%s] = %v, want the measured wake (≥ %v), not the estimate", s.name, s.measuredS, got, fake.wakeDelay)
 			}
 		}
+	}
+}
+
+// TestSimulatedSleepHeartbeatsAtOnce: a simulated worker put to sleep
+// heartbeats its sleeping state at once, as a real engine's worker does,
+// not at its next periodic beat: a router that still counted it hot would
+// place a request on it within the beat and wake it (the live
+// rise-fall-repeat demo saw every sleep undone that way).
+func TestSimulatedSleepHeartbeatsAtOnce(t *testing.T) {
+	env := bustest.Start(t)
+	sh, err := svc.New("worker", "sim-sleep", env.NC, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := New(sh, Config{ID: "sim-sleep", GPU: "h100", Model: "llama-3.1-8b", Backend: "sim"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	beats := make(chan schemas.Heartbeat, 8)
+	sub, err := env.NC.Subscribe(subjects.HeartbeatAll, func(m *nats.Msg) {
+		var hb schemas.Heartbeat
+		if svc.Decode(m.Header, m.Data, &hb) == nil {
+			beats <- hb
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	env.NC.Flush()
+	// The worker is not running: no periodic beat will come.
+	m, err := svc.Encode(control.WarmthSubject("sim-sleep"), schemas.JSON, control.WarmthMsg{Worker: "sim-sleep", State: schemas.WeightSleeping, Reason: "test"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.onWarmth(m)
+	select {
+	case hb := <-beats:
+		if len(hb.Models) == 0 || hb.Models[0].State != schemas.WeightSleeping || hb.Models[0].Tier != schemas.TierHost {
+			t.Fatalf("heartbeat after the sleep: %+v", hb.Models)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("no heartbeat after the warmth change")
 	}
 }
