@@ -23,6 +23,12 @@
 // Generate sends. ParseTransferParams and PrefillParams are the pieces.
 // These are tested against vLLM's documented request and response shapes only
 // (testdata/README.md), not against a live vLLM.
+//
+// vLLM's sleep mode (sleep.go): Sleep, Wake and IsSleeping drive its
+// dev-mode /sleep, /wake_up, /collective_rpc and /is_sleeping endpoints,
+// the weight tiers host (level 1) and page_cache (level 2) a vLLM engine
+// offers in place; tested against the documented shapes only, not a live
+// vLLM.
 package openai
 
 import (
