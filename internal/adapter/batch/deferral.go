@@ -135,6 +135,11 @@ type Waiting struct {
 	Count  int
 	Until  time.Time
 	Reason string
+	// WatchError is the error that stopped reading the admitter's defer
+	// events, "" while the watch runs: the count may then miss requests
+	// deferred since, and the progress line says so rather than showing
+	// a stale count as the whole story.
+	WatchError string
 }
 
 // Pending reports the deferred requests without a result in done.
@@ -145,6 +150,9 @@ func (d *Deferrals) Pending(done func(requestID string) bool) Waiting {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var w Waiting
+	if d.err != nil {
+		w.WatchError = d.err.Error()
+	}
 	reasons := map[string]int{}
 	for id, df := range d.byID {
 		if done(id) {
@@ -172,19 +180,12 @@ func (d *Deferrals) Pending(done func(requestID string) bool) Waiting {
 	return w
 }
 
-// Err is the error that stopped the watch, if any.
-func (d *Deferrals) Err() error {
-	if d == nil {
-		return nil
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.err
-}
-
 // Describe is the progress line's note on deferred work, "" for none.
 func (w Waiting) Describe(now time.Time) string {
 	if w.Count == 0 {
+		if w.WatchError != "" {
+			return "deferrals unknown: " + w.WatchError
+		}
 		return ""
 	}
 	s := fmt.Sprintf("%d deferred", w.Count)
@@ -197,6 +198,9 @@ func (w Waiting) Describe(now time.Time) string {
 	}
 	if w.Reason != "" {
 		s += ": " + w.Reason
+	}
+	if w.WatchError != "" {
+		s += " (perhaps more: deferrals unknown since " + w.WatchError + ")"
 	}
 	return s
 }

@@ -2,6 +2,7 @@ package batch
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -109,5 +110,40 @@ func TestETA(t *testing.T) {
 	line := Line(t0, 13, 500, Waiting{Count: 487, Until: t0.Add(10 * time.Minute), Reason: "fleet busy"}, &e)
 	if !strings.Contains(line, "487 deferred until") || !strings.Contains(line, "fleet busy") || !strings.Contains(line, "ETA 10m0s") {
 		t.Fatalf("line %q names neither the deferral nor the ETA", line)
+	}
+}
+
+// TestDeferralWatchErrorIsReported: once reading the defer events has
+// stopped on an error, the waiting summary and its progress line say the
+// deferrals are unknown, rather than showing the count read so far as if
+// the watch still ran.
+func TestDeferralWatchErrorIsReported(t *testing.T) {
+	until := time.Now().Add(time.Hour)
+	d := &Deferrals{byID: map[string]Deferral{"r1": {Until: until, Reason: "fleet busy"}, "r2": {Until: until, Reason: "fleet busy"}}}
+	none := func(string) bool { return false }
+	if w := d.Pending(none); w.WatchError != "" || strings.Contains(w.Describe(time.Now()), "unknown") {
+		t.Fatalf("watch error %q before anything failed", w.WatchError)
+	}
+	d.fail(errors.New("nats: connection closed"))
+	for _, tc := range []struct {
+		name string
+		done func(string) bool
+		want []string
+	}{
+		{"some still deferred", none, []string{"2 deferred", "fleet busy", "deferrals unknown since nats: connection closed"}},
+		{"none left", func(string) bool { return true }, []string{"deferrals unknown: nats: connection closed"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := d.Pending(tc.done)
+			if w.WatchError != "nats: connection closed" {
+				t.Fatalf("watch error %q", w.WatchError)
+			}
+			line := w.Describe(time.Now())
+			for _, want := range tc.want {
+				if !strings.Contains(line, want) {
+					t.Fatalf("describe %q, want it to contain %q", line, want)
+				}
+			}
+		})
 	}
 }
