@@ -32,18 +32,6 @@ type OutputError struct {
 	Message string `json:"message"`
 }
 
-// StatusCode is the HTTP status the gateway answers a result with
-// (gateway.FromResult), so a batch line and the same request through /v1
-// carry the same status — 499 for a cancelled request, 404 for an unknown
-// model — and batch tooling that branches on status_code sees what an
-// OpenAI client would.
-func StatusCode(r schemas.Result) int {
-	if ae, failed := gateway.FromResult(r); failed {
-		return ae.Status
-	}
-	return http.StatusOK
-}
-
 // FormatResult turns a final result into an output line. ok reports
 // whether it belongs in the output file (true) or the error file (false),
 // which is how OpenAI splits a batch's lines.
