@@ -71,12 +71,6 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, erro
 	return &Store{kv: kv, emb: cfg.Embedder, maxScan: cfg.MaxScan, ttl: cfg.TTL}, nil
 }
 
-// KV exposes the bucket, for inspection and tests.
-func (s *Store) KV() jetstream.KeyValue { return s.kv }
-
-// Embedder is the store's embedder.
-func (s *Store) Embedder() cache.Embedder { return s.emb }
-
 // entry is what one cache key holds.
 type entry struct {
 	Tenant   string         `json:"tenant"`

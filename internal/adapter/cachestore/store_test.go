@@ -156,7 +156,7 @@ func TestTTL(t *testing.T) {
 	js := startJS(t)
 	ctx := context.Background()
 	s := openStore(t, js, time.Second)
-	st, err := s.KV().Status(ctx)
+	st, err := s.kv.Status(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,12 +185,12 @@ func TestTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	key, _ := cache.ExactKey("acme", "m", det("x", "q"))
-	if _, err := short.KV().Get(ctx, key); err != nil {
+	if _, err := short.kv.Get(ctx, key); err != nil {
 		t.Fatalf("just-stored entry missing: %v", err)
 	}
 	deadline := time.Now().Add(8 * time.Second)
 	for {
-		if _, err := short.KV().Get(ctx, key); err != nil {
+		if _, err := short.kv.Get(ctx, key); err != nil {
 			break // expired by the server
 		}
 		if time.Now().After(deadline) {
