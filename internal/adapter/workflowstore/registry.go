@@ -61,9 +61,6 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Registry, e
 	return &Registry{kv: kv}, nil
 }
 
-// KV exposes the bucket, for inspection tools and tests.
-func (r *Registry) KV() jetstream.KeyValue { return r.kv }
-
 var safeKey = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
 // tenantKey makes a tenant usable as a KV key token. Tenants are subject
