@@ -250,7 +250,6 @@ type StreamState struct {
 	next    uint64
 	sent    strings.Builder
 	stalled bool
-	chunks  int
 }
 
 // Chunk returns the text to relay for c, "" for none.
@@ -267,7 +266,6 @@ func (s *StreamState) Chunk(c schemas.TokenChunk) string {
 		return ""
 	}
 	s.sent.WriteString(c.Text)
-	s.chunks++
 	return c.Text
 }
 
@@ -282,9 +280,6 @@ func (s *StreamState) Final(text string) (rest string, ok bool) {
 	}
 	return text[len(sent):], true
 }
-
-// Relayed is how many non-empty chunks were relayed.
-func (s *StreamState) Relayed() int { return s.chunks }
 
 func strptr(s string) *string { return &s }
 
