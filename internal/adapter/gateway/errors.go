@@ -51,8 +51,6 @@ type APIError struct {
 	Body       ErrorBody
 }
 
-func (e APIError) Error() string { return e.Body.Error.Message }
-
 // NewError builds an APIError.
 func NewError(status int, typ, code, param, message string) APIError {
 	o := ErrorObject{Message: message, Type: typ}
