@@ -39,9 +39,6 @@ func (s State) String() string {
 	return fmt.Sprintf("state(%d)", int(s))
 }
 
-// MarshalText makes a State read as its name in JSON events and status.
-func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
-
 // Config tunes every breaker of a Set. The zero value of a field means its
 // default (see Defaults).
 type Config struct {
@@ -523,11 +520,6 @@ func (s *Set) refreshFleetRatio() {
 	sort.Float64s(s.ratios)
 	s.fleetRatio = s.ratios[len(s.ratios)/2]
 }
-
-// FleetRatio is the fleet's median observed/predicted completion ratio as
-// of the last Tick (0 before any): how far the placement's predictions
-// run behind what happens.
-func (s *Set) FleetRatio() float64 { return s.fleetRatio }
 
 func (s *Set) workers() []string {
 	ws := make([]string, 0, len(s.breakers))

@@ -317,7 +317,7 @@ func TestOutliersAgainstTheFleet(t *testing.T) {
 					want = want || x == w
 				}
 				if opened[w] != want {
-					t.Errorf("%s opened %v, want %v (fleet ratio %.2f)", w, opened[w], want, s.FleetRatio())
+					t.Errorf("%s opened %v, want %v (fleet ratio %.2f)", w, opened[w], want, s.fleetRatio)
 				}
 			}
 		})
