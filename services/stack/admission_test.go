@@ -95,7 +95,7 @@ func TestAdmissionCacheHitAndTenantIsolation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, _ := cache.ExactKey("alpha", req.Model, &req)
+	key := cache.AnswerKey("alpha", req.Model, &req)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	kv, err := js.KeyValue(ctx, cachestore.DefaultBucket)

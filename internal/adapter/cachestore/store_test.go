@@ -184,7 +184,7 @@ func TestTTL(t *testing.T) {
 	if _, err := short.Put(ctx, "acme", "m", det("r4", "q"), exactPol, answer("a"), now); err != nil {
 		t.Fatal(err)
 	}
-	key, _ := cache.ExactKey("acme", "m", det("x", "q"))
+	key := cache.AnswerKey("acme", "m", det("x", "q"))
 	if _, err := short.kv.Get(ctx, key); err != nil {
 		t.Fatalf("just-stored entry missing: %v", err)
 	}

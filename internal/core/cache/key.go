@@ -131,16 +131,6 @@ func AnswerKey(tenant, model string, r *schemas.Request) string {
 	return "x." + tenantKey(tenant) + "." + d
 }
 
-// ExactKey is the KV key of a deterministic request's answer. ok is false
-// for a request that is not deterministic: sampling at temperature > 0
-// without a seed has no single right answer to replay.
-func ExactKey(tenant, model string, r *schemas.Request) (key string, ok bool) {
-	if !r.Deterministic() {
-		return "", false
-	}
-	return AnswerKey(tenant, model, r), true
-}
-
 // SingleTurn reports whether a request is one question without history: a
 // prompt, or system/developer messages plus exactly one user message.
 func SingleTurn(r *schemas.Request) bool {
