@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/switchyard-ai/switchyard/internal/core/routing"
+	"github.com/switchyard-ai/switchyard/internal/core/slo"
 	"github.com/switchyard-ai/switchyard/schemas"
 )
 
@@ -335,9 +336,7 @@ func (rep *Report) tallyResults(w Window, results []schemas.Result) {
 		rep.Tenants[r.Tenant] = t
 	}
 	for k, t := range rep.Tenants {
-		if t.Requests > 0 {
-			t.SLOAttainment = float64(t.SLOMet) / float64(t.Requests)
-		}
+		t.SLOAttainment = slo.Attainment(t.SLOMet, t.Requests)
 		rep.Tenants[k] = t
 	}
 	rep.Requests = len(ids)

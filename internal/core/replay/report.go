@@ -9,6 +9,7 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/core/fleet"
 	"github.com/switchyard-ai/switchyard/internal/core/placement"
 	"github.com/switchyard-ai/switchyard/internal/core/routing"
+	"github.com/switchyard-ai/switchyard/internal/core/slo"
 	"github.com/switchyard-ai/switchyard/schemas"
 )
 
@@ -331,7 +332,7 @@ func series(results []schemas.Result) ([]Series, time.Duration) {
 				s.Points[i].P95Ms = stats.Quantile(xs, 0.95)
 			}
 		}
-		s.SLOAttainment = float64(s.SLOMet) / float64(s.Requests)
+		s.SLOAttainment = slo.Attainment(s.SLOMet, s.Requests)
 		out = append(out, *s)
 	}
 	sort.Slice(out, func(i, j int) bool {
