@@ -165,8 +165,12 @@ func TestWaitCountsOnlyTheExcessOverIdleSlots(t *testing.T) {
 	}{
 		{"fits the idle slots", Load{Slots: 64, FreeSlots: 60, RequestsPerSec: 1, Pending: map[string]int{"standard": 59}}, 0},
 		{"one over", Load{Slots: 64, FreeSlots: 60, RequestsPerSec: 10, Pending: map[string]int{"standard": 60}}, 100 * time.Millisecond},
-		{"requests waiting on workers are ahead too", Load{Slots: 64, FreeSlots: 10, WorkerWaiting: 9, RequestsPerSec: 10,
-			Pending: map[string]int{"standard": 1}}, 100 * time.Millisecond},
+		{"requests waiting on a busy engine do not take another's idle slots", Load{Slots: 64, FreeSlots: 10, WorkerWaiting: 400, RequestsPerSec: 10,
+			Pending: map[string]int{"standard": 1}}, 0},
+		{"with no slot left, requests waiting on workers are ahead too", Load{Slots: 64, FreeSlots: 0, WorkerWaiting: 9, RequestsPerSec: 10,
+			Pending: map[string]int{"standard": 1}}, 1100 * time.Millisecond},
+		{"the router's queue over the idle slots waits behind the engines' too", Load{Slots: 64, FreeSlots: 2, WorkerWaiting: 9, RequestsPerSec: 10,
+			Pending: map[string]int{"standard": 2}}, time.Second},
 		{"no slot figures: throughput alone", Load{RequestsPerSec: 10, Pending: map[string]int{"standard": 10}}, time.Second},
 	}
 	for _, c := range cases {

@@ -82,8 +82,13 @@ func (s Shedder) Wait(class string, l Load) (wait time.Duration, known bool) {
 	if l.Slots > 0 {
 		// Work ahead that fits the idle slots starts at once, and so does
 		// this request if a slot is left for it: no queue, whatever the
-		// recent completion rate says.
-		ahead := l.WorkerWaiting
+		// recent completion rate says. Only the router's queue is ahead of
+		// it for those slots: requests already waiting in an engine's queue
+		// wait for that engine's slots (a worker with any waiting offers
+		// none free), not for another's. Counting them against the idle
+		// worker's slots shed a request with one H100 idle and 400 waiting
+		// on the other ("predicted wait 51 s").
+		ahead := 0
 		for _, c := range schemas.Priorities[:rank+1] {
 			ahead += l.Pending[c]
 		}
@@ -91,8 +96,9 @@ func (s Shedder) Wait(class string, l Load) (wait time.Duration, known bool) {
 			return 0, true
 		}
 		if l.RequestsPerSec > 0 && (l.TokensPerSec <= 0 || len(l.PendingTokens) == 0) {
-			// Only the excess over the idle slots waits for a slot to free.
-			excess := ahead - l.FreeSlots + 1
+			// With no slot left for it, the engines' queues are ahead too:
+			// only the excess over the idle slots waits for one to free.
+			excess := l.WorkerWaiting + ahead - l.FreeSlots + 1
 			return time.Duration(float64(excess) / (l.RequestsPerSec * share) * float64(time.Second)), true
 		}
 	}
