@@ -3,7 +3,6 @@ package controller
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 	"sync"
 	"time"
 
@@ -115,10 +114,4 @@ func (b *heldBook) demand(now time.Time) (map[string]control.HeldDemand, map[str
 		pools[k.pool] = h
 	}
 	return pools, byClass
-}
-
-// Held returns the held demand per pool as the controller last saw it.
-func (c *Controller) Held() map[string]control.HeldDemand {
-	pools, _ := c.held.demand(c.sh.Now())
-	return maps.Clone(pools)
 }
