@@ -146,19 +146,6 @@ func (s *Scaler) Starting() map[string]int {
 	return out
 }
 
-// Known reports the live (heartbeating, not draining) workers of a pool.
-func (s *Scaler) Known(pool string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, w := range s.seen {
-		if w.pool == pool && !w.hb.Draining && s.now().Sub(w.at) <= s.cfg.StaleAfter {
-			n++
-		}
-	}
-	return n
-}
-
 // Reconcile moves the pool toward desired workers.
 func (s *Scaler) Reconcile(pool string, desired int) {
 	s.mu.Lock()
