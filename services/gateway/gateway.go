@@ -193,9 +193,6 @@ func (s *Server) allowed(r *http.Request) []string {
 	return out
 }
 
-// Metrics is the set the gateway's series are in, for a /metrics endpoint.
-func (s *Server) Metrics() *metrics.Set { return s.cfg.Metrics }
-
 // Handler is the HTTP handler.
 func (s *Server) Handler() http.Handler { return s.mux }
 
