@@ -102,18 +102,6 @@ func (b *InstantBackend) Stop() {
 	b.wg.Wait()
 }
 
-// Cancels delivers every Cancel the backend received (buffered; extra
-// cancels are dropped when nobody reads).
-func (b *InstantBackend) Cancels() <-chan schemas.Cancel { return b.cancels }
-
-// Request returns the request the backend received with id.
-func (b *InstantBackend) Request(id string) (schemas.Request, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	r, ok := b.seen[id]
-	return r, ok
-}
-
 func (b *InstantBackend) onCancel(m *nats.Msg) {
 	var c schemas.Cancel
 	f, err := schemas.FormatFromContentType(m.Header.Get(schemas.HeaderContentType))
