@@ -207,15 +207,6 @@ func Control(kind, target string) string { return join(Prefix, "ctl", kind, targ
 // DLQ is sy.dlq.<service>.
 func DLQ(service string) string { return join(Prefix, "dlq", service) }
 
-// ParseSubmit returns the tenant of sy.submit.<tenant>.
-func ParseSubmit(subj string) (tenant string, err error) {
-	tenant, batch, err := ParseIntake(subj)
-	if err == nil && batch {
-		return "", fmt.Errorf("subject %q is not sy.submit.<tenant>", subj)
-	}
-	return tenant, err
-}
-
 // ParseIntake returns the tenant of sy.submit.<tenant> or sy.batch.<tenant>,
 // and whether it is the batch lane.
 func ParseIntake(subj string) (tenant string, batch bool, err error) {
@@ -224,18 +215,6 @@ func ParseIntake(subj string) (tenant string, batch bool, err error) {
 		return "", false, fmt.Errorf("subject %q is not sy.submit.<tenant> or sy.batch.<tenant>", subj)
 	}
 	return t[2], t[1] == "batch", nil
-}
-
-// AdmittedParts are the tokens of an admitted subject.
-type AdmittedParts struct{ Class, Bucket, Tenant string }
-
-// ParseAdmitted parses sy.admitted.<class>.<bucket>.<tenant>.
-func ParseAdmitted(subj string) (AdmittedParts, error) {
-	t := strings.Split(subj, ".")
-	if len(t) != 5 || t[0] != Prefix || t[1] != "admitted" {
-		return AdmittedParts{}, fmt.Errorf("subject %q is not sy.admitted.<class>.<bucket>.<tenant>", subj)
-	}
-	return AdmittedParts{Class: t[2], Bucket: t[3], Tenant: t[4]}, nil
 }
 
 // ParseResult returns tenant and id of sy.result.<tenant>.<id>.

@@ -12,12 +12,11 @@ import (
 )
 
 func TestBuildersAndParsersAgree(t *testing.T) {
-	if tn, err := ParseSubmit(Submit("acme")); err != nil || tn != "acme" {
-		t.Fatalf("submit: %q %v", tn, err)
+	if tn, batch, err := ParseIntake(Submit("acme")); err != nil || tn != "acme" || batch {
+		t.Fatalf("submit: %q batch=%v %v", tn, batch, err)
 	}
-	p, err := ParseAdmitted(Admitted("critical", "d1s", "acme"))
-	if err != nil || p != (AdmittedParts{"critical", "d1s", "acme"}) {
-		t.Fatalf("admitted: %+v %v", p, err)
+	if tn, batch, err := ParseIntake(BatchSubmit("acme")); err != nil || tn != "acme" || !batch {
+		t.Fatalf("batch submit: %q batch=%v %v", tn, batch, err)
 	}
 	if tn, id, err := ParseResult(Result("acme", "r1")); err != nil || tn != "acme" || id != "r1" {
 		t.Fatalf("result: %q %q %v", tn, id, err)
@@ -36,9 +35,9 @@ func TestBuildersAndParsersAgree(t *testing.T) {
 			t.Errorf("ParseFairShare(%q) accepted", bad)
 		}
 	}
-	for _, bad := range []string{"sy.submit", "sy.submit.a.b", "xx.submit.a", "sy.submit.*"} {
-		if _, err := ParseSubmit(bad); err == nil {
-			t.Errorf("ParseSubmit(%q) accepted", bad)
+	for _, bad := range []string{"sy.submit", "sy.submit.a.b", "xx.submit.a", "sy.submit.*", "sy.admitted.a"} {
+		if _, _, err := ParseIntake(bad); err == nil {
+			t.Errorf("ParseIntake(%q) accepted", bad)
 		}
 	}
 }
