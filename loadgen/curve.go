@@ -48,28 +48,6 @@ func (c RateCurve) Peak() float64 {
 	return hi
 }
 
-// Mean is the average multiplier over [0, d): the expected number of
-// arrivals is Rate × Mean(d) × d seconds.
-func (c RateCurve) Mean(d time.Duration) float64 {
-	if len(c) == 0 || d <= 0 {
-		return 1
-	}
-	// Integrate the trapezoids between breakpoints clipped to [0, d).
-	knots := []time.Duration{0}
-	for _, p := range c {
-		if p.At > 0 && p.At < d {
-			knots = append(knots, p.At)
-		}
-	}
-	knots = append(knots, d)
-	area := 0.0
-	for i := 1; i < len(knots); i++ {
-		a, b := knots[i-1], knots[i]
-		area += (c.At(a) + c.At(b)) / 2 * (b - a).Seconds()
-	}
-	return area / d.Seconds()
-}
-
 // RiseFall is load that rises and falls once over d: quiet at 20 % of the
 // peak, a ramp to the peak, a plateau, a fall, and a quiet tail twice as
 // long as the opening one. In tenths of d: quiet 0–1.5, ramp 1.5–4, peak
