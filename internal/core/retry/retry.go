@@ -157,9 +157,6 @@ func NewBudget(cfg Config) *Budget {
 	return &Budget{cfg: cfg, span: span, fleet: newWindow(cfg), tenants: map[string]*window{}}
 }
 
-// Config returns the effective configuration.
-func (b *Budget) Config() Config { return b.cfg }
-
 func (b *Budget) tenant(t string, now time.Time) *window {
 	w, ok := b.tenants[t]
 	if !ok {
@@ -297,19 +294,4 @@ func (b *Budget) Decide(in Input) Decision {
 		d.Reason = fmt.Sprintf("retry %d within budget; remaining %.2fs covers predicted %.2fs with full re-prefill", in.Attempt+1, d.Remaining, need)
 	}
 	return d
-}
-
-// Usage reports a scope's window: requests, retries and the allowance, for
-// status pages and tests. An empty tenant means the fleet.
-func (b *Budget) Usage(tenant string, now time.Time) (requests, retries, allowed float64) {
-	if tenant == "" {
-		a, u, r := b.fleet.allowance(b.cfg.Fleet, b.span, now)
-		return r, u, a
-	}
-	w, ok := b.tenants[tenant]
-	if !ok {
-		return 0, 0, b.cfg.Tenant.MinPerSecond * b.span.Seconds()
-	}
-	a, u, r := w.allowance(b.cfg.Tenant, b.span, now)
-	return r, u, a
 }
