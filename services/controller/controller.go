@@ -4,8 +4,10 @@
 // attainment per class and the request mix) and the routers' held demand
 // for cold starts (sy.event.router.held_demand, held.go), runs internal/core/control every
 // interval and publishes its decisions on sy.ctl.> — per-worker spec
-// decoding, budgets and warmth, per-pool desired replicas, per-class
-// shedding margins — each change also an event with its reason. It exports
+// decoding, budgets, warmth and role, model switches (sy.ctl.switch.<worker>,
+// GPUs that change model when control.Config.ShiftModels is set), per-pool
+// desired replicas, per-class shedding margins — each change also an event
+// with its reason. It exports
 // switchyard_desired_replicas{pool} for KEDA or an HPA. Its Scaler acts on
 // desired replicas inside one process (switchyard up / demo). All decisions
 // are internal/core/control's; this package moves bytes.
@@ -50,6 +52,10 @@ type Controller struct {
 	sh  *svc.Shell
 	cfg Config
 	ctl control.Planner
+	// own is Switchyard's controller core, which ctl is unless a baseline
+	// planner sizes the pools; it says which pools GPUs that change model
+	// size (ShiftPools).
+	own *control.Controller
 
 	mu      sync.Mutex
 	hbs     map[string]hbSeen
@@ -86,7 +92,10 @@ func New(sh *svc.Shell, cfg Config) (*Controller, error) {
 			return nil, err
 		}
 	}
-	c := &Controller{sh: sh, cfg: cfg, ctl: ctl, hbs: map[string]hbSeen{}, desired: map[string]int{}, recent: control.Recent{Window: cfg.SLOWindow}}
+	if cfg.Control.ShiftModels && ctl != control.Planner(own) {
+		return nil, fmt.Errorf("controller: shift models: planner %s does not move GPUs between models; only %s does", cfg.Planner, control.PlannerSwitchyard)
+	}
+	c := &Controller{sh: sh, cfg: cfg, ctl: ctl, own: own, hbs: map[string]hbSeen{}, desired: map[string]int{}, recent: control.Recent{Window: cfg.SLOWindow}}
 	for _, p := range cfg.Control.Pools {
 		key := p.Key()
 		c.desired[key] = -1
@@ -102,6 +111,19 @@ func New(sh *svc.Shell, cfg Config) (*Controller, error) {
 		svc.StartAtZero(sh.Metrics, fmt.Sprintf(`switchyard_scale_ups_total{pool=%q}`, key))
 	}
 	return c, nil
+}
+
+// ShiftPools is the pools sized by GPUs that change model
+// (control.Config.ShiftModels): the controller moves workers between them
+// with switch commands, so a scaler must start and release none for them.
+func (c *Controller) ShiftPools() map[string]bool {
+	out := map[string]bool{}
+	for _, p := range c.cfg.Control.Pools {
+		if c.own.Shifting(p.Key()) {
+			out[p.Key()] = true
+		}
+	}
+	return out
 }
 
 // Planner is the name of what sizes the pools.
@@ -265,13 +287,17 @@ func (c *Controller) publish(d control.Decision) {
 	for _, r := range d.Roles {
 		send(control.RoleSubject(r.Worker), control.RoleMsg{Worker: r.Worker, Role: r.Role, Reason: r.Reason, At: d.At})
 	}
+	for _, s := range d.Switches {
+		send(control.SwitchSubject(s.Worker), control.SwitchMsg{Worker: s.Worker, GPU: s.GPU, From: s.From, To: s.To,
+			FromTier: s.FromTier, Seconds: s.Seconds, Reason: s.Reason, At: d.At})
+	}
 	for _, s := range d.Shed {
 		send(control.ShedSubject(s.Class), control.ShedMsg{Class: s.Class, Margin: s.Margin, Reason: s.Reason, At: d.At})
 	}
 	for _, ch := range d.Changes {
 		ev := schemas.Event{Kind: ch.Kind, Reason: ch.Reason, At: d.At,
 			Fields: map[string]any{"target": ch.Target, "from": ch.From, "to": ch.To}}
-		if ch.Kind == control.KindSpec || ch.Kind == control.KindBudget || ch.Kind == control.KindWarmth || ch.Kind == control.KindRole {
+		if ch.Kind == control.KindSpec || ch.Kind == control.KindBudget || ch.Kind == control.KindWarmth || ch.Kind == control.KindRole || ch.Kind == control.KindSwitch {
 			ev.WorkerID = ch.Target
 		}
 		c.sh.Emit(ev)

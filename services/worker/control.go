@@ -45,6 +45,9 @@ func (w *Worker) subscribeControl() (func(), error) {
 	if err := add(control.RoleSubject(w.cfg.ID), w.onRole); err != nil {
 		return nil, err
 	}
+	if err := add(control.SwitchSubject(w.cfg.ID), w.onSwitch); err != nil { // switch.go
+		return nil, err
+	}
 	if err := add(control.DrainSubject(w.cfg.ID), w.onDrain); err != nil {
 		return nil, err
 	}

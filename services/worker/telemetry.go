@@ -88,6 +88,7 @@ func (w *Worker) Heartbeat() schemas.Heartbeat {
 		Role: w.roles.role, Link: w.cfg.Link,
 	}
 	w.eng.FillHeartbeat(&hb)
+	w.annotateShift(&hb) // parked models and a switch under way (switch.go)
 	return hb
 }
 

@@ -105,6 +105,8 @@ type Worker struct {
 	// roles is the live role (role.go): Config.Role until the controller
 	// changes it.
 	roles roleState
+	// shift is the models parked here and a switch under way (switch.go).
+	shift shiftState
 	// remote is set for the openai backend.
 	remote *remote
 	// vkv relays a vLLM engine's KV events (vllmkv.go); guarded by mu.
@@ -408,13 +410,14 @@ func (w *Worker) runInstant(ctx context.Context, d schemas.Dispatch, m jetstream
 // an answer already complete in the record is sent from it.
 func (w *Worker) runSimulated(ctx context.Context, d schemas.Dispatch, m jetstream.Msg) {
 	id := d.Admitted.Request.ID
-	if e := w.eng.RefuseModel(d.Admitted.Model, w.cfg.ID); e != nil {
-		w.finish(ctx, d, m, svc.ErrorResult(id, d.Admitted.Tenant, d.Admitted.Priority, e, w.sh.Now()))
-		return
-	}
 	w.mu.Lock()
+	refused := w.eng.RefuseModel(d.Admitted.Model, w.cfg.ID) // under mu: a switch changes w.eng (switch.go)
 	_, dup := w.inflight[id]
 	w.mu.Unlock()
+	if refused != nil {
+		w.finish(ctx, d, m, svc.ErrorResult(id, d.Admitted.Tenant, d.Admitted.Priority, refused, w.sh.Now()))
+		return
+	}
 	if dup {
 		// A redelivery of something running here. Not acked: that acked
 		// the stream message while the work ran, and a crash then lost it
@@ -486,7 +489,11 @@ func (w *Worker) startSimulated(ctx context.Context, d schemas.Dispatch, m jetst
 			return // a redelivery that raced this one: the running copy answers and acks
 		}
 		seq.Arrival = w.clock.now(w.sh.Now())
-		err = w.eng.Add(seq)
+		if e := w.eng.RefuseModel(d.Admitted.Model, w.cfg.ID); e != nil {
+			err = e // the GPU changed model since runSimulated's check (switch.go)
+		} else {
+			err = w.eng.Add(seq)
+		}
 	}
 	if err == nil {
 		w.inflight[id] = j

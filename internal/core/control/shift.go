@@ -140,6 +140,14 @@ func (c *Controller) switchingIn(byPool map[string][]*schemas.Heartbeat, in Inpu
 	return out
 }
 
+// Shifting reports whether pool is sized by the switches of GPUs that
+// change model (a pool of a shift group): a scaler starts and releases no
+// replica for it. Set at New and never changed, so safe to call anytime.
+func (c *Controller) Shifting(pool string) bool {
+	ps := c.byKey[pool]
+	return ps != nil && ps.shift != nil
+}
+
 // switchTTL is how long past its priced duration a switch is trusted
 // before a heartbeat confirms it.
 const switchTTL = 15 * time.Second

@@ -13,6 +13,7 @@ import (
 //	sy.ctl.spec.<worker>      SpecMsg      controller → worker
 //	sy.ctl.warmth.<worker>    WarmthMsg    controller → worker
 //	sy.ctl.role.<worker>      RoleMsg      controller → worker
+//	sy.ctl.switch.<worker>    SwitchMsg    controller → worker (GPUs that change model)
 //	sy.ctl.replicas.<pool>    ReplicasMsg  controller → scaler (and KEDA via the metric)
 //	sy.ctl.shed.<class>       ShedMsg      controller → admitter
 //	sy.rpc.drain.<worker>     (request)    scaler → worker: stop taking work
@@ -26,6 +27,9 @@ func WarmthSubject(worker string) string { return subjects.Control(KindWarmth, w
 
 // RoleSubject is sy.ctl.role.<worker>.
 func RoleSubject(worker string) string { return subjects.Control(KindRole, worker) }
+
+// SwitchSubject is sy.ctl.switch.<worker>.
+func SwitchSubject(worker string) string { return subjects.Control(KindSwitch, worker) }
 
 // ReplicasSubject is sy.ctl.replicas.<pool>.
 func ReplicasSubject(pool string) string { return subjects.Control(KindReplicas, pool) }
@@ -83,6 +87,26 @@ type RoleMsg struct {
 	Role   string    `json:"role"`
 	Reason string    `json:"reason"`
 	At     time.Time `json:"at"`
+}
+
+// SwitchMsg moves a worker's GPU from model From to model To
+// (SwitchDecision, Config.ShiftModels): the worker heartbeats draining,
+// takes no new dispatch, finishes what it holds and every dispatch sent
+// before routers heard it drain, puts From's weights to sleep in host
+// memory and brings To's into HBM from the tier they sit in on it
+// (FromTier, as the controller priced it). Seconds is the switch's priced
+// duration, drain included. A switch the worker cannot make (it does not
+// serve From, To is unknown, its engine cannot change model, work still
+// runs past its bound) is refused with an event saying why.
+type SwitchMsg struct {
+	Worker   string    `json:"worker"`
+	GPU      string    `json:"gpu"`
+	From     string    `json:"from"`
+	To       string    `json:"to"`
+	FromTier string    `json:"from_tier,omitempty"`
+	Seconds  float64   `json:"seconds"`
+	Reason   string    `json:"reason"`
+	At       time.Time `json:"at"`
 }
 
 // ReplicasMsg is a pool's desired replica count. Routers and admitters

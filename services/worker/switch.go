@@ -1,0 +1,340 @@
+package worker
+
+// GPUs that change model, live (issue 30): the controller's switch
+// decisions (internal/core/control, shift.go; sy.ctl.switch.<worker>)
+// carried out by a worker on the simulated engine, as the simulator's
+// workers carry them out in virtual time (internal/driver/sim, shift.go)
+// and as a vLLM sleep-mode deployment would.
+//
+// A switch from model A to model B goes: the worker heartbeats draining at
+// once, so routers stop placing on it; it keeps serving, for a grace of two
+// heartbeat intervals, the dispatches routers sent before they heard, and
+// then waits until it holds nothing (bounded by Config.DrainTimeout: past
+// it the switch is refused and the worker serves A again, never handing
+// work it holds to a model it does not serve). Then A's weights go to sleep
+// in host memory — the engine's KV cache with them, as sleep level 1 drops
+// it, so the routers' index of this worker is cleared — and B's are brought
+// into HBM from the tier they sit in on this worker: a wake of about a
+// second from host memory where B slept here before, else a load from the
+// page cache or disk. Its heartbeats then list B first and every parked
+// model after it, each with its tier and load time, which is what the
+// controller prices the next switch by; the free HBM they state is what
+// the serving engine's reservation leaves, so a router never places a
+// parked model's request here (hbm_busy) to have it refused.
+//
+// A real engine is not switched: the openai backend's worker fronts one
+// served model, and changing it means a different engine process, so such
+// a switch is refused with an event saying so.
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/switchyard-ai/switchyard/internal/core/control"
+	"github.com/switchyard-ai/switchyard/internal/core/engine"
+	"github.com/switchyard-ai/switchyard/internal/core/perf"
+	"github.com/switchyard-ai/switchyard/schemas"
+	"github.com/switchyard-ai/switchyard/services/svc"
+	"github.com/switchyard-ai/switchyard/subjects"
+)
+
+// Events a switch leaves: one made (from, to, the tier the new model's
+// weights came from, the drain's and the load's seconds), one refused
+// (with why).
+const (
+	EventSwitched      = "switched"
+	EventSwitchRefused = "switch_refused"
+)
+
+// switchPoll is how often a draining switch looks whether the worker holds
+// nothing yet.
+const switchPoll = 20 * time.Millisecond
+
+// parkedModel is a model's weights on a worker that serves another: its
+// engine (nil until the model first served here) and the tier its
+// weights sit in.
+type parkedModel struct {
+	rep  perf.Replica
+	eng  *engine.Engine
+	tier string
+}
+
+// shiftState is the worker's models other than the one it serves, and the
+// switch under way (guarded by Worker.mu).
+type shiftState struct {
+	parked map[string]*parkedModel // by catalog model name
+	// order is the switch under way (nil: none); since is when it began.
+	order *control.SwitchMsg
+	since time.Time
+}
+
+// Park stages model's weights on this worker at tier (host: asleep in
+// host memory; page_cache, disk or remote: files only), so its heartbeats
+// list the model and the controller can price a switch to it. Call it
+// before Run. Only the simulated engine parks models.
+func (w *Worker) Park(model, tier string) error {
+	if w.remote != nil || w.cfg.Instant {
+		return fmt.Errorf("worker %s: park %s: only the simulated engine changes model (%s backend)", w.cfg.ID, model, w.backendName())
+	}
+	if schemas.TierState(tier) == "" || tier == schemas.TierHBM {
+		return fmt.Errorf("worker %s: park %s: tier %q: want host, page_cache, disk or remote", w.cfg.ID, model, tier)
+	}
+	rep, err := perf.NewReplica(w.cfg.Catalog, w.cfg.GPU, model, w.cfg.Dtype, w.cfg.TP)
+	if err != nil {
+		return fmt.Errorf("worker %s: park %s: %w", w.cfg.ID, model, err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if strings.EqualFold(rep.Model.Name, w.replica.Model.Name) {
+		return fmt.Errorf("worker %s: park %s: it is the model this worker serves", w.cfg.ID, model)
+	}
+	if w.shift.parked == nil {
+		w.shift.parked = map[string]*parkedModel{}
+	}
+	w.shift.parked[rep.Model.Name] = &parkedModel{rep: rep, tier: tier}
+	return nil
+}
+
+// Switching reports the model a switch under way moves this worker to
+// ("" when none).
+func (w *Worker) Switching() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.shift.order == nil {
+		return ""
+	}
+	return w.shift.order.To
+}
+
+// Model is the model the worker serves now.
+func (w *Worker) Model() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.replica.Model.Name
+}
+
+// annotateShift adds to a simulated worker's heartbeat its switch (it says
+// draining while one is under way) and the models parked on it, each with
+// its tier and load time, and states its free HBM as the serving engine's
+// reservation leaves it (see the file comment). Callers hold w.mu.
+func (w *Worker) annotateShift(hb *schemas.Heartbeat) {
+	if w.shift.order != nil {
+		hb.Draining = true
+	}
+	if len(w.shift.parked) == 0 {
+		return
+	}
+	// A wake in progress is settled by now and says what is left of it,
+	// so the controller sees the switch end when it ends, work or none.
+	w.eng.FillHeartbeatAt(hb, w.clock.now(w.sh.Now()))
+	for _, name := range slices.Sorted(maps.Keys(w.shift.parked)) {
+		p := w.shift.parked[name]
+		tier := p.tier
+		if p.eng != nil {
+			tier = p.eng.Tier()
+		}
+		hb.Models = append(hb.Models, schemas.ModelState{Name: p.rep.Model.Name, Dtype: p.rep.Dtype, State: schemas.TierState(tier),
+			Tier: tier, LoadSeconds: p.rep.TierSeconds(tier), ContextLength: p.rep.Model.MaxContext})
+	}
+	reserved := uint64(math.Min(float64(hb.HBMTotalBytes), float64(hb.HBMTotalBytes)*perf.DefaultMemUtil))
+	hb.HBMFreeBytes = min(hb.HBMFreeBytes, hb.HBMTotalBytes-reserved)
+}
+
+// onSwitch takes the controller's switch command (sy.ctl.switch.<id>).
+func (w *Worker) onSwitch(m *nats.Msg) {
+	var c control.SwitchMsg
+	if err := svc.Decode(m.Header, m.Data, &c); err != nil {
+		w.refuseSwitch(c, "undecodable switch command: "+err.Error())
+		return
+	}
+	w.startSwitch(c)
+}
+
+// startSwitch begins a switch, or refuses it with an event saying why,
+// and reports whether it began.
+func (w *Worker) startSwitch(c control.SwitchMsg) bool {
+	if c.Worker != "" && c.Worker != w.cfg.ID {
+		w.refuseSwitch(c, fmt.Sprintf("the command names worker %q", c.Worker))
+		return false
+	}
+	if w.remote != nil || w.cfg.Instant {
+		w.refuseSwitch(c, fmt.Sprintf("not supported by this engine: the %s backend serves the one model it was started with", w.backendName()))
+		return false
+	}
+	w.mu.Lock()
+	why := w.switchRefusal(c)
+	if why == "" {
+		// Resolved by switchRefusal: a model not parked here is staged at
+		// the tier the controller priced it from.
+		cc := c
+		w.shift.order, w.shift.since = &cc, time.Now()
+	}
+	w.mu.Unlock()
+	if why != "" {
+		w.refuseSwitch(c, why)
+		return false
+	}
+	// Draining at once: routers stop placing on this worker.
+	w.heartbeat()
+	w.sh.Log.Info("switching model: draining", "from", c.From, "to", c.To, "reason", c.Reason)
+	go w.carrySwitch(c)
+	return true
+}
+
+// switchRefusal is why a switch cannot begin ("" when it can); a model to
+// switch to that is not parked here is staged at the command's tier.
+// Callers hold w.mu.
+func (w *Worker) switchRefusal(c control.SwitchMsg) string {
+	serving := w.replica.Model.Name
+	switch {
+	case w.shift.order != nil:
+		return fmt.Sprintf("a switch to %s is under way", w.shift.order.To)
+	case w.draining:
+		return "the worker is draining to stop"
+	case !strings.EqualFold(c.From, serving):
+		return fmt.Sprintf("the worker serves %s, not %s", serving, c.From)
+	case strings.EqualFold(c.To, serving):
+		return fmt.Sprintf("the worker already serves %s", serving)
+	}
+	for name := range w.shift.parked {
+		if strings.EqualFold(name, c.To) {
+			return ""
+		}
+	}
+	rep, err := perf.NewReplica(w.cfg.Catalog, w.cfg.GPU, c.To, w.cfg.Dtype, w.cfg.TP)
+	if err != nil {
+		return fmt.Sprintf("model %q cannot run here: %v", c.To, err)
+	}
+	tier := c.FromTier
+	if tier == "" {
+		tier = schemas.TierDisk
+	}
+	if schemas.TierState(tier) == "" || tier == schemas.TierHBM {
+		return fmt.Sprintf("model %s is not parked here and the command's tier %q is not one its weights can load from", c.To, c.FromTier)
+	}
+	if w.shift.parked == nil {
+		w.shift.parked = map[string]*parkedModel{}
+	}
+	w.shift.parked[rep.Model.Name] = &parkedModel{rep: rep, tier: tier}
+	return ""
+}
+
+// switchGrace is how long after its draining heartbeat a switching worker
+// still expects dispatches routers sent before they heard: that heartbeat
+// is sent at once, and one more interval covers a lost one.
+func (w *Worker) switchGrace() time.Duration { return 2 * w.cfg.HeartbeatInterval }
+
+// carrySwitch waits out the grace and the work the worker holds, then
+// changes the model; work still held past Config.DrainTimeout refuses
+// the switch, and so does the worker stopping.
+func (w *Worker) carrySwitch(c control.SwitchMsg) {
+	start := time.Now()
+	time.Sleep(w.switchGrace())
+	bound := start.Add(w.cfg.DrainTimeout)
+	for {
+		w.mu.Lock()
+		stopping := w.draining
+		busy := len(w.inflight) + len(w.held)
+		if !stopping && busy == 0 && !w.eng.HasWork() {
+			from, load, err := w.changeModel()
+			w.mu.Unlock()
+			if err != nil {
+				w.abortSwitch(c, err.Error())
+				return
+			}
+			w.switched(c, from, load, time.Since(start))
+			return
+		}
+		w.mu.Unlock()
+		switch {
+		case stopping:
+			w.abortSwitch(c, "the worker is stopping")
+			return
+		case time.Now().After(bound):
+			w.abortSwitch(c, fmt.Sprintf("%d requests still held after %s; the worker keeps serving %s", busy, w.cfg.DrainTimeout, c.From))
+			return
+		}
+		time.Sleep(switchPoll)
+	}
+}
+
+// changeModel puts the serving model to sleep in host memory and starts
+// bringing the switch's model into HBM from its tier: it returns that tier
+// and the load's simulated seconds. Callers hold w.mu and have checked the
+// worker holds nothing.
+func (w *Worker) changeModel() (string, float64, error) {
+	o := w.shift.order
+	var p *parkedModel
+	var key string
+	for name, pm := range w.shift.parked {
+		if strings.EqualFold(name, o.To) {
+			p, key = pm, name
+		}
+	}
+	if p == nil {
+		return "", 0, fmt.Errorf("model %s is no longer parked here", o.To)
+	}
+	if p.eng == nil {
+		eng, err := engine.New(engine.Config{Replica: p.rep, MaxBatch: w.cfg.MaxBatch, InitialWeights: schemas.TierState(p.tier), TargetStepCap: true})
+		if err != nil {
+			return "", 0, fmt.Errorf("engine for %s: %w", o.To, err)
+		}
+		if err := eng.SetWeightTier(p.tier); err != nil {
+			return "", 0, fmt.Errorf("engine for %s: %w", o.To, err)
+		}
+		p.eng = eng
+	}
+	old, oldRep := w.eng, w.replica
+	if err := old.SetWeightTier(schemas.TierHost); err != nil {
+		return "", 0, fmt.Errorf("sleep %s: %w", oldRep.Model.Name, err)
+	}
+	// The controller's budgets and speculation were set on the worker, not
+	// the model: the new engine keeps them.
+	st := old.State()
+	p.eng.SetBudgets(st.MaxBatch, st.TokenBudget)
+	p.eng.SetSpecDecode(st.SpecDecode)
+	from := p.eng.Tier()
+	p.eng.Wake(w.clock.now(w.sh.Now()))
+	delete(w.shift.parked, key)
+	w.shift.parked[oldRep.Model.Name] = &parkedModel{rep: oldRep, eng: old, tier: schemas.TierHost}
+	w.eng, w.replica = p.eng, p.rep
+	w.shift.order = nil
+	// The old model's KV went with its sleep: the routers' index of this
+	// worker is cleared, as the simulator's switch clears it.
+	w.kvSeq++
+	e := schemas.KVEvent{V: schemas.Version, WorkerID: w.cfg.ID, Seq: w.kvSeq, Kind: schemas.KVCleared, At: w.sh.Now()}
+	if m, err := svc.Encode(subjects.KV(w.cfg.ID), schemas.Msgpack, e, ""); err == nil {
+		w.sh.NC.PublishMsg(m)
+	}
+	return from, p.rep.TierSeconds(from), nil
+}
+
+// switched heartbeats the new model and records the switch.
+func (w *Worker) switched(c control.SwitchMsg, from string, load float64, drain time.Duration) {
+	w.heartbeat()
+	w.sh.Emit(schemas.Event{Kind: EventSwitched, WorkerID: w.cfg.ID, Reason: c.Reason,
+		Fields: map[string]any{"from": c.From, "to": c.To, "from_tier": from, "load_s": load, "drain_s": drain.Seconds(), "priced_s": c.Seconds}})
+	w.sh.Log.Info("switched model", "from", c.From, "to", c.To, "from_tier", from, "load_s", load, "drain", drain)
+}
+
+// abortSwitch ends a switch that cannot finish: the worker stops saying
+// draining (unless it is stopping) and keeps its model.
+func (w *Worker) abortSwitch(c control.SwitchMsg, why string) {
+	w.mu.Lock()
+	w.shift.order = nil
+	w.mu.Unlock()
+	w.heartbeat()
+	w.refuseSwitch(c, why)
+}
+
+func (w *Worker) refuseSwitch(c control.SwitchMsg, why string) {
+	w.sh.Log.Warn("switch refused", "from", c.From, "to", c.To, "why", why, "reason", c.Reason)
+	w.sh.Emit(schemas.Event{Kind: EventSwitchRefused, WorkerID: w.cfg.ID, Reason: why,
+		Fields: map[string]any{"from": c.From, "to": c.To, "controller_reason": c.Reason}})
+}
