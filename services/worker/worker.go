@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/switchyard-ai/switchyard/internal/adapter/nvml"
 	"github.com/switchyard-ai/switchyard/internal/core/catalog"
 	"github.com/switchyard-ai/switchyard/internal/core/engine"
 	"github.com/switchyard-ai/switchyard/internal/core/perf"
@@ -219,6 +220,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	if w.remote != nil {
 		w.sh.Log.Info("worker starting", "gpu", w.replica.GPU.Name, "model", w.cfg.Model, "simulated", false,
 			"backend", "openai", "server", w.cfg.OpenAIURL, "nvml", w.remote.haveGPU, "gpu_name", w.remote.gpu.Name)
+		if w.remote.haveGPU {
+			if why := gpuMismatch(w.replica.GPU.Name, w.remote.gpu.Name); why != "" {
+				w.sh.Log.Warn("configured GPU differs from the device", "reason", why)
+			}
+		}
 	} else {
 		w.sh.Log.Info("worker starting", "gpu", w.replica.GPU.Name, "model", w.cfg.Model, "simulated", true,
 			"note", "simulated GPU: timings come from the roofline model in internal/core/perf, not a real device")
@@ -312,6 +318,19 @@ func (w *Worker) Run(ctx context.Context) error {
 	<-kaDone
 	w.sh.Log.Info("worker stopped", "completed", w.done, "handed_back", n)
 	return nil
+}
+
+// gpuMismatch says why the catalog GPU a real-engine worker was given
+// (--gpu) is not the device NVML reports, "" when they agree or the device
+// is not in the catalog: placement, the controller and cost all read the
+// configured profile, so a wrong --gpu misprices every request this worker
+// takes.
+func gpuMismatch(configured, nvmlName string) string {
+	device := nvml.CatalogName(nvmlName)
+	if device == "" || device == configured {
+		return ""
+	}
+	return fmt.Sprintf("--gpu is %s but NVML reports %q, the catalog's %s: placement and cost use %s's profile", configured, nvmlName, device, configured)
 }
 
 // onDispatch takes one dispatch: it drops one that already has its final
