@@ -58,7 +58,6 @@ type remote struct {
 	stalled  bool
 	// auditing is set while a check after an abort runs (stall.go).
 	auditing atomic.Bool
-	tokensPS float64
 	// engine is what the server's native API says (engine.go): whether it
 	// is Ollama, which models it holds and has loaded, and the load times
 	// measured on real loads.
