@@ -2,6 +2,7 @@ package stack
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/switchyard-ai/switchyard/internal/core/catalog"
@@ -38,6 +39,12 @@ type ControlConfig struct {
 	// Planner is the controller's planner (controller.Config.Planner);
 	// empty is Switchyard's.
 	Planner string
+	// ParkedTier is, with GPUs that change model (Control.ShiftModels),
+	// where the fleet's other models sit on each worker at the start
+	// (default host: asleep in host memory, a wake of about a second;
+	// page_cache or disk for a fleet that has only the files), as the
+	// simulator's Autoscale.ParkedTier.
+	ParkedTier string
 }
 
 // Controller returns the running controller service (nil without Control).
@@ -52,6 +59,18 @@ func (s *Stack) startControl(cc ControlConfig) error {
 		return err
 	}
 	cfg.Pools = pools
+	if cfg.ShiftModels {
+		shift, inventory, err := shiftPools(s.cfg.Fleet, pools, s.Catalog)
+		if err != nil {
+			return err
+		}
+		if len(cc.Pools) == 0 {
+			cfg.Pools = shift
+		}
+		if cfg.Inventory == nil {
+			cfg.Inventory = inventory
+		}
+	}
 	speedUp := s.cfg.SpeedUp
 	if speedUp <= 0 {
 		speedUp = 1 // as the workers read it
@@ -78,8 +97,22 @@ func (s *Stack) startControl(cc ControlConfig) error {
 	if err != nil {
 		return err
 	}
-	sc, err := controller.NewScaler(sh.NC, controller.ScalerConfig{
-		Pools: cfg.Pools,
+	// The controller first, so the scaler leaves alone the pools GPUs that
+	// change model size (it would start a worker for a switch under way).
+	var sc *controller.Scaler
+	ctl, err := controller.New(sh, controller.Config{Control: cfg, Starting: func() map[string]int { return sc.Starting() }, Planner: cc.Planner})
+	if err != nil {
+		return err
+	}
+	shifting := ctl.ShiftPools()
+	var scaled []control.Pool
+	for _, p := range cfg.Pools {
+		if !shifting[p.Key()] {
+			scaled = append(scaled, p)
+		}
+	}
+	sc, err = controller.NewScaler(sh.NC, controller.ScalerConfig{
+		Pools: scaled,
 		Add: func(p control.Pool) (string, error) {
 			return s.AddWorker(scaledWorker(p, cfg, links, load[p.Key()]))
 		},
@@ -90,10 +123,6 @@ func (s *Stack) startControl(cc ControlConfig) error {
 		DrainGrace:   time.Second,
 		StartTimeout: startTimeout,
 	})
-	if err != nil {
-		return err
-	}
-	ctl, err := controller.New(sh, controller.Config{Control: cfg, Starting: sc.Starting, Planner: cc.Planner})
 	if err != nil {
 		return err
 	}
@@ -172,4 +201,102 @@ func scaledWorker(p control.Pool, cfg control.Config, links map[string]string, j
 		spec.Link = sim.DefaultRoleLink
 	}
 	return spec
+}
+
+// shiftPools is, for GPUs that change model, every GPU type (and TP) of
+// the fleet × every model it serves — each bounded by that type's GPUs,
+// their shared inventory — as the simulator derives them
+// (internal/driver/sim, shift.go), with derived's dtype where the fleet
+// has the pool; fixed-role pools stay as derived and count no inventory.
+func shiftPools(fleet []WorkerSpec, derived []control.Pool, cat *catalog.Catalog) ([]control.Pool, map[string]int, error) {
+	type gpuTP struct {
+		gpu string
+		tp  int
+	}
+	var gpus []gpuTP
+	var models []string
+	seenG, seenM := map[gpuTP]bool{}, map[string]bool{}
+	inventory := map[string]int{}
+	for _, w := range fleet {
+		if control.FixedRole(w.Role) {
+			continue
+		}
+		rep, err := perf.NewReplica(cat, w.GPU, w.Model, w.Dtype, max(w.TP, 1))
+		if err != nil {
+			return nil, nil, fmt.Errorf("stack control: %w", err)
+		}
+		inventory[rep.GPU.Name]++
+		if k := (gpuTP{rep.GPU.Name, rep.TP}); !seenG[k] {
+			seenG[k] = true
+			gpus = append(gpus, k)
+		}
+		if !seenM[rep.Model.Name] {
+			seenM[rep.Model.Name] = true
+			models = append(models, rep.Model.Name)
+		}
+	}
+	byKey := map[string]control.Pool{}
+	var out []control.Pool
+	for _, p := range derived {
+		if control.FixedRole(p.Role) {
+			out = append(out, p)
+			continue
+		}
+		byKey[p.Key()] = p
+	}
+	for _, g := range gpus {
+		for _, m := range models {
+			p, ok := byKey[control.PoolKey(g.gpu, m)]
+			if !ok {
+				p = control.Pool{GPU: g.gpu, Model: m, TP: g.tp}
+			}
+			p.Min, p.Max = 0, inventory[g.gpu]
+			out = append(out, p)
+		}
+	}
+	return out, inventory, nil
+}
+
+// stageModels parks, with GPUs that change model (Control.ShiftModels),
+// every other model of the fleet on each simulated worker of the same GPU
+// type and TP at ControlConfig.ParkedTier (default host), as the
+// simulator stages them; it returns a copy of the fleet, the caller's
+// untouched.
+func stageModels(cfg Config) ([]WorkerSpec, error) {
+	if cfg.Control == nil || !cfg.Control.Control.ShiftModels {
+		return cfg.Fleet, nil
+	}
+	tier := cfg.Control.ParkedTier
+	if tier == "" {
+		tier = schemas.TierHost
+	}
+	if schemas.TierState(tier) == "" || tier == schemas.TierHBM {
+		return nil, fmt.Errorf("stack control: parked tier %q: want host, page_cache, disk or remote", tier)
+	}
+	reps := make([]perf.Replica, len(cfg.Fleet))
+	for i, w := range cfg.Fleet {
+		rep, err := perf.NewReplica(cfg.Catalog, w.GPU, w.Model, w.Dtype, max(w.TP, 1))
+		if err != nil {
+			return nil, fmt.Errorf("stack control: %w", err)
+		}
+		reps[i] = rep
+	}
+	out := slices.Clone(cfg.Fleet)
+	for i, w := range out {
+		if control.FixedRole(w.Role) || (w.Backend != "" && w.Backend != "sim") {
+			continue
+		}
+		parked := map[string]string{}
+		for j, o := range cfg.Fleet {
+			r, own := reps[j], reps[i]
+			if control.FixedRole(o.Role) || r.GPU.Name != own.GPU.Name || r.TP != own.TP || r.Model.Name == own.Model.Name {
+				continue
+			}
+			parked[r.Model.Name] = tier
+		}
+		if len(parked) > 0 {
+			out[i].Parked = parked
+		}
+	}
+	return out, nil
 }

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -56,6 +58,9 @@ type WorkerSpec struct {
 	// Role and Link are the worker's disaggregation role (schemas.Role*;
 	// "" takes everything) and its KV-transfer link (a catalog link name).
 	Role, Link string
+	// Parked stages other models' weights on the worker, model → tier
+	// (worker.Park): GPUs that change model (control.go) switch to them.
+	Parked map[string]string
 }
 
 // Config configures a stack. The zero value runs three H100 workers serving
@@ -210,6 +215,9 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		}
 		s.run("router", router.New(rsh, router.Config{Cost: cost, Policy: pol, Catalog: cfg.Catalog, Lease: cfg.Routers <= 1, ActiveActive: cfg.Routers > 1}).Run)
 	}
+	if cfg.Fleet, err = stageModels(cfg); err != nil {
+		return fail(err)
+	}
 	for _, spec := range cfg.Fleet {
 		if cfg.Control != nil && cfg.Control.FromZero {
 			break // the fleet names the pools; the scaler starts their workers
@@ -341,6 +349,11 @@ func (s *Stack) AddWorker(spec WorkerSpec) (string, error) {
 		Role: spec.Role, Link: spec.Link})
 	if err != nil {
 		return "", err
+	}
+	for _, m := range slices.Sorted(maps.Keys(spec.Parked)) {
+		if err := w.Park(m, spec.Parked[m]); err != nil {
+			return "", err
+		}
 	}
 	wctx, cancel := context.WithCancel(s.ctx)
 	done := make(chan struct{})
