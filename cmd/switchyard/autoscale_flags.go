@@ -10,6 +10,7 @@ import (
 
 	"github.com/switchyard-ai/switchyard/internal/core/control"
 	"github.com/switchyard-ai/switchyard/internal/driver/sim"
+	"github.com/switchyard-ai/switchyard/schemas"
 
 	"github.com/switchyard-ai/switchyard/services/stack"
 )
@@ -22,6 +23,10 @@ type autoscaleFlags struct {
 	planFor  *string
 	fromZero *bool
 	planner  *string
+	// shift and parked are GPUs that change model (--shift-models,
+	// --parked-tier), as `sim --shift-models` runs them.
+	shift  *bool
+	parked *string
 }
 
 func addAutoscaleFlags(fs *flag.FlagSet, usage string) *autoscaleFlags {
@@ -33,6 +38,8 @@ func addAutoscaleFlags(fs *flag.FlagSet, usage string) *autoscaleFlags {
 		planFor:  fs.String("autoscale-for", "all", "autoscale: size the fleet to serve all classes, or only the high classes (critical, interactive) with the rest on spare capacity: all|high"),
 		planner:  fs.String("planner", control.PlannerSwitchyard, "autoscale: what sizes the pools, live: "+strings.Join(sim.PlannerNames(), "|")),
 		fromZero: fs.Bool("autoscale-from-zero", false, "autoscale: start no workers; the fleet names the pools, each at minimum 0, and requests for a pool are held while its first worker cold-starts"),
+		shift:    fs.Bool("shift-models", false, "autoscale: GPUs change model — on a fleet serving several models each GPU type's GPUs are shared by its models, and the controller moves a GPU from a model whose demand fell to one whose demand rose (the worker drains, sleeps the old model in host memory, wakes the new one) instead of starting and releasing workers"),
+		parked:   fs.String("parked-tier", "", "shift-models: where each worker's other models sit at the start (host, page_cache, disk, remote; default host: started once and put to sleep)"),
 	}
 }
 
@@ -48,7 +55,25 @@ func (a *autoscaleFlags) config() (*stack.ControlConfig, error) {
 		if *a.fromZero {
 			return nil, errors.New("--autoscale-from-zero needs --autoscale: nothing else starts a worker")
 		}
+		if *a.shift {
+			return nil, errors.New("--shift-models needs --autoscale: the controller orders the switches")
+		}
+		if *a.parked != "" {
+			return nil, errors.New("--parked-tier needs --shift-models: only GPUs that change model park models")
+		}
 		return nil, nil
+	}
+	if *a.parked != "" && !*a.shift {
+		return nil, errors.New("--parked-tier needs --shift-models: only GPUs that change model park models")
+	}
+	if *a.parked != "" && (schemas.TierState(*a.parked) == "" || *a.parked == schemas.TierHBM) {
+		return nil, fmt.Errorf("--parked-tier %q: want host, page_cache, disk or remote", *a.parked)
+	}
+	if *a.shift && *a.planner != control.PlannerSwitchyard {
+		return nil, fmt.Errorf("--shift-models with --planner %s: only %s moves GPUs between models", *a.planner, control.PlannerSwitchyard)
+	}
+	if *a.shift && *a.fromZero {
+		return nil, errors.New("--shift-models with --autoscale-from-zero: GPUs that change model are the fleet's, started at once")
 	}
 	if *a.min < 0 {
 		return nil, fmt.Errorf("--autoscale-min %d: want 0 or more", *a.min)
@@ -60,6 +85,7 @@ func (a *autoscaleFlags) config() (*stack.ControlConfig, error) {
 	cc := &stack.ControlConfig{Min: *a.min, Max: *a.max, FromZero: *a.fromZero, Planner: *a.planner}
 	cc.Control.TargetUtilization = *a.util
 	cc.Control.PlanHighOnly = highOnly
+	cc.Control.ShiftModels, cc.ParkedTier = *a.shift, *a.parked
 	return cc, nil
 }
 

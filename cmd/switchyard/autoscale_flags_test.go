@@ -14,6 +14,8 @@ func TestAutoscaleFlags(t *testing.T) {
 		args     []string
 		fromZero bool
 		planner  string
+		shift    bool
+		parked   string
 		err      string
 	}{
 		{args: []string{"--autoscale"}},
@@ -24,6 +26,13 @@ func TestAutoscaleFlags(t *testing.T) {
 		{args: []string{"--autoscale", "--planner", "dynamo-throughput"}, planner: "dynamo-throughput"},
 		{args: []string{"--autoscale", "--planner", "nope"}, err: `--planner "nope"`},
 		{args: []string{"--planner", "keda-hpa"}, err: "--planner needs --autoscale"},
+		{args: []string{"--autoscale", "--shift-models"}, shift: true},
+		{args: []string{"--autoscale", "--shift-models", "--parked-tier", "page_cache"}, shift: true, parked: "page_cache"},
+		{args: []string{"--shift-models"}, err: "--shift-models needs --autoscale"},
+		{args: []string{"--autoscale", "--parked-tier", "host"}, err: "--parked-tier needs --shift-models"},
+		{args: []string{"--autoscale", "--shift-models", "--parked-tier", "hbm"}, err: `--parked-tier "hbm"`},
+		{args: []string{"--autoscale", "--shift-models", "--planner", "keda-hpa"}, err: "only switchyard moves GPUs"},
+		{args: []string{"--autoscale", "--shift-models", "--autoscale-from-zero"}, err: "--shift-models with --autoscale-from-zero"},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -43,7 +52,7 @@ func TestAutoscaleFlags(t *testing.T) {
 			if tc.planner == "" {
 				tc.planner = "switchyard"
 			}
-			if err != nil || cc == nil || cc.FromZero != tc.fromZero || cc.Planner != tc.planner {
+			if err != nil || cc == nil || cc.FromZero != tc.fromZero || cc.Planner != tc.planner || cc.Control.ShiftModels != tc.shift || cc.ParkedTier != tc.parked {
 				t.Fatalf("config %+v, err %v; want from zero %v", cc, err, tc.fromZero)
 			}
 		})
