@@ -62,6 +62,7 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	asUtil := fs.Float64("target-utilization", 0, "autoscale: share of a replica's modelled capacity the scaler plans to use (0: the controller's default, 1 — its burst and noise headroom is planned explicitly)")
 	asWarmth := fs.Bool("autoscale-warmth", false, "autoscale: also apply the controller's sleep/wake/unload decisions")
 	asRoles := fs.Bool("assign-roles", false, "autoscale: let the controller turn role-both workers with a link into prefill workers, or back, as the mix's uncached prompts grow or shrink (internal/core/control/phases.go)")
+	fixedError := fs.Bool("fixed-error", false, "keep the placer's prediction error at its configured 25 % instead of the spread per GPU kind and phase the router learns from results (for A/B runs)")
 	asSleepOnRelease := fs.Bool("sleep-on-release", false, "autoscale: put a replica past its release hold to sleep (weights to host memory, its GPU still counted) instead of releasing it when the forecast asks for it again within another hold; implies --autoscale-warmth")
 	asStartTier := fs.String("start-tier", "", "autoscale: the weight tier a started replica loads from (hbm, host, page_cache, disk, remote; default disk): a what-if for the bound a faster cold start sets")
 	shiftModels := fs.Bool("shift-models", false, "GPUs change model: on a fleet serving several models, each GPU type's GPUs are shared by its models and the controller moves a GPU from a model whose demand fell to one whose demand rose (drain, sleep in host memory, wake) instead of starting and releasing replicas; runs the autoscaled variants, and with --capacity every probe, on that fixed fleet (internal/core/control/shift.go)")
@@ -160,6 +161,7 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		cfg = sim.Config{GPUs: specs, Model: *model, KVBlocks: *kvBlocks, HeartbeatInterval: *heartbeat, Drain: *drain, Seed: *seed}
 	}
+	cfg.FixedError = *fixedError
 	if *link != "" {
 		if _, ok := catalog.LinkNamed(*link); !ok {
 			return fmt.Errorf("--link %q: want one of %s", *link, strings.Join(catalog.LinkNames(), ", "))

@@ -89,6 +89,9 @@ type Placer struct {
 
 	classes  []class
 	classIdx map[classKey]int32
+	// learnedErr is the prediction error learned from results, by
+	// PhaseKey (SetLearnedPhaseError).
+	learnedErr map[string]float64
 	epoch    uint64
 	view     view
 	// anchor is the time the hot rows' seen offsets count from, taken

@@ -47,6 +47,7 @@ func (p *Placer) split(f *fleet.Fleet, req *Request, now time.Time, d *Decision)
 	}
 	if p.legs == nil {
 		p.legs = New(p.cost, p.opts)
+		p.legs.SetLearnedPhaseError(p.learnedErr)
 		p.legs.splits = false // its requests are legs: never split again
 	}
 	legs := p.legs

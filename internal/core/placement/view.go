@@ -2,6 +2,7 @@ package placement
 
 import (
 	"cmp"
+	"maps"
 	"math"
 	"math/bits"
 	"slices"
@@ -429,12 +430,32 @@ func (p *Placer) classOf(w *fleet.Worker) (int32, bool) {
 }
 
 // phaseError is the relative prediction error of phase on gpu: its
-// Options.PhaseError entry, else Options.PredictionError.
+// Options.PhaseError entry (configured), else the spread learned from
+// results (SetLearnedPhaseError), else Options.PredictionError.
 func (p *Placer) phaseError(gpu, phase string) float64 {
-	if e, ok := p.opts.PhaseError[PhaseKey(gpu, phase)]; ok && e > 0 {
+	key := PhaseKey(gpu, phase)
+	if e, ok := p.opts.PhaseError[key]; ok && e > 0 {
+		return e
+	}
+	if e, ok := p.learnedErr[key]; ok && e > 0 {
 		return e
 	}
 	return p.opts.PredictionError
+}
+
+// SetLearnedPhaseError gives the placer prediction errors learned from
+// results, keyed by PhaseKey (routing's calibration): P(miss) of each
+// TTFT and TPOT target is priced with its GPU kind's own spread from the
+// next placement on. A configured Options.PhaseError entry still wins.
+func (p *Placer) SetLearnedPhaseError(learned map[string]float64) {
+	p.learnedErr = maps.Clone(learned)
+	for k := range p.classes {
+		cl := &p.classes[k]
+		cl.errTTFT, cl.errTPOT = p.phaseError(cl.gpu, PhaseTTFT), p.phaseError(cl.gpu, PhaseTPOT)
+	}
+	if p.legs != nil {
+		p.legs.SetLearnedPhaseError(learned)
+	}
 }
 
 // runsFP8 is whether a worker with this GPU and reported architecture has

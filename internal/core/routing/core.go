@@ -56,6 +56,10 @@ type Config struct {
 	// default to QueueWeights). A baseline that implements
 	// baselines.Gatekeeper brings its own discipline and gate instead.
 	Queue queue.Discipline
+	// FixedError keeps the policy's prediction error as configured: the
+	// core learns no spread per GPU kind and phase from results
+	// (calibrate.go). The zero value learns.
+	FixedError bool
 }
 
 // Core is the router's state machine. Not safe for concurrent use.
@@ -91,6 +95,8 @@ type Core struct {
 	// warm the requests held for a pool's cold start (warmup.go).
 	pools map[string]poolSeen
 	warm  map[string]*warmup
+	// calib is the prediction error learned from results (calibrate.go).
+	calib calibration
 }
 
 type replicaKind struct {
@@ -110,6 +116,11 @@ type inflight struct {
 	decodeWorker    string
 	transfer        float64
 	decodePredicted float64
+	// gpu, ttft and tpot are the worker's GPU kind and the TTFT and TPOT
+	// predicted at placement (whole requests), which calibrate compares
+	// the result with.
+	gpu        string
+	ttft, tpot float64
 }
 
 // Completer is implemented by policies that keep router-side state about

@@ -64,11 +64,17 @@ type ResultSummary struct {
 	Code     string  `json:"code,omitempty"`
 	WorkerID string  `json:"worker_id,omitempty"`
 	WorkMs   float64 `json:"work_ms,omitempty"` // time on the worker: total minus queue
+	// TTFTMs (from submission) and ITLMs (the mean time per token after
+	// the first) are the result's own timing, which the core's learned
+	// prediction error is fitted to (calibrate.go).
+	TTFTMs float64 `json:"ttft_ms,omitempty"`
+	ITLMs  float64 `json:"itl_ms,omitempty"`
 }
 
 // Summarize reduces a result to what the router journals.
 func SummarizeResult(r *schemas.Result) *ResultSummary {
-	s := &ResultSummary{Status: r.Status, WorkerID: r.WorkerID, WorkMs: r.Timing.TotalMs - r.Timing.QueueMs}
+	s := &ResultSummary{Status: r.Status, WorkerID: r.WorkerID, WorkMs: r.Timing.TotalMs - r.Timing.QueueMs,
+		TTFTMs: r.Timing.TTFTMs, ITLMs: r.Timing.ITLMs}
 	if r.Error != nil {
 		s.Code = r.Error.Code
 	}

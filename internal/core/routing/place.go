@@ -99,7 +99,8 @@ func (c *Core) place(it queue.Item[*Held], now time.Time) queue.Outcome {
 	a.Attempt = h.Adm.Attempt
 	c.explain(&a, dec)
 	delete(c.held, it.ID)
-	c.placedOn[it.ID] = &inflight{worker: a.Worker, adm: h.Adm, predicted: dec.Terms.CompletionSeconds, placedAt: now}
+	c.placedOn[it.ID] = &inflight{worker: a.Worker, adm: h.Adm, predicted: dec.Terms.CompletionSeconds, placedAt: now,
+		gpu: a.GPU, ttft: dec.Terms.TTFTSeconds, tpot: dec.Terms.TPOTSeconds}
 	if c.approxKV[a.Worker] {
 		c.fleet.Prefix().Stored(dec.Worker.Idx, h.Adm.BlockHashes)
 	}

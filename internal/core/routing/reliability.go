@@ -140,6 +140,9 @@ func (c *Core) release(id string, res *ResultSummary, now time.Time) {
 	if res == nil || res.WorkerID == "" {
 		return
 	}
+	if res.Status == schemas.StatusOK {
+		c.calibrate(f, res)
+	}
 	o := breaker.Outcome{ObservedSeconds: res.WorkMs / 1000, PredictedSeconds: f.predicted}
 	if res.Status != schemas.StatusOK && blamesWorker(res.Code) {
 		o.Code = res.Code

@@ -160,6 +160,10 @@ type Config struct {
 	// policy, the wait after which a backlogged class serves newest first;
 	// negative keeps every class in EDF order always, for comparisons.
 	QueueLIFOAfter time.Duration
+	// FixedError keeps the placer's prediction error at its configured 25 %
+	// instead of the spread per GPU kind and phase the router core learns
+	// from results (routing.Config.FixedError): for A/B runs.
+	FixedError bool
 }
 
 func (c *Config) fill() {
@@ -189,7 +193,7 @@ func (c *Config) fill() {
 // from it and fed a run's Inputs (Config.OnInput) answers the same Actions.
 func (c Config) RouterConfig(p placement.Policy, cost placement.CostModel) routing.Config {
 	return routing.Config{Policy: p, Cost: cost, Breaker: c.Breaker, Retry: c.Retry,
-		Queue: queue.Discipline{LIFOAfter: c.QueueLIFOAfter}}
+		Queue: queue.Discipline{LIFOAfter: c.QueueLIFOAfter}, FixedError: c.FixedError}
 }
 
 // Replicas is the number of replicas the config describes.

@@ -1,9 +1,10 @@
 package sim
 
 import (
-	"github.com/switchyard-ai/switchyard/internal/core/stats"
 	"sort"
 
+	"github.com/switchyard-ai/switchyard/internal/core/routing"
+	"github.com/switchyard-ai/switchyard/internal/core/stats"
 	"github.com/switchyard-ai/switchyard/schemas"
 )
 
@@ -65,6 +66,10 @@ type Result struct {
 
 	// Reliability is what breakers and retries did.
 	Reliability Reliability `json:"reliability"`
+	// LearnedError is the prediction error the router core learned per
+	// GPU kind and phase from the run's results (routing.Core.LearnedError;
+	// empty with Config.FixedError or for a policy that takes none).
+	LearnedError []routing.LearnedSpread `json:"learned_error,omitempty"`
 
 	// Split counts the requests whose prefill ran on one worker and
 	// decode on another (their last attempt's placement), and

@@ -166,6 +166,9 @@ func Run(cfg Config, tr *traces.Trace, pol Policy) (*Result, error) {
 	r.loop()
 	res := r.result(pol.Name)
 	res.Reliability = r.rel
+	if _, takes := pol.Policy.(routing.PhaseErrorSetter); takes {
+		res.LearnedError = r.core.LearnedError()
+	}
 	res.WallSeconds = time.Since(start).Seconds()
 	return res, nil
 }

@@ -237,7 +237,8 @@ func (r *runner) finish(w *simWorker, f engine.Finished) {
 	st.sloMet = slo.Met(slo.Observed{OK: true, TTFT: ttft, ITL: itl, Finished: f.FinishedAt}, slo.TargetOf(&r.adm[i]))
 	r.resolve(i, stOK)
 	r.apply(routing.Input{Kind: routing.InReleased, ID: f.ID, Result: &routing.ResultSummary{
-		Status: schemas.StatusOK, WorkerID: w.id, WorkMs: float64(r.now-delivered) / 1e6}})
+		Status: schemas.StatusOK, WorkerID: w.id, WorkMs: float64(r.now-delivered) / 1e6,
+		TTFTMs: float64(ttft) / 1e6, ITLMs: float64(itl) / 1e6}})
 }
 
 // heartbeat publishes w's state to the router core and the admitter's
