@@ -115,10 +115,18 @@ func (w *Worker) onWarmth(m *nats.Msg) {
 		return
 	}
 	w.mu.Lock()
+	w.cancelPendingSleep()
 	err := w.eng.SetWeightState(c.State)
 	w.mu.Unlock()
 	if err != nil {
-		// Sequences arrived since the decision: serving them wins.
+		if c.State != schemas.WeightHot {
+			// Sequences arrived since the decision: serving them wins,
+			// and the sleep waits for them (tiers.go), as the simulator's
+			// does.
+			w.sh.Log.Info("warmth change deferred until the engine's sequences finish", "state", c.State, "err", err)
+			w.sleepWhenIdle(c.Model, c.State, c.Reason)
+			return
+		}
 		w.sh.Log.Info("warmth change refused", "state", c.State, "err", err)
 		return
 	}

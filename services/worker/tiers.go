@@ -261,3 +261,79 @@ func (w *Worker) wakeForDispatch(ctx context.Context, model string) bool {
 		Fields: map[string]any{"model": model, "state": schemas.WeightHot, "engine": "vllm", "from_tier": openai.SleepTier(level), "wake_s": d.Seconds()}})
 	return true
 }
+
+// pendingSleepFor bounds how long a deferred sleep waits for the engine to
+// fall idle: the controller repeats a decision it still wants.
+const pendingSleepFor = time.Minute
+
+// pendingSleepPoll is how often a deferred sleep looks for an idle engine.
+const pendingSleepPoll = 50 * time.Millisecond
+
+// pendingSleep is a simulated worker's sleep (or unload) the controller
+// asked for while the engine ran sequences: it is carried out once they
+// are done, as the simulator's sleepPending is, unless a hot command
+// cancels it. Guarded by Worker.mu.
+type pendingSleep struct {
+	stop chan struct{}
+}
+
+// cancelPendingSleep drops a deferred sleep. Callers hold w.mu.
+func (w *Worker) cancelPendingSleep() {
+	if w.pending.stop != nil {
+		close(w.pending.stop)
+		w.pending.stop = nil
+	}
+}
+
+// sleepWhenIdle defers moving the simulated engine's weights to state
+// until it holds no work (running or waiting), for at most
+// pendingSleepFor; the worker keeps serving meanwhile.
+func (w *Worker) sleepWhenIdle(model, state, reason string) {
+	w.mu.Lock()
+	w.cancelPendingSleep()
+	stop := make(chan struct{})
+	w.pending.stop = stop
+	w.mu.Unlock()
+	go func() {
+		tick := time.NewTicker(pendingSleepPoll)
+		defer tick.Stop()
+		deadline := time.NewTimer(pendingSleepFor)
+		defer deadline.Stop()
+		deferredAt := time.Now()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-deadline.C:
+				w.mu.Lock()
+				if w.pending.stop == stop {
+					w.cancelPendingSleep()
+				}
+				w.mu.Unlock()
+				w.sh.Log.Info("deferred warmth change dropped: the engine never fell idle", "state", state, "waited", pendingSleepFor)
+				return
+			case <-tick.C:
+			}
+			w.mu.Lock()
+			if w.pending.stop != stop {
+				w.mu.Unlock()
+				return
+			}
+			err := errors.New("work queued")
+			if !w.eng.HasWork() {
+				err = w.eng.SetWeightState(state)
+			}
+			if err == nil {
+				w.pending.stop = nil
+			}
+			w.mu.Unlock()
+			if err != nil {
+				continue
+			}
+			w.heartbeat()
+			w.sh.Emit(schemas.Event{Kind: "weights", WorkerID: w.cfg.ID, Reason: reason,
+				Fields: map[string]any{"model": model, "state": state, "deferred_s": time.Since(deferredAt).Seconds()}})
+			return
+		}
+	}()
+}

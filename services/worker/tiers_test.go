@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/switchyard-ai/switchyard/internal/core/control"
+	"github.com/switchyard-ai/switchyard/internal/core/engine"
 	"github.com/switchyard-ai/switchyard/internal/testkit/bustest"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/svc"
@@ -243,5 +244,71 @@ func TestSimulatedSleepHeartbeatsAtOnce(t *testing.T) {
 		}
 	case <-time.After(2 * time.Second):
 		t.Fatal("no heartbeat after the warmth change")
+	}
+}
+
+// TestSleepWaitsForTheSequences: the controller's sleep reaching a
+// simulated worker whose engine runs a sequence waits for it, as the
+// simulator's sleepPending does, instead of being dropped (the live demo
+// saw every "sleep instead of release" refused that way); a hot command
+// meanwhile cancels it.
+func TestSleepWaitsForTheSequences(t *testing.T) {
+	env := bustest.Start(t)
+	for _, tc := range []struct {
+		name      string
+		thenHot   bool
+		wantState string
+	}{
+		{"sleeps once idle", false, schemas.WeightSleeping},
+		{"a hot command cancels it", true, schemas.WeightHot},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := "sim-defer-" + strings.ReplaceAll(tc.name, " ", "-")
+			sh, err := svc.New("worker", id, env.NC, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := New(sh, Config{ID: id, GPU: "h100", Model: "llama-3.1-8b", Backend: "sim"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			warmth := func(state string) {
+				m, err := svc.Encode(control.WarmthSubject(id), schemas.JSON, control.WarmthMsg{Worker: id, State: state, Reason: "test"}, "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				w.onWarmth(m)
+			}
+			weights := func() string {
+				w.mu.Lock()
+				defer w.mu.Unlock()
+				return w.eng.State().Weights
+			}
+			w.mu.Lock()
+			if err := w.eng.Add(engine.Sequence{ID: "held", PromptTokens: 64, MaxTokens: 64}); err != nil {
+				t.Fatal(err)
+			}
+			w.eng.Step(time.Now())
+			w.mu.Unlock()
+			warmth(schemas.WeightSleeping)
+			time.Sleep(3 * pendingSleepPoll)
+			if got := weights(); got != schemas.WeightHot {
+				t.Fatalf("asleep (%s) with a sequence running", got)
+			}
+			if tc.thenHot {
+				warmth(schemas.WeightHot)
+			}
+			w.mu.Lock()
+			w.eng.Cancel("held")
+			w.mu.Unlock()
+			deadline := time.Now().Add(2 * time.Second)
+			for weights() != tc.wantState && time.Now().Before(deadline) {
+				time.Sleep(pendingSleepPoll)
+			}
+			time.Sleep(3 * pendingSleepPoll)
+			if got := weights(); got != tc.wantState {
+				t.Fatalf("after the sequence: %s, want %s", got, tc.wantState)
+			}
+		})
 	}
 }

@@ -103,6 +103,8 @@ type Worker struct {
 	done     uint64
 	errs     uint64
 	draining bool
+	// pending is a sleep waiting for the engine's sequences (tiers.go).
+	pending pendingSleep
 	// roles is the live role (role.go): Config.Role until the controller
 	// changes it.
 	roles roleState
