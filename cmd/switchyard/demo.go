@@ -30,7 +30,7 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	duration := fs.Duration("duration", 0, "how long to generate load (default: the scenario's, 15s for default, 6m for rise-fall)")
 	workers := fs.Int("workers", 4, "simulated workers (mixed GPU generations)")
-	fleetFlag := fs.String("fleet", "", "fleet as gpu:count,... serving llama-3.1-8b (overrides --workers), e.g. h100:4")
+	fleetFlag := fs.String("fleet", "", "fleet as gpu:count[=model],... serving the scenario's model unless an entry names its own (overrides --workers), e.g. h100:4, or h100:2,h100:1=qwen2.5-7b (--shift-models)")
 	scenario := fs.String("scenario", "default", "workload: default (steady mix with an overload burst), rise-fall (quiet, ramp, peak, fall, quiet over several minutes) or rise-fall-repeat (a rise and fall every 2.5 minutes, 10 minutes)")
 	jsonOut := fs.Bool("json", false, "end with one JSON summary line on stdout")
 	store := fs.String("store", "", "keep the streams in this directory so the run can be replayed")

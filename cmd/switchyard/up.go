@@ -63,7 +63,9 @@ func checkListen(what, flagName, addr string) error {
 	return ln.Close()
 }
 
-// parseFleet parses "h100:2,a100-80g:1" into worker specs for model.
+// parseFleet parses "h100:2,a100-80g:1" into worker specs for model; an
+// entry may name its own model (h100:2=qwen2.5-7b), for a fleet serving
+// several models (up/demo --shift-models).
 func parseFleet(s, model, dtype string) ([]stack.WorkerSpec, error) {
 	var out []stack.WorkerSpec
 	if s == "" {
@@ -77,6 +79,14 @@ func parseFleet(s, model, dtype string) ([]stack.WorkerSpec, error) {
 		part, role, _ := strings.Cut(strings.TrimSpace(part), "@")
 		if !schemas.ValidRole(role) {
 			return nil, fmt.Errorf("fleet entry %q: role %q, want prefill, decode or both", part, role)
+		}
+		part, entryModel, named := strings.Cut(part, "=")
+		if named && strings.TrimSpace(entryModel) == "" {
+			return nil, fmt.Errorf("fleet entry %q: an empty model after '=', want gpu:count[=model][@role]", part+"=")
+		}
+		m := model
+		if named {
+			m = strings.TrimSpace(entryModel)
 		}
 		gpu, n := part, 1
 		if i := strings.IndexByte(part, ':'); i >= 0 {
@@ -92,7 +102,7 @@ func parseFleet(s, model, dtype string) ([]stack.WorkerSpec, error) {
 			link = sim.DefaultRoleLink
 		}
 		for i := 0; i < n; i++ {
-			out = append(out, stack.WorkerSpec{GPU: strings.TrimSpace(gpu), Model: model, Dtype: dtype, TP: 1, Role: role, Link: link})
+			out = append(out, stack.WorkerSpec{GPU: strings.TrimSpace(gpu), Model: m, Dtype: dtype, TP: 1, Role: role, Link: link})
 		}
 	}
 	return out, nil
@@ -103,7 +113,7 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 	listen := fs.String("listen", "127.0.0.1:4222", "NATS address for outside clients")
 	store := fs.String("store", "", "JetStream store directory (default: temp)")
 	workers := fs.Int("workers", 3, "number of simulated workers (default GPU h100)")
-	fleetFlag := fs.String("fleet", "", "fleet as gpu:count[@role],... (overrides --workers), e.g. h100:2,a100-80g:2, or h100:1@prefill,a100-80g:2@decode to split prompts from decodes")
+	fleetFlag := fs.String("fleet", "", "fleet as gpu:count[=model][@role],... (overrides --workers), e.g. h100:2,a100-80g:2, or h100:1@prefill,a100-80g:2@decode to split prompts from decodes, or h100:2,h100:1=qwen2.5-7b for a fleet of two models (--shift-models)")
 	model := fs.String("model", "llama-3.1-8b", "model the workers serve")
 	metricsAddr := fs.String("metrics", "127.0.0.1:9100", "Prometheus /metrics address (empty = off)")
 	speed := fs.Float64("speedup", 1, "simulated GPU speed-up over real time")

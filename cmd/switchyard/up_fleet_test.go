@@ -39,3 +39,27 @@ func TestParseFleetRoles(t *testing.T) {
 		}
 	}
 }
+
+// TestParseFleetModels: an entry may name its own model (gpu:count=model),
+// the rest serve the command's; an empty name is refused.
+func TestParseFleetModels(t *testing.T) {
+	got, err := parseFleet("h100:2,h100:1=qwen2.5-7b@both", "llama-3.1-8b", "bf16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"llama-3.1-8b", "llama-3.1-8b", "qwen2.5-7b"}
+	if len(got) != len(want) {
+		t.Fatalf("%d workers, want %d", len(got), len(want))
+	}
+	for i, w := range got {
+		if w.Model != want[i] || w.GPU != "h100" {
+			t.Errorf("worker %d: %s on %s, want %s on h100", i, w.Model, w.GPU, want[i])
+		}
+	}
+	if got[2].Role != schemas.RoleBoth {
+		t.Errorf("role %q, want both", got[2].Role)
+	}
+	if _, err := parseFleet("h100:1=", "llama-3.1-8b", "bf16"); err == nil {
+		t.Error("an empty model name was taken")
+	}
+}
