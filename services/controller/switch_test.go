@@ -101,7 +101,7 @@ func TestGPUsChangeModelLive(t *testing.T) {
 		t.Helper()
 		id := fmt.Sprintf("%s-%03d", model[:4], i)
 		models[id] = model
-		if _, err := cl.Submit(ctx, "acme", &schemas.Request{ID: id, Model: model, Prompt: "which model answers me", MaxTokens: 256, DeadlineMs: 30000}); err != nil {
+		if _, err := cl.Submit(ctx, "acme", &schemas.Request{ID: id, Model: model, Prompt: "which model answers me", MaxTokens: 512, DeadlineMs: 30000}); err != nil {
 			t.Fatal(err)
 		}
 	}
