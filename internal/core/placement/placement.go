@@ -92,8 +92,8 @@ type Placer struct {
 	// learnedErr is the prediction error learned from results, by
 	// PhaseKey (SetLearnedPhaseError).
 	learnedErr map[string]float64
-	epoch    uint64
-	view     view
+	epoch      uint64
+	view       view
 	// anchor is the time the hot rows' seen offsets count from, taken
 	// from the first heard worker copied; anchorMono is whether it carries
 	// a monotonic reading (see stale in view.go). cutoffOffset is this
