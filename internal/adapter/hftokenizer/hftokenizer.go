@@ -197,17 +197,17 @@ func buildPreTokenizer(cfg map[string]any) (tokenizer.PreTokenizer, error) {
 	case "Sequence":
 		list, ok := cfg["pretokenizers"].([]any)
 		if !ok {
-			return nil, fmt.Errorf("Sequence.pretokenizers is %T, want a list", cfg["pretokenizers"])
+			return nil, fmt.Errorf("type Sequence: pretokenizers is %T, want a list", cfg["pretokenizers"])
 		}
 		parts := make([]tokenizer.PreTokenizer, 0, len(list))
 		for i, raw := range list {
 			sub, ok := raw.(map[string]any)
 			if !ok {
-				return nil, fmt.Errorf("Sequence.pretokenizers[%d] is %T, want an object", i, raw)
+				return nil, fmt.Errorf("type Sequence: pretokenizers[%d] is %T, want an object", i, raw)
 			}
 			p, err := buildPreTokenizer(sub)
 			if err != nil {
-				return nil, fmt.Errorf("Sequence.pretokenizers[%d]: %w", i, err)
+				return nil, fmt.Errorf("type Sequence: pretokenizers[%d]: %w", i, err)
 			}
 			if p != nil {
 				parts = append(parts, p)
@@ -301,7 +301,7 @@ type split struct {
 func newSplit(cfg map[string]any) (*split, error) {
 	pat, ok := cfg["pattern"].(map[string]any)
 	if !ok {
-		return nil, fmt.Errorf("Split.pattern is %T, want an object", cfg["pattern"])
+		return nil, fmt.Errorf("type Split: pattern is %T, want an object", cfg["pattern"])
 	}
 	var expr string
 	if r, ok := pat["Regex"].(string); ok {
@@ -309,16 +309,16 @@ func newSplit(cfg map[string]any) (*split, error) {
 	} else if lit, ok := pat["String"].(string); ok {
 		expr = regexp2.Escape(lit)
 	} else {
-		return nil, fmt.Errorf("Split.pattern %v has neither a Regex nor a String", pat)
+		return nil, fmt.Errorf("type Split: pattern %v has neither a Regex nor a String", pat)
 	}
 	re, err := compile(expr)
 	if err != nil {
-		return nil, fmt.Errorf("Split.pattern: %w", err)
+		return nil, fmt.Errorf("type Split: pattern: %w", err)
 	}
 	name, _ := cfg["behavior"].(string)
 	b, ok := behaviors[name]
 	if !ok {
-		return nil, fmt.Errorf("Split.behavior %q is not one of Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous", name)
+		return nil, fmt.Errorf("type Split: behavior %q is not one of Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous", name)
 	}
 	invert, _ := cfg["invert"].(bool)
 	return &split{pat: pattern{re: re, invert: invert}, behavior: b}, nil

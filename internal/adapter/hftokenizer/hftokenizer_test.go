@@ -178,12 +178,12 @@ func TestParseRefusesWhatItWouldGetWrong(t *testing.T) {
 				pre := d["pre_tokenizer"].(map[string]any)["pretokenizers"].([]any)[0].(map[string]any)
 				pre["pattern"] = map[string]any{"Regex": "(unclosed"}
 			})
-		}, "pre_tokenizer: Sequence.pretokenizers[0]: Split.pattern"},
+		}, "pre_tokenizer: type Sequence: pretokenizers[0]: type Split: pattern"},
 		{"bad behavior", func(t *testing.T) []byte {
 			return edit(t, func(d map[string]any) {
 				d["pre_tokenizer"].(map[string]any)["pretokenizers"].([]any)[0].(map[string]any)["behavior"] = "Sideways"
 			})
-		}, `Split.behavior "Sideways"`},
+		}, `type Split: behavior "Sideways"`},
 		{"vocab not an object", func(t *testing.T) []byte {
 			return edit(t, func(d map[string]any) { model(d)["vocab"] = 7 })
 		}, "malformed or unsupported tokenizer.json"},
