@@ -446,7 +446,7 @@ func loadTrace(format, path string, o traces.ReadOptions, seed int64, wfRate flo
 			}
 			k, v, ok := strings.Cut(kv, "=")
 			if !ok || strings.TrimSpace(k) == "" || strings.TrimSpace(v) == "" {
-				return nil, fmt.Errorf("--servegen-models %q: want pool=model,...", kv)
+				return nil, fmt.Errorf("--servegen-models %q: want a comma-separated list of pool=model", kv)
 			}
 			to[strings.TrimSpace(k)] = strings.TrimSpace(v)
 		}
