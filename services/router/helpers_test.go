@@ -48,6 +48,6 @@ func startRouter(t *testing.T, ctx context.Context, env bustest.Env, instance st
 // scrape is the router's metrics in the Prometheus text format.
 func (tr *testRouter) scrape() string {
 	var b bytes.Buffer
-	tr.reg.WritePrometheus(&b)
+	tr.reg.WritePrometheusContext(context.Background(), &b)
 	return b.String()
 }

@@ -81,8 +81,9 @@ func (r *Registry) AddCollector(c func(ctx context.Context, w io.Writer)) {
 	r.mu.Unlock()
 }
 
-// WritePrometheus writes every set and collector in the Prometheus text
-// format, plus the Go process metrics.
+// WritePrometheusContext writes every set and collector in the Prometheus
+// text format, plus the Go process metrics, bounded by ctx (the scrape's
+// request context), which collectors that ask the server use.
 //
 // Several services in one process (`switchyard up`: the admitter, the
 // router and N workers) each count into their own set, and the same
@@ -95,12 +96,6 @@ func (r *Registry) AddCollector(c func(ctx context.Context, w io.Writer)) {
 // which is what sum() over separate processes gives), and the gauges the
 // services export name their worker or instance in a label, so no two of
 // them collide.
-func (r *Registry) WritePrometheus(w io.Writer) {
-	r.WritePrometheusContext(context.Background(), w)
-}
-
-// WritePrometheusContext is WritePrometheus bounded by ctx (the scrape's
-// request context), which collectors that ask the server use.
 func (r *Registry) WritePrometheusContext(ctx context.Context, w io.Writer) {
 	r.mu.Lock()
 	sets := append([]*metrics.Set(nil), r.sets...)

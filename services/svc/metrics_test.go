@@ -48,7 +48,7 @@ func TestRegistryMergesIdenticalSeries(t *testing.T) {
 		reg.Add(s)
 	}
 	var buf bytes.Buffer
-	reg.WritePrometheus(&buf)
+	reg.WritePrometheusContext(context.Background(), &buf)
 	got := samples(t, buf.String())
 	for key, want := range map[string]string{
 		`switchyard_results_total{service="worker",status="ok",class="standard"}`: "60",
@@ -110,7 +110,7 @@ func TestJetStreamCollectorExportsConsumerPending(t *testing.T) {
 	// with the stream already holding 3).
 	waitfor.True(t, "the consumer's pending count", 5*time.Second, func() bool {
 		buf.Reset()
-		reg.WritePrometheus(&buf)
+		reg.WritePrometheusContext(context.Background(), &buf)
 		got = samples(t, buf.String())
 		return got[key] == "3"
 	})
