@@ -187,10 +187,3 @@ func (q *Quotas) Reconcile(p Profile, estimatedUSD, actualUSD float64, now time.
 	s := q.state(p, now)
 	s.spent = math.Max(0, s.spent+actualUSD-estimatedUSD)
 }
-
-// Spent is the tenant's spend in the current budget window.
-func (q *Quotas) Spent(p Profile, now time.Time) float64 {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.state(p, now).spent
-}
