@@ -110,7 +110,3 @@ func LinkNamed(name string) (Link, bool) { return defaultCatalog.Link(name) }
 
 // LinkNames lists the default catalog's link names, sorted.
 func LinkNames() []string { return defaultCatalog.LinkNames() }
-
-// EffectiveLink is the default catalog's EffectiveLink: the slower of the
-// two workers' links.
-func EffectiveLink(a, b string) (Link, bool) { return defaultCatalog.EffectiveLink(a, b) }

@@ -71,7 +71,7 @@ func TestEffectiveLink(t *testing.T) {
 		{"ib-ndr", "", ""},
 		{"ib-ndr", "carrier-pigeon", ""},
 	} {
-		l, ok := EffectiveLink(tc.a, tc.b)
+		l, ok := Default().EffectiveLink(tc.a, tc.b)
 		if ok != (tc.want != "") || (ok && l.Name != tc.want) {
 			t.Errorf("EffectiveLink(%q, %q) = %q, %v; want %q", tc.a, tc.b, l.Name, ok, tc.want)
 		}
