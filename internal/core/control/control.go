@@ -79,8 +79,6 @@ type rec struct {
 }
 
 type workerState struct {
-	spec       bool
-	specKnown  bool
 	specAt     time.Time
 	budget     [2]int
 	budgetAt   time.Time
@@ -112,7 +110,6 @@ type Controller struct {
 	byKey   map[string]*poolState
 	workers map[string]*workerState
 	shed    map[string]float64
-	shedAt  time.Time
 	okSince time.Time
 	tight   bool
 	// unserved is Inputs.Unserved at the last decision.

@@ -23,17 +23,11 @@ type recentOutcome struct {
 // mixHorizon is roughly how many recent requests the mix averages over.
 const mixHorizon = 500
 
-// Observe records one final outcome. met is whether it succeeded within
-// its SLO (shed and failed requests are misses: the tenant got no answer in
-// time); a success with output also moves the mix.
-func (r *Recent) Observe(at time.Time, class string, met, ok bool, promptTokens, outputTokens int) {
-	r.ObserveCached(at, class, met, ok, promptTokens, outputTokens, 0)
-}
-
-// ObserveCached is Observe with the prompt tokens the worker found cached
-// (schemas.Usage.CachedTokens; for a split request the prefill worker's),
-// which moves the mix's CachedTokens: a prefill pool is sized by the
-// tokens left to compute.
+// ObserveCached records one final outcome. met is whether it succeeded
+// within its SLO (shed and failed requests are misses: the tenant got no
+// answer in time); a success with output also moves the mix, cachedTokens
+// (schemas.Usage.CachedTokens; for a split request the prefill worker's)
+// its CachedTokens: a prefill pool is sized by the tokens left to compute.
 func (r *Recent) ObserveCached(at time.Time, class string, met, ok bool, promptTokens, outputTokens, cachedTokens int) {
 	r.outcomes = append(r.outcomes, recentOutcome{at: at, class: class, met: met})
 	if ok && outputTokens > 0 {

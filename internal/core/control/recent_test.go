@@ -8,9 +8,9 @@ import (
 func TestRecentWindowAndMix(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	r := Recent{Window: 10 * time.Second}
-	r.Observe(t0, "critical", true, true, 100, 10)
-	r.Observe(t0.Add(5*time.Second), "critical", false, false, 0, 0)
-	r.Observe(t0.Add(6*time.Second), "batch", true, true, 300, 30)
+	r.ObserveCached(t0, "critical", true, true, 100, 10, 0)
+	r.ObserveCached(t0.Add(5*time.Second), "critical", false, false, 0, 0, 0)
+	r.ObserveCached(t0.Add(6*time.Second), "batch", true, true, 300, 30, 0)
 	slo := r.SLO(t0.Add(8*time.Second), nil)
 	if slo["critical"] != (Attainment{Met: 1, Total: 2}) || slo["batch"] != (Attainment{Met: 1, Total: 1}) {
 		t.Fatalf("slo %+v", slo)

@@ -36,18 +36,6 @@ import (
 // below 1: another model's weights on the same GPU), which the simulator's
 // one-model pools do not model.
 
-// asleep reports whether a heartbeat's worker is (or was commanded to be)
-// asleep.
-func (c *Controller) asleep(hb *schemas.Heartbeat) bool {
-	if len(hb.Models) == 0 {
-		return false
-	}
-	if st := c.workers[hb.WorkerID]; st != nil && st.intent != "" {
-		return st.intent == schemas.WeightSleeping
-	}
-	return hb.Models[0].State == schemas.WeightSleeping
-}
-
 // sleepInstead decides, for level old of a pool past its release hold,
 // between releasing the replica (false) and keeping it asleep (true, with
 // the reason).
