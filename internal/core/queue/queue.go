@@ -343,13 +343,6 @@ type Discipline struct {
 	ServiceShares bool
 }
 
-// New returns an empty queue with one class per schemas.Priorities entry,
-// weighted by weights (DefaultWeights when nil; a class missing from it, or
-// with weight < 1, gets 1 so it can never starve).
-func New[T any](weights map[string]int) *Queue[T] {
-	return NewWith[T](Discipline{Weights: weights})
-}
-
 // NewWith returns an empty queue kept by discipline d.
 func NewWith[T any](d Discipline) *Queue[T] {
 	weights := d.Weights
@@ -375,14 +368,6 @@ func NewWith[T any](d Discipline) *Queue[T] {
 	}
 	return q
 }
-
-// Discipline is how q orders and expires.
-func (q *Queue[T]) Discipline() Discipline { return q.disc }
-
-// SetLIFOAfter sets how long a tenant's EDF head may have waited before it
-// serves newest first (DefaultLIFOAfter unless set); d <= 0 keeps EDF
-// order always.
-func (q *Queue[T]) SetLIFOAfter(d time.Duration) { q.lifoAfter = int64(d) }
 
 // Push enqueues it.
 func (q *Queue[T]) Push(it Item[T]) error {
@@ -469,23 +454,6 @@ func (q *Queue[T]) remove(e *entry[T]) {
 	if len(tq.edf) == 0 {
 		heap.Remove(&b.active, tq.ai)
 	}
-}
-
-// PopReady returns the next request to place at now, or ok=false when the
-// queue is empty. Requests found expired on the way are appended to
-// expired and returned; they are removed from the queue. The popped
-// request counts as served.
-func (q *Queue[T]) PopReady(now time.Time, expired []Item[T]) (it Item[T], ok bool, exp []Item[T]) {
-	expired = q.Expire(now, expired)
-	q.hold.on = false // a pop is not a pass: it holds nothing back
-	c := q.pick()
-	if c < 0 {
-		return it, false, expired
-	}
-	e := q.head(q.bands[c].active[0], now.UnixNano())
-	q.remove(e)
-	q.charge(e, now.UnixNano())
-	return e.item, true, expired
 }
 
 // head is tenant tq's next request at now (unix ns): the earliest

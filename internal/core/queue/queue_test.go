@@ -192,10 +192,7 @@ func TestAdaptiveLIFO(t *testing.T) {
 		{"switched off", -1, items, time.Minute / 6, []string{"old", "a", "c", "b"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			q := New[int](nil)
-			if tc.lifoAfter != 0 {
-				q.SetLIFOAfter(tc.lifoAfter)
-			}
+			q := NewWith[int](Discipline{LIFOAfter: tc.lifoAfter})
 			for _, it := range tc.items {
 				_ = q.Push(it)
 			}
