@@ -34,7 +34,7 @@ import (
 // HighClasses are the classes the high bar holds each of.
 var HighClasses = []string{schemas.PriorityCritical, schemas.PriorityInteractive}
 
-// CapacitySearch configures FindCapacity; zero fields take the defaults.
+// CapacitySearch configures FindCapacitySeeds; zero fields take the defaults.
 type CapacitySearch struct {
 	// SLOTarget is the overall attainment bar (default 0.90) and
 	// HighTarget the bar each high class must meet (default 0.99).
@@ -102,7 +102,7 @@ func (s *CapacitySearch) fill() {
 
 // CapacityProbe is one run of a search.
 type CapacityProbe struct {
-	// Seed is the run's seed (FindCapacitySeeds; 0 from FindCapacity).
+	// Seed is the run's seed (CapacityRun.Seed).
 	Seed     int64   `json:"seed,omitempty"`
 	Scale    float64 `json:"rate_scale"`
 	Replicas int     `json:"replicas"`
@@ -184,45 +184,6 @@ type CapacityRun struct {
 	Window time.Duration
 }
 
-// FindCapacity searches each policy's capacity at SLO for tr on cfg's
-// fleet. Every probe scales tr's arrivals (Trace.Scale) and, with window
-// > 0, keeps the arrivals of the first window of the scaled trace, so a
-// probe at x× is x times the requests over the same time: a sustained load,
-// not the trace's fixed rows squeezed into a burst that the fleet's batch
-// slots absorb whole. The search then stops at the scale where the window
-// would outrun the trace (PolicyCapacity.MaxScale). With window 0 every
-// probe runs all of tr's rows.
-//
-// Attainment is not strictly monotone in load (a heavier load can shift
-// which requests meet their targets), so each bar's answer is the highest
-// scale that met it below the first scale found to fail it: the geometric
-// sweep stops at the first failure, and the bisection between the last
-// pass and that failure keeps its bracket, never searching above it.
-//
-// ctx ends the search between runs.
-func FindCapacity(ctx context.Context, cfg Config, tr *traces.Trace, window time.Duration, policies []string, s CapacitySearch) ([]PolicyCapacity, error) {
-	s.fill()
-	s, err := checkCapacity(tr, window, policies, s)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]PolicyCapacity, len(policies))
-	errs := make([]error, len(policies))
-	sem := make(chan struct{}, s.Parallel)
-	var wg sync.WaitGroup
-	for i, n := range policies {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			out[i], errs[i] = searchPolicy(ctx, cfg, tr, window, n, s, 0)
-		}()
-	}
-	wg.Wait()
-	return out, errors.Join(errs...)
-}
-
 // checkCapacity validates a search's inputs and caps MaxScale where the
 // window would outrun the trace.
 func checkCapacity(tr *traces.Trace, window time.Duration, policies []string, s CapacitySearch) (CapacitySearch, error) {
@@ -247,16 +208,31 @@ func checkCapacity(tr *traces.Trace, window time.Duration, policies []string, s 
 	return s, nil
 }
 
-// FindCapacitySeeds runs FindCapacity's search once per run (a seed each:
-// its own draw of the trace and the fleet's jitter) and reports, per
-// policy, the median of each headline figure — ScaleAtSLO90,
-// ScaleAtHigh99, MinReplicas, and with them FailSLO90, FailHigh99 and
-// MinGPUs — with their range and every seed's figures. With an even
-// number of seeds the median is the lower middle value, a scale some
-// search measured rather than one between two. AtFailHigh99 is that of
-// the seed whose high-bar scale is the median; Probes are every seed's,
-// each tagged with its seed. All (seed, policy) searches share
-// s.Parallel.
+// FindCapacitySeeds searches each policy's capacity at SLO for each run's
+// trace on its fleet, once per run (a seed each: its own draw of the trace
+// and the fleet's jitter). Every probe scales the trace's arrivals
+// (Trace.Scale) and, with the run's Window > 0, keeps the arrivals of the
+// first window of the scaled trace, so a probe at x× is x times the
+// requests over the same time: a sustained load, not the trace's fixed
+// rows squeezed into a burst that the fleet's batch slots absorb whole.
+// The search then stops at the scale where the window would outrun the
+// trace (PolicyCapacity.MaxScale). With Window 0 every probe runs all of
+// the trace's rows.
+//
+// Attainment is not strictly monotone in load (a heavier load can shift
+// which requests meet their targets), so each bar's answer is the highest
+// scale that met it below the first scale found to fail it: the geometric
+// sweep stops at the first failure, and the bisection between the last
+// pass and that failure keeps its bracket, never searching above it.
+//
+// It reports, per policy, the median over the runs of each headline
+// figure — ScaleAtSLO90, ScaleAtHigh99, MinReplicas, and with them
+// FailSLO90, FailHigh99 and MinGPUs — with their range and every seed's
+// figures. With an even number of seeds the median is the lower middle
+// value, a scale some search measured rather than one between two.
+// AtFailHigh99 is that of the seed whose high-bar scale is the median;
+// Probes are every seed's, each tagged with its seed. All (seed, policy)
+// searches share s.Parallel. ctx ends the search between runs.
 func FindCapacitySeeds(ctx context.Context, runs []CapacityRun, policies []string, s CapacitySearch) ([]PolicyCapacity, error) {
 	if len(runs) == 0 {
 		return nil, errors.New("sim: capacity: no seeds")

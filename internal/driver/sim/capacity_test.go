@@ -55,15 +55,15 @@ func capacityTrace(t *testing.T, n int) *traces.Trace {
 	return tr
 }
 
-// TestFindCapacityBrackets: each answer is a probe that met its bar, the
+// TestCapacitySearchBrackets: each answer is a probe that met its bar, the
 // reported failure a probe that did not, within the tolerance of each
 // other, with no failure at or below the answer on the way; the smallest
 // fleet met both bars at 1× and one replica fewer did not.
-func TestFindCapacityBrackets(t *testing.T) {
+func TestCapacitySearchBrackets(t *testing.T) {
 	tr := capacityTrace(t, 250)
 	cfg := Config{GPUs: []GPUSpec{{GPU: "h100", Count: 1}, {GPU: "a100-80g", Count: 1}}, Model: "llama-3.1-8b"}
 	s := CapacitySearch{Tolerance: 0.1, MaxScale: 32, MaxFleetFactor: 2, Parallel: 2}
-	caps, err := FindCapacity(context.Background(), cfg, tr, 0, []string{"least-loaded", "switchyard"}, s)
+	caps, err := findCapacity(context.Background(), cfg, tr, 0, []string{"least-loaded", "switchyard"}, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestFindCapacityBrackets(t *testing.T) {
 		}
 	}
 	// Deterministic: the same search twice gives the same answer.
-	again, err := FindCapacity(context.Background(), cfg, tr, 0, []string{"least-loaded"}, s)
+	again, err := findCapacity(context.Background(), cfg, tr, 0, []string{"least-loaded"}, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,31 +131,31 @@ func TestFindCapacityBrackets(t *testing.T) {
 	}
 }
 
-func TestFindCapacityRefusesBadInput(t *testing.T) {
+func TestCapacitySearchRefusesBadInput(t *testing.T) {
 	tr := capacityTrace(t, 20)
 	cfg := Config{GPUs: []GPUSpec{{GPU: "h100", Count: 1}}, Model: "llama-3.1-8b"}
-	if _, err := FindCapacity(context.Background(), cfg, tr, 0, []string{"no-such-policy"}, CapacitySearch{}); err == nil {
+	if _, err := findCapacity(context.Background(), cfg, tr, 0, []string{"no-such-policy"}, CapacitySearch{}); err == nil {
 		t.Error("an unknown policy was accepted")
 	}
-	if _, err := FindCapacity(context.Background(), cfg, &traces.Trace{}, 0, []string{"dynamo"}, CapacitySearch{}); err == nil {
+	if _, err := findCapacity(context.Background(), cfg, &traces.Trace{}, 0, []string{"dynamo"}, CapacitySearch{}); err == nil {
 		t.Error("an empty trace was accepted")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := FindCapacity(ctx, cfg, tr, 0, []string{"dynamo"}, CapacitySearch{}); err == nil {
+	if _, err := findCapacity(ctx, cfg, tr, 0, []string{"dynamo"}, CapacitySearch{}); err == nil {
 		t.Error("a cancelled search returned no error")
 	}
 }
 
-// TestFindCapacityWindow: with a window, a probe at x× runs the first
+// TestCapacitySearchWindow: with a window, a probe at x× runs the first
 // window of the trace scaled by x, and the search stops where the window
 // would outrun the trace.
-func TestFindCapacityWindow(t *testing.T) {
+func TestCapacitySearchWindow(t *testing.T) {
 	tr := capacityTrace(t, 300)
 	last := tr.Requests[len(tr.Requests)-1].Arrival
 	window := last / 5
 	cfg := Config{GPUs: []GPUSpec{{GPU: "h100", Count: 4}}, Model: "llama-3.1-8b"}
-	caps, err := FindCapacity(context.Background(), cfg, tr, window, []string{"dynamo"}, CapacitySearch{MaxScale: 64, Tolerance: 0.2, NoFleet: true, MinHighRequests: -1})
+	caps, err := findCapacity(context.Background(), cfg, tr, window, []string{"dynamo"}, CapacitySearch{MaxScale: 64, Tolerance: 0.2, NoFleet: true, MinHighRequests: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestFindCapacityWindow(t *testing.T) {
 	if c.FailSLO90 == 0 && (!top || c.ScaleAtSLO90 != c.MaxScale) {
 		t.Errorf("never failed, but reported %g× without probing the max scale %g× (probes %+v)", c.ScaleAtSLO90, c.MaxScale, c.Probes)
 	}
-	if _, err := FindCapacity(context.Background(), cfg, tr, 2*last, []string{"dynamo"}, CapacitySearch{}); err == nil {
+	if _, err := findCapacity(context.Background(), cfg, tr, 2*last, []string{"dynamo"}, CapacitySearch{}); err == nil {
 		t.Error("a window longer than the trace was accepted")
 	}
 	for _, p := range c.Probes {
@@ -424,4 +424,10 @@ func TestRejectionNames(t *testing.T) {
 			t.Errorf("rejectionNames(%q) = %q, want %q", c.reason, got, c.want)
 		}
 	}
+}
+
+// findCapacity is one seed's search (seed 0) through FindCapacitySeeds,
+// the path sim --capacity runs.
+func findCapacity(ctx context.Context, cfg Config, tr *traces.Trace, window time.Duration, policies []string, s CapacitySearch) ([]PolicyCapacity, error) {
+	return FindCapacitySeeds(ctx, []CapacityRun{{Config: cfg, Trace: tr, Window: window}}, policies, s)
 }
