@@ -126,9 +126,6 @@ func (c *Controller) ShiftPools() map[string]bool {
 	return out
 }
 
-// Planner is the name of what sizes the pools.
-func (c *Controller) Planner() string { return c.ctl.Name() }
-
 // Desired returns the last desired replicas per pool key.
 func (c *Controller) Desired() map[string]int {
 	c.mu.Lock()

@@ -14,3 +14,6 @@ func (s *Scaler) Known(pool string) int {
 	}
 	return n
 }
+
+// Planner is the name of what sizes the pools.
+func (c *Controller) Planner() string { return c.ctl.Name() }
