@@ -11,9 +11,9 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/adapter/gguf"
 )
 
-// `switchyard gguf tiny OUT` writes a GGUF that reads back as the tiny
-// llama model, and a Modelfile naming it by absolute path, so `ollama
-// create` works from any directory.
+// `switchyard gguf tiny OUT` writes TinyLlama's bytes for the same options
+// (the gguf package's tests read that model back), and a Modelfile naming
+// it by absolute path, so `ollama create` works from any directory.
 func TestGGUFTiny(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "tiny.gguf")
@@ -24,13 +24,6 @@ func TestGGUFTiny(t *testing.T) {
 	raw, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
-	}
-	f, err := gguf.Read(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatalf("the written file does not read back: %v", err)
-	}
-	if arch, _ := f.Get("general.architecture"); arch != "llama" {
-		t.Fatalf("architecture %v", arch)
 	}
 	want, _ := gguf.TinyLlama(gguf.TinyOptions{Seed: 7})
 	var buf bytes.Buffer

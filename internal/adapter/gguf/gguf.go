@@ -1,10 +1,12 @@
 // Package gguf owns Switchyard's GGUF support: a writer for the GGUF v3
 // container that llama.cpp and Ollama load (typed metadata key/values, then
-// tensor descriptors, then aligned tensor data), a reader for the same
-// subset, and TinyLlama, which builds a small Llama-architecture model with
-// seeded random weights and a byte-level vocabulary. The tiny model is how
-// the project runs a real inference engine in CI without downloading one:
-// its text is gibberish, but the engine that serves it is real.
+// tensor descriptors, then aligned tensor data) and TinyLlama, which builds
+// a small Llama-architecture model with seeded random weights and a
+// byte-level vocabulary. The tiny model is how the project runs a real
+// inference engine in CI without downloading one: its text is gibberish,
+// but the engine that serves it is real. Production only writes; a reader
+// for the same subset lives in the tests (read_test.go), which read every
+// written file back.
 //
 // The format follows ggml's docs/gguf.md: little-endian throughout, strings
 // as a uint64 length then bytes, tensor dimensions innermost first (ne[0]),
@@ -97,16 +99,6 @@ func (f *File) Get(key string) (any, bool) {
 		}
 	}
 	return nil, false
-}
-
-// Tensor returns the tensor named name.
-func (f *File) Tensor(name string) (Tensor, bool) {
-	for _, t := range f.Tensors {
-		if t.Name == name {
-			return t, true
-		}
-	}
-	return Tensor{}, false
 }
 
 func (f *File) alignment() uint64 {

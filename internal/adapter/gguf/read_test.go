@@ -19,8 +19,8 @@ const (
 
 // Read decodes a GGUF v2 or v3 file holding F32 tensors (what Write
 // produces). Other tensor types are an error naming the tensor: this
-// reader exists to check the files this package writes and to describe
-// small models, not to load real quantised weights.
+// reader exists to check the files this package writes, not to load real
+// quantised weights.
 func Read(r io.Reader) (*File, error) {
 	d := &decoder{r: bufio.NewReader(r)}
 	if m := d.u32(); d.err == nil && m != Magic {
@@ -234,4 +234,14 @@ func readArray[T any](d *decoder, n uint64, next func() T) []T {
 		out = append(out, next())
 	}
 	return out
+}
+
+// Tensor returns the tensor named name.
+func (f *File) Tensor(name string) (Tensor, bool) {
+	for _, t := range f.Tensors {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return Tensor{}, false
 }
