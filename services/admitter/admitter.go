@@ -206,6 +206,13 @@ func (a *Admitter) Run(ctx context.Context) error {
 		return fmt.Errorf("admitter heartbeats: %w", err)
 	}
 	defer hb.Unsubscribe()
+	// Until it has listened for a staleness bound the view may lack live
+	// workers it has not heard yet, and refuses nothing unplaceable: a
+	// restarted admitter must not refuse a backlog of submissions for
+	// models whose workers have not beaten since it subscribed.
+	a.mu.Lock()
+	a.fleet.Listen(a.sh.Now())
+	a.mu.Unlock()
 	unshed, err := a.shed.follow(a.sh.NC, a.sh.Log)
 	if err != nil {
 		return err

@@ -23,6 +23,12 @@ import (
 // returns the connection a test talks through.
 func startAdmitter(t *testing.T, cfg Config) (*nats.Conn, *svc.Shell, *Admitter) {
 	t.Helper()
+	return startAdmitterAt(t, cfg, time.Now)
+}
+
+// startAdmitterAt is startAdmitter with the admitter's clock set to now.
+func startAdmitterAt(t *testing.T, cfg Config, now func() time.Time) (*nats.Conn, *svc.Shell, *Admitter) {
+	t.Helper()
 	e := bustest.StartProvisioned(t, subjects.StreamOptions{})
 	nc, err := e.Server.Connect("admitter")
 	if err != nil {
@@ -33,6 +39,7 @@ func startAdmitter(t *testing.T, cfg Config) (*nats.Conn, *svc.Shell, *Admitter)
 	if err != nil {
 		t.Fatal(err)
 	}
+	sh.Now = now
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	a := New(sh, cfg)
@@ -60,6 +67,17 @@ func serving(a *Admitter, model string) func() bool {
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		return a.fleet.Offers(a.sh.Now(), nil, nil).Models[model].Hot > 0
+	}
+}
+
+// heardAll is the condition that the admitter has listened to heartbeats
+// for a staleness bound (FleetView.HeardAll), so its fleet step refuses
+// what no live worker serves.
+func heardAll(a *Admitter) func() bool {
+	return func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.fleet.HeardAll(a.sh.Now())
 	}
 }
 

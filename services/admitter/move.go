@@ -132,9 +132,9 @@ func (a *Admitter) excludeWarming(pending map[string]int, now time.Time) map[str
 }
 
 // holdIfWarming counts an admitted request as waiting for its model when
-// no live worker has the model hot.
+// no live worker has the model hot (a partial view cannot tell).
 func (a *Admitter) holdIfWarming(id string, d admission.Decision, offers admission.FleetOffers) {
-	if !offers.Informed() {
+	if !offers.Informed() || offers.Partial {
 		return
 	}
 	if of, ok := offers.Models[d.Model]; ok && of.Hot > 0 {

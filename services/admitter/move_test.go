@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -92,6 +93,7 @@ func TestMoveOnlyWhereTheFleetServes(t *testing.T) {
 		t.Fatalf("admitted %s on %q, want auto-1 on llama-3.1-8b (the only model served)", adm.Request.ID, adm.Model)
 	}
 
+	waitfor.True(t, "the admitter to have listened for a staleness bound", 10*time.Second, heardAll(a))
 	start := time.Now()
 	res := submit(t, nc, "acme", schemas.Request{ID: "big-1", Model: "llama-3.1-70b", MaxTokens: 16, DeadlineMs: 30000,
 		Messages: []schemas.Message{{Role: "user", Content: "hello"}}})
@@ -103,6 +105,76 @@ func TestMoveOnlyWhereTheFleetServes(t *testing.T) {
 	}
 	if waited := time.Since(start); waited > 10*time.Second {
 		t.Errorf("answered after %s: that is the deadline, not at once", waited)
+	}
+}
+
+// TestFreshAdmitterRefusesNoUnheardModel: an admitter that has listened
+// to heartbeats for less than the staleness bound may not have heard every
+// live worker yet — a restarted admitter decides its backlog within
+// milliseconds of subscribing, before most workers beat again — so a
+// request for a model no worker it has heard serves is admitted (the
+// router holds it for the worker), not refused unplaceable; once it has
+// listened that long, the same request is refused at once.
+func TestFreshAdmitterRefusesNoUnheardModel(t *testing.T) {
+	// The admitter's clock stands still at its start until released, so
+	// the first request is decided inside the listening window however
+	// loaded the machine is, then jumps past the window.
+	start := time.Now()
+	var released atomic.Bool
+	clock := func() time.Time {
+		if released.Load() {
+			return time.Now().Add(10 * time.Second)
+		}
+		return start
+	}
+	nc, _, a := startAdmitterAt(t, Config{NoCache: true}, clock)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	beatServing(ctx, t, nc, "llama-3.1-8b", "gpu-0")
+	waitfor.True(t, "the admitter to hear gpu-0", 10*time.Second, serving(a, "llama-3.1-8b"))
+	admitted, err := nc.SubscribeSync(subjects.AdmittedAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admitted.Unsubscribe()
+	answered, err := nc.SubscribeSync(subjects.Result("acme", "early-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer answered.Unsubscribe()
+	req := func(id string) schemas.Request {
+		return schemas.Request{ID: id, Model: "qwen2.5-7b", MaxTokens: 16, DeadlineMs: 30000,
+			Messages: []schemas.Message{{Role: "user", Content: "hello"}}}
+	}
+	data, _ := json.Marshal(req("early-1"))
+	m := nats.NewMsg(subjects.Submit("acme"))
+	m.Data = data
+	m.Header.Set(schemas.HeaderContentType, "application/json")
+	m.Header.Set(schemas.HeaderMsgID, "early-1")
+	if err := nc.PublishMsg(m); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := admitted.NextMsg(10 * time.Second)
+	if err != nil {
+		if res, rerr := answered.NextMsg(10 * time.Millisecond); rerr == nil {
+			t.Fatalf("inside the listening window, a model no heard worker serves was answered: %s", res.Data)
+		}
+		t.Fatalf("early-1 never admitted: %v", err)
+	}
+	var adm schemas.Admitted
+	if err := svc.Decode(msg.Header, msg.Data, &adm); err != nil {
+		t.Fatal(err)
+	}
+	if adm.Request.ID != "early-1" || adm.Model != "qwen2.5-7b" {
+		t.Fatalf("admitted %s on %q, want early-1 on qwen2.5-7b (the view cannot tell its worker is absent)", adm.Request.ID, adm.Model)
+	}
+
+	released.Store(true)
+	waitfor.True(t, "the admitter to have listened for a staleness bound", 10*time.Second, heardAll(a))
+	waitfor.True(t, "the admitter to hear gpu-0 again", 10*time.Second, serving(a, "llama-3.1-8b"))
+	res := submit(t, nc, "acme", req("late-1"))
+	if res.Error == nil || res.Error.Code != schemas.CodeUnplaceable {
+		t.Fatalf("after the listening window: got %s %+v, want unplaceable", res.Status, res.Error)
 	}
 }
 

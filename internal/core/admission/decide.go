@@ -251,6 +251,12 @@ func (s *decider) fleet() (schemas.ModelLookup, *schemas.Error) {
 	}
 	ladder := in.Tenants.Ladder()
 	if ue := o.Unplaceable(r.Model, UsableLadder(s.p, ladder, in.Known)); ue != nil {
+		if o.Partial {
+			// A view still hearing the fleet for the first time cannot
+			// tell an absent worker from one it has not heard yet: it
+			// constrains nothing, as an uninformed one.
+			return in.Known, nil
+		}
 		s.d.Model = r.Model
 		return nil, ue
 	}

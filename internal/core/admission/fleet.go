@@ -24,6 +24,9 @@ type FleetView struct {
 	workers map[string]*workerObs
 	peak    float64
 	peakAt  time.Time
+	// listening is when the view began hearing heartbeats (Listen); zero
+	// for a view fed from the fleet's start, as the simulator's is.
+	listening time.Time
 }
 
 type sample struct {
@@ -36,6 +39,19 @@ type workerObs struct {
 	last    schemas.Heartbeat
 	seen    time.Time
 	samples []sample
+}
+
+// Listen records that the view hears heartbeats from now on: an
+// admitter calls it when its heartbeat subscription starts.
+func (f *FleetView) Listen(now time.Time) { f.listening = now }
+
+// HeardAll reports whether the view has listened long enough to have heard
+// every live worker: a live worker is one heard within Stale, so a view
+// that has listened for less may not yet have heard one that is live, and
+// cannot conclude from its silence that it is absent. A view never told
+// when it began listening (Listen) has heard from the fleet's start.
+func (f *FleetView) HeardAll(now time.Time) bool {
+	return f.listening.IsZero() || now.Sub(f.listening) >= f.stale()
 }
 
 func (f *FleetView) window() time.Duration { return orDefault(f.Window, 5*time.Second) }

@@ -223,6 +223,11 @@ type FleetOffers struct {
 	// Live is how many live, non-draining workers the view holds.
 	Live   int
 	Models map[string]Offer
+	// Partial is set while the view has listened for less than its
+	// staleness bound (FleetView.HeardAll): a live worker it has not heard
+	// yet may serve a model it does not list, so Decide refuses nothing
+	// unplaceable on it (moves still go only to models it has heard served).
+	Partial bool
 }
 
 // Offers summarises the live fleet by model: each model a live worker
@@ -231,7 +236,7 @@ type FleetOffers struct {
 // start of a pool whose message gives none; nil offers such a pool
 // nothing). A model is offered at the quickest of these.
 func (f *FleetView) Offers(now time.Time, pools []ScalablePool, load ColdLoader) FleetOffers {
-	o := FleetOffers{Models: map[string]Offer{}}
+	o := FleetOffers{Models: map[string]Offer{}, Partial: !f.HeardAll(now)}
 	better := func(c Offer) {
 		if cur, ok := o.Models[c.Model]; ok {
 			c.Hot += cur.Hot
