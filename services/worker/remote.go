@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/switchyard-ai/switchyard/internal/adapter/backend/enginemetrics"
 	"github.com/switchyard-ai/switchyard/internal/adapter/backend/openai"
 	"github.com/switchyard-ai/switchyard/internal/adapter/nvml"
 	"github.com/switchyard-ai/switchyard/internal/core/perf"
@@ -19,7 +20,8 @@ import (
 // remote is the `openai` backend: the worker fronts a real
 // OpenAI-compatible server (vLLM, SGLang, TGI, llama.cpp), forwards each
 // dispatch as a streamed request, and reports the server's own metrics
-// (KV usage, running and waiting requests) and, with a driver, NVML's view
+// (KV capacity and usage, running and waiting requests, tokens per second,
+// read by enginemetrics) and, with a driver, NVML's view
 // of the GPU. Nothing about it is simulated, and its heartbeats say so.
 type remote struct {
 	client  *openai.Client
@@ -28,7 +30,10 @@ type remote struct {
 	haveGPU bool
 
 	// guarded by Worker.mu
-	metrics openai.Metrics
+	// metrics is the engine's /metrics as the last scrape left it, with
+	// rates over the interval since the one before (tracker).
+	metrics enginemetrics.Telemetry
+	tracker enginemetrics.Tracker
 	scraped bool
 	cancels map[string]context.CancelCauseFunc
 	// msgs are the dispatches held, from the wait for a slot to the final
@@ -430,7 +435,7 @@ func (w *Worker) scrape(ctx context.Context) {
 	if w.scrapeEngine(sctx) {
 		return
 	}
-	m, err := w.remote.client.ScrapeMetrics(sctx)
+	snap, err := w.remote.client.ScrapeMetrics(sctx)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err == nil || unreachable(err) { // a server without /metrics is still up
@@ -440,9 +445,12 @@ func (w *Worker) scrape(ctx context.Context) {
 		w.sh.Log.Debug("scrape backend metrics", "err", err)
 		return
 	}
+	now := w.sh.Now()
+	snap.At = now // rates on the worker's clock, as busy's
+	m := w.remote.tracker.Observe(snap)
 	w.remote.metrics, w.remote.scraped = m, true
-	w.remote.busy.advance(w.sh.Now()) // the old batch up to now, the new one after
-	w.remote.busy.Batch = int(m.Running)
+	w.remote.busy.advance(now) // the old batch up to now, the new one after
+	w.remote.busy.Batch = max(0, m.Running)
 	if w.remote.haveGPU {
 		if info, err := nvml.Probe(); err == nil {
 			w.remote.gpu = info
@@ -477,7 +485,7 @@ func (w *Worker) remoteQueue() (running, waiting, queuedTokens int) {
 	}
 	running, waiting, queuedTokens = r.running, 0, own
 	if r.scraped && !r.engine.ollama { // Ollama has no metrics: count what is in flight here
-		running, waiting = int(r.metrics.Running), int(r.metrics.Waiting)
+		running, waiting = max(0, r.metrics.Running), max(0, r.metrics.Waiting)
 		if foreign := waiting - ownAtEngine; foreign > 0 {
 			queuedTokens += int(float64(foreign) * max(r.promptMean, 1))
 		}
@@ -490,8 +498,8 @@ func (w *Worker) remoteQueue() (running, waiting, queuedTokens int) {
 // max_total_num_tokens), else the catalog's model of this GPU. Callers
 // hold w.mu.
 func (w *Worker) remoteKVBlocks() int {
-	if c := w.remote.metrics.KVCapacityTokens; w.remote.scraped && c > 0 {
-		return c / 16
+	if b := w.remote.metrics.KVBlocksTotal; w.remote.scraped && b > 0 {
+		return b // the tracker's, in its default 16-token blocks
 	}
 	return w.replica.KVBlocks(16, perf.DefaultMemUtil)
 }
@@ -514,10 +522,12 @@ func (w *Worker) remoteHeartbeat() schemas.Heartbeat {
 		V: schemas.Version, WorkerID: w.cfg.ID, Pool: w.cfg.Pool, GPU: g.Name, GPUName: name, Arch: g.Arch,
 		Simulated: false, Backend: "openai", TP: w.cfg.TP,
 		HBMTotalBytes: total, HBMFreeBytes: free,
-		KVBlocksTotal: blocks, KVBlocksFree: int(float64(blocks) * (1 - r.metrics.KVUsage)), BlockSize: 16,
+		KVBlocksTotal: blocks, KVBlocksFree: int(float64(blocks) * (1 - max(0, r.metrics.KVUsage))), BlockSize: 16,
 		Models:  w.remoteModels(),
 		Running: running, Waiting: waiting, QueuedTokens: queued, MaxBatch: cap(r.sem), Draining: w.draining || r.engine.down || r.stalled,
 		Seq: w.hbSeq, SentAt: w.sh.Now(), PricePerHour: w.replica.PricePerHour(),
+		// The engine's token counters over the last scrape interval.
+		TokensPerSec:   max(0, r.metrics.TokensPerSec),
 		CompletedTotal: w.done, ErrorsTotal: w.errs,
 	}
 }

@@ -4,7 +4,7 @@
 // to first token is measured where it happens, each chunk is handed to a
 // callback, and cancelling the context aborts the HTTP request (the server
 // then stops the sequence). ScrapeMetrics reads the server's Prometheus
-// /metrics for KV-cache usage and queue depth through
+// /metrics (queue, KV cache, token counters) through
 // internal/adapter/backend/enginemetrics. For Ollama, which has no /metrics, the
 // native API (ollama.go) describes models, lists the loaded ones, and loads
 // and unloads them, so weight warmth comes from the engine.
@@ -296,56 +296,10 @@ func (c *Client) httpClient() *http.Client {
 	return http.DefaultClient
 }
 
-// Metrics is what the router needs from a server's /metrics.
-type Metrics struct {
-	// Engine is "vllm" or "sglang" by the metric names found; empty if none.
-	Engine string
-	// KVUsage is the fraction of KV cache in use, 0-1.
-	KVUsage float64
-	// Running and Waiting are requests in the batch and in the queue.
-	Running, Waiting float64
-	// PrefixHitRate is prefix-cache hits/queries (vLLM counters, in tokens)
-	// or SGLang's cache_hit_rate; -1 when not reported.
-	PrefixHitRate float64
-	// KVCapacityTokens is the engine's own KV cache capacity in tokens
-	// (vLLM's cache_config_info num_gpu_blocks × block_size, SGLang's
-	// max_total_num_tokens); 0 when the page does not say.
-	KVCapacityTokens int
-}
-
-// ScrapeMetrics fetches and parses BaseURL/metrics.
-func (c *Client) ScrapeMetrics(ctx context.Context) (Metrics, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.BaseURL+"/metrics", nil)
-	if err != nil {
-		return Metrics{}, err
-	}
-	resp, err := c.httpClient().Do(req)
-	if err != nil {
-		return Metrics{}, fmt.Errorf("openai: metrics: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return Metrics{}, fmt.Errorf("openai: metrics: %s", resp.Status)
-	}
-	return ParseMetrics(resp.Body)
-}
-
-// ParseMetrics reads a Prometheus text exposition page through
-// enginemetrics, the one parser of engine metrics (vLLM's current and
-// deprecated names, SGLang's). Several engines' samples are summed for
-// counts and maxed for usage.
-func ParseMetrics(r io.Reader) (Metrics, error) {
-	s, err := enginemetrics.ParseSnapshot(r)
-	if err != nil {
-		return Metrics{PrefixHitRate: -1}, fmt.Errorf("openai: metrics: %w", err)
-	}
-	capacity := 0
-	switch {
-	case s.KVBlocksTotal > 0 && s.BlockSize > 0:
-		capacity = s.KVBlocksTotal * s.BlockSize
-	case s.KVTokensTotal > 0:
-		capacity = int(s.KVTokensTotal)
-	}
-	return Metrics{Engine: s.Engine, KVUsage: max(0, s.KVUsage), Running: max(0, s.Running), Waiting: max(0, s.Waiting),
-		PrefixHitRate: s.PrefixHitRate, KVCapacityTokens: capacity}, nil
+// ScrapeMetrics reads the server's Prometheus /metrics (vLLM, SGLang,
+// llama-server --metrics) through enginemetrics.Scrape, the one reader of
+// engine metrics; an enginemetrics.Tracker turns successive snapshots into
+// a heartbeat's view.
+func (c *Client) ScrapeMetrics(ctx context.Context) (enginemetrics.Snapshot, error) {
+	return enginemetrics.Scrape(ctx, c.httpClient(), c.BaseURL+"/metrics")
 }

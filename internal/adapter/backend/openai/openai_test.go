@@ -47,46 +47,6 @@ vllm:time_to_first_token_seconds_sum{engine="0",model_name="meta-llama/Llama-3.1
 vllm:cache_config_info{block_size="16",cache_dtype="auto",enable_prefix_caching="True",engine="0",num_gpu_blocks="27153"} 1.0
 `
 
-const sglangMetrics = `# HELP sglang:num_running_reqs The number of running requests.
-# TYPE sglang:num_running_reqs gauge
-sglang:num_running_reqs{model_name="Qwen/Qwen2.5-7B-Instruct"} 5.0
-# TYPE sglang:num_queue_reqs gauge
-sglang:num_queue_reqs{model_name="Qwen/Qwen2.5-7B-Instruct"} 2.0
-# TYPE sglang:token_usage gauge
-sglang:token_usage{model_name="Qwen/Qwen2.5-7B-Instruct"} 0.21
-# TYPE sglang:cache_hit_rate gauge
-sglang:cache_hit_rate{model_name="Qwen/Qwen2.5-7B-Instruct"} 0.5
-# TYPE sglang:max_total_num_tokens gauge
-sglang:max_total_num_tokens{model_name="Qwen/Qwen2.5-7B-Instruct"} 412000.0
-`
-
-func TestParseMetrics(t *testing.T) {
-	oldVLLM := strings.ReplaceAll(vllmMetrics, "vllm:kv_cache_usage_perc", "vllm:other")
-	tests := []struct {
-		name string
-		page string
-		want Metrics
-		err  bool
-	}{
-		{"vllm", vllmMetrics, Metrics{Engine: "vllm", KVUsage: 0.4375, Running: 3, Waiting: 7, PrefixHitRate: 0.25, KVCapacityTokens: 27153 * 16}, false},
-		{"vllm deprecated name", oldVLLM, Metrics{Engine: "vllm", KVUsage: 0.4375, Running: 3, Waiting: 7, PrefixHitRate: 0.25, KVCapacityTokens: 27153 * 16}, false},
-		{"sglang", sglangMetrics, Metrics{Engine: "sglang", KVUsage: 0.21, Running: 5, Waiting: 2, PrefixHitRate: 0.5, KVCapacityTokens: 412000}, false},
-		{"foreign", "# TYPE up gauge\nup 1\n", Metrics{PrefixHitRate: -1}, true},
-		{"garbage", "vllm:num_requests_running{x=\"1\"} abc\n", Metrics{}, true},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := ParseMetrics(strings.NewReader(tc.page))
-			if (err != nil) != tc.err {
-				t.Fatalf("err = %v", err)
-			}
-			if !tc.err && got != tc.want {
-				t.Errorf("got %+v, want %+v", got, tc.want)
-			}
-		})
-	}
-}
-
 // fakeServer speaks vLLM's streaming wire format: one SSE event per token,
 // a final chunk with finish_reason, a usage chunk, then data: [DONE].
 func fakeServer(t *testing.T, pieces []string, delay time.Duration, gotBody *map[string]any) *httptest.Server {
@@ -238,7 +198,8 @@ func TestScrapeMetrics(t *testing.T) {
 	var body map[string]any
 	srv := fakeServer(t, nil, 0, &body)
 	m, err := New(srv.URL, "m").ScrapeMetrics(context.Background())
-	if err != nil || m.Engine != "vllm" || m.KVUsage != 0.4375 || m.Waiting != 7 {
+	if err != nil || m.Engine != "vllm" || m.KVUsage != 0.4375 || m.Running != 3 || m.Waiting != 7 ||
+		m.KVBlocksTotal != 27153 || m.BlockSize != 16 || m.PrefixHitRate != 0.25 {
 		t.Errorf("metrics %+v err %v", m, err)
 	}
 }
