@@ -118,7 +118,13 @@ func runAdmitter(ctx context.Context, args []string, _ io.Writer) error {
 	var tokenizerSpecs []string
 	fs.Func("tokenizer", "a model's own tokenizer, MODEL=path/to/tokenizer.json or MODEL=http://vllm-host:port (that server's /tokenize); repeat per model. Its prompts' block hashes then meet the engine's KV events; other models keep the built-in approximate tokenizer",
 		func(v string) error { tokenizerSpecs = append(tokenizerSpecs, v); return nil })
+	var embed cacheEmbedFlags
+	embed.register(fs)
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	embedder, err := embed.embedder(os.Getenv)
+	if err != nil {
 		return err
 	}
 	tokenizers, err := admitter.LoadTokenizers(tokenizerSpecs)
@@ -145,8 +151,8 @@ func runAdmitter(ctx context.Context, args []string, _ io.Writer) error {
 	}
 	defer served.Stop()
 	return admitter.New(sh, admitter.Config{ModelKnown: served.KnownOrServed(known),
-		Tenants: tenants, Catalog: cat, Cache: cachestore.Config{Replicas: f.replicas}, Workflow: workflowstore.Config{Replicas: f.replicas},
-		Tokenizers: tokenizers}).Run(ctx)
+		Tenants: tenants, Catalog: cat, Cache: cachestore.Config{Replicas: f.replicas, Embedder: embedder},
+		Workflow: workflowstore.Config{Replicas: f.replicas}, Tokenizers: tokenizers}).Run(ctx)
 }
 
 func runRouter(ctx context.Context, args []string, _ io.Writer) error {
