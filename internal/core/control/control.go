@@ -71,6 +71,12 @@ type poolState struct {
 	shift                              *shiftGroup
 	capU, reqSeconds                   float64
 	seenDone, seenInSystem, seenQueued float64
+	// gen is the group of pools serving this pool's model on other GPU
+	// generations (generations.go), which sizes them together;
+	// arrivedNow this decision's arrivals (arrivedOK once measured).
+	gen        *genGroup
+	arrivedNow arrival
+	arrivedOK  bool
 }
 
 type rec struct {
@@ -123,6 +129,9 @@ type Controller struct {
 	// model, flows each model's fast demand level (shift.go).
 	groups []*shiftGroup
 	flows  map[string]*modelFlow
+	// gens are the pools of one model on several GPU generations, sized
+	// together for the cheapest fleet that serves their demand.
+	gens []*genGroup
 }
 
 // New builds a Controller.
@@ -160,6 +169,7 @@ func New(cfg Config) (*Controller, error) {
 	if err := c.buildShiftGroups(); err != nil {
 		return nil, err
 	}
+	c.buildGenGroups()
 	for k, v := range cfg.ShedMargins {
 		c.shed[k] = v
 	}
@@ -227,13 +237,26 @@ func (c *Controller) Decide(in Inputs) Decision {
 	if c.hasPhases() {
 		phased = c.phaseDemands(byPool, in, shares, unserved, unservedShares)
 	}
-	for _, ps := range c.pools {
-		g := c.guardHeld(ps, byPool[ps.Key()], in, &d)
+	// Every pool's recommendation first, then the pools of one model on
+	// several GPU generations sized together (generations.go), then each
+	// pool damped toward its size.
+	guards := make([]heldGuard, len(c.pools))
+	reads := make([]poolRead, len(c.pools))
+	for i, ps := range c.pools {
+		guards[i] = c.guardHeld(ps, byPool[ps.Key()], in, &d)
 		queuedHere := shares[ps.Key()]
 		if pd, ok := phased[ps.Key()]; ok {
 			ps.phase, queuedHere = pd, pd.queued
 		}
-		rd := c.scale(ps, byPool[ps.Key()], in, queuedHere, unserved*unservedShares[ps.Key()], highMiss, &d)
+		reads[i] = c.readPool(ps, byPool[ps.Key()], in, queuedHere, unserved*unservedShares[ps.Key()], highMiss)
+	}
+	for _, g := range c.gens {
+		c.sizeGenerations(g, reads, in)
+	}
+	for i, ps := range c.pools {
+		g := guards[i]
+		g.changes = len(d.Changes)
+		rd := c.finishPool(ps, reads[i], in, highMiss, &d)
 		rd = g.apply(c, ps, rd, &d)
 		if rd.Desired >= ps.Max && highMiss {
 			atMax = true

@@ -3,6 +3,7 @@ package control
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/switchyard-ai/switchyard/schemas"
@@ -51,8 +52,23 @@ func (c *Controller) queueShares(byPool map[string][]*schemas.Heartbeat, in Inpu
 
 // scale decides one pool's desired replicas: it reads the pool's workers,
 // feeds the interval's arrivals into the forecast, recommends a size
-// (recommend) and damps the move toward it (damp).
+// (readPool) and damps the move toward it (finishPool).
 func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, queued, unserved float64, highMiss bool, d *Decision) ReplicaDecision {
+	return c.finishPool(ps, c.readPool(ps, hbs, in, queued, unserved, highMiss), in, highMiss, d)
+}
+
+// poolRead is one pool's recommendation at a decision, before damping:
+// what a pool of several GPU generations of one model (generations.go)
+// replaces with its share of the group's cheapest fleet.
+type poolRead struct {
+	r       recommendation
+	current int
+	load    float64
+}
+
+// readPool reads a pool's workers, feeds the interval's arrivals into its
+// forecast and recommends its undamped size.
+func (c *Controller) readPool(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, queued, unserved float64, highMiss bool) poolRead {
 	now := in.Now
 	live, inSystem, waiting, done := c.countWorkers(hbs)
 	current := live + in.Starting[ps.Key()]
@@ -62,7 +78,18 @@ func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, q
 	load := float64(inSystem) + queued
 	c.observeArrivals(ps, now, done, load, unserved)
 	r := c.recommend(ps, in, live, load, queued+float64(waiting), highMiss)
-	rd := ReplicaDecision{Pool: ps.Key(), GPU: ps.GPU, Model: ps.Model, Current: current, Raw: r.raw,
+	ps.capU, ps.reqSeconds = r.capU, r.pm.requestSeconds
+	ps.seenDone, ps.seenInSystem, ps.seenQueued = done, float64(inSystem), queued
+	return poolRead{r: r, current: current, load: load}
+}
+
+// finishPool records a pool's recommendation in its release levels and
+// stabilization window and damps its size toward it.
+func (c *Controller) finishPool(ps *poolState, pr poolRead, in Inputs, highMiss bool, d *Decision) ReplicaDecision {
+	now, r := in.Now, pr.r
+	ps.observeLevels(now, r.raw, r.forecastRaw, r.lead, r.short)
+	ps.highShareSeen, ps.highPenalty = r.share, c.highPenalty(in.SLO)
+	rd := ReplicaDecision{Pool: ps.Key(), GPU: ps.GPU, Model: ps.Model, Current: pr.current, Raw: r.raw,
 		ArrivalRate: r.rate, Forecast: r.plan, Capacity: r.capU, Backlog: int(r.backlog + 0.5)}
 	if FixedRole(ps.Role) {
 		rd.Role, rd.TokenRate, rd.TokenCapacity = ps.Role, r.plan*r.pm.tokensPerRequest, r.pm.tokenCapacity*c.cfg.TargetUtilization*ps.calib
@@ -81,16 +108,19 @@ func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, q
 	}
 	ps.recs = ps.recs[i:]
 
-	ps.capU, ps.reqSeconds = r.capU, r.pm.requestSeconds
-	ps.seenDone, ps.seenInSystem, ps.seenQueued = done, float64(inSystem), queued
 	if ps.shift != nil {
 		// Sized by the switches (shift.go), not by starts and releases.
 		rd.Desired, rd.Reason = ps.desired, r.why
 		return rd
 	}
-	next, reason := c.damp(ps, r, now, load, highMiss)
+	next, reason := c.damp(ps, r, now, pr.load, highMiss)
 	c.commit(ps, next, reason, now, d)
 	rd.Desired, rd.Reason = ps.desired, reason
+	if ps.gen != nil && !strings.Contains(reason, r.why) {
+		// The split of the model's demand over its generations is every
+		// decision's reason, change or not.
+		rd.Reason = strings.TrimPrefix(reason+"; ", "; ") + r.why
+	}
 	return rd
 }
 
@@ -122,6 +152,7 @@ func (c *Controller) countWorkers(hbs []*schemas.Heartbeat) (live, inSystem, wai
 // completions + growth of what is in the system + what was turned away
 // for lack of capacity.
 func (c *Controller) observeArrivals(ps *poolState, now time.Time, done, load, unserved float64) {
+	ps.arrivedOK = false
 	if ps.haveLast {
 		if dt := now.Sub(ps.lastAt).Seconds(); dt > 0 {
 			arrived := max(0, done+load-ps.lastSeen) + unserved
@@ -131,6 +162,7 @@ func (c *Controller) observeArrivals(ps *poolState, now time.Time, done, load, u
 			}
 			ps.fc.observe(arrived/dt, c.levelGain(ps), c.cfg.TrendGain)
 			ps.arrivals = append(ps.arrivals, arrival{n: arrived, dt: dt})
+			ps.arrivedNow, ps.arrivedOK = arrival{n: arrived, dt: dt}, true
 		}
 	}
 	ps.lastSeen, ps.lastAt, ps.haveLast = load, now, true
@@ -150,13 +182,24 @@ type recommendation struct {
 	sloBump bool
 	why     string
 	pm      phaseModel
+	// forecastRaw is the size the forecast alone asks for (no burst term,
+	// no backlog); short the high-priority misses of a fleet one replica
+	// short of a level (release.go's pricing of a sudden return).
+	forecastRaw int
+	short       func(k int) float64
+	// The terms of the need, for a pool of several generations
+	// (generations.go): share is the traffic headroom is bought for,
+	// planQ the forecast with Poisson headroom, burst the burst rate (in
+	// requests a second, before conversion to capU's units), burstCap a
+	// replica's planned start rate, lowMean the rest of the traffic's
+	// mean.
+	share, planQ, burst, burstCap, lowMean float64
 }
 
 // recommend is a pool's undamped size: the demand forecast over the lead
 // time with noise and burst headroom for the high classes' share, plus
 // the backlog's drain, at the capacity per replica its SLO misses leave.
 func (c *Controller) recommend(ps *poolState, in Inputs, live int, load, backlog float64, highMiss bool) recommendation {
-	now := in.Now
 	// A replica ordered now serves only after its weights load: plan for the
 	// demand forecast at that lead time. The trend is damped (Gardner's
 	// damped Holt): a burst's onset is not a ramp that goes on for the
@@ -193,6 +236,7 @@ func (c *Controller) recommend(ps *poolState, in Inputs, live int, load, backlog
 	// batch absorbs the burst). The burst rate is planned against that
 	// start rate, expressed in capU's units.
 	burstCap := max(capU, pm.burst*c.cfg.TargetUtilization*ps.calib)
+	burstReq := burst
 	burst *= capU / burstCap
 	// Headroom — the Poisson quantile and the burst rate — is bought only
 	// for the share of traffic held to the SLO: the lower classes' latency
@@ -245,9 +289,8 @@ func (c *Controller) recommend(ps *poolState, in Inputs, live int, load, backlog
 		mu := max(0, float64(k-1)*capU-lowMean) * burstCap / capU
 		return shortMisses(ps.arrivals, share, mu, c.cfg.QueueBudget.Seconds())
 	}
-	ps.observeLevels(now, raw, forecastRaw, lead, short)
-	ps.highShareSeen, ps.highPenalty = share, c.highPenalty(in.SLO)
-	return recommendation{raw: raw, rate: rate, plan: plan, capU: capU, backlog: backlog, loadS: loadS, lead: lead, sloBump: sloBump, why: why, pm: pm}
+	return recommendation{raw: raw, rate: rate, plan: plan, capU: capU, backlog: backlog, loadS: loadS, lead: lead, sloBump: sloBump, why: why, pm: pm,
+		forecastRaw: forecastRaw, short: short, share: share, planQ: planQ, burst: burstReq, burstCap: burstCap, lowMean: lowMean}
 }
 
 // calibrate cuts the capacity planned per replica on a high-priority miss
