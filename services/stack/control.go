@@ -203,37 +203,15 @@ func scaledWorker(p control.Pool, cfg control.Config, links map[string]string, j
 	return spec
 }
 
-// shiftPools is, for GPUs that change model, every GPU type (and TP) of
-// the fleet × every model it serves — each bounded by that type's GPUs,
-// their shared inventory — as the simulator derives them
-// (internal/driver/sim, shift.go), with derived's dtype where the fleet
-// has the pool; fixed-role pools stay as derived and count no inventory.
+// shiftPools is, for GPUs that change model, the core's pools of the
+// fleet (control.ShiftPools: every GPU type and TP × every model, each
+// bounded by that type's GPUs) with derived's settings where the fleet
+// already has the pool; fixed-role pools stay as derived and count no
+// inventory.
 func shiftPools(fleet []WorkerSpec, derived []control.Pool, cat *catalog.Catalog) ([]control.Pool, map[string]int, error) {
-	type gpuTP struct {
-		gpu string
-		tp  int
-	}
-	var gpus []gpuTP
-	var models []string
-	seenG, seenM := map[gpuTP]bool{}, map[string]bool{}
-	inventory := map[string]int{}
-	for _, w := range fleet {
-		if control.FixedRole(w.Role) {
-			continue
-		}
-		rep, err := perf.NewReplica(cat, w.GPU, w.Model, w.Dtype, max(w.TP, 1))
-		if err != nil {
-			return nil, nil, fmt.Errorf("stack control: %w", err)
-		}
-		inventory[rep.GPU.Name]++
-		if k := (gpuTP{rep.GPU.Name, rep.TP}); !seenG[k] {
-			seenG[k] = true
-			gpus = append(gpus, k)
-		}
-		if !seenM[rep.Model.Name] {
-			seenM[rep.Model.Name] = true
-			models = append(models, rep.Model.Name)
-		}
+	reps, err := shiftReplicas(fleet, cat)
+	if err != nil {
+		return nil, nil, err
 	}
 	byKey := map[string]control.Pool{}
 	var out []control.Pool
@@ -244,55 +222,66 @@ func shiftPools(fleet []WorkerSpec, derived []control.Pool, cat *catalog.Catalog
 		}
 		byKey[p.Key()] = p
 	}
-	for _, g := range gpus {
-		for _, m := range models {
-			p, ok := byKey[control.PoolKey(g.gpu, m)]
-			if !ok {
-				p = control.Pool{GPU: g.gpu, Model: m, TP: g.tp}
-			}
-			p.Min, p.Max = 0, inventory[g.gpu]
-			out = append(out, p)
+	pools, inventory := control.ShiftPools(reps)
+	for _, p := range pools {
+		if d, ok := byKey[p.Key()]; ok {
+			d.Min, d.Max = p.Min, p.Max
+			p = d
 		}
+		out = append(out, p)
 	}
 	return out, inventory, nil
 }
 
+// shiftReplicas is the fleet's whole-request workers as the core's
+// ShiftReplica, one per worker (fixed-role workers change no model).
+func shiftReplicas(fleet []WorkerSpec, cat *catalog.Catalog) ([]control.ShiftReplica, error) {
+	var out []control.ShiftReplica
+	for _, w := range fleet {
+		if control.FixedRole(w.Role) {
+			continue
+		}
+		rep, err := perf.NewReplica(cat, w.GPU, w.Model, w.Dtype, max(w.TP, 1))
+		if err != nil {
+			return nil, fmt.Errorf("stack control: %w", err)
+		}
+		out = append(out, control.ShiftReplica{GPU: rep.GPU.Name, TP: rep.TP, Model: rep.Model.Name, Count: 1})
+	}
+	return out, nil
+}
+
 // stageModels parks, with GPUs that change model (Control.ShiftModels),
 // every other model of the fleet on each simulated worker of the same GPU
-// type and TP at ControlConfig.ParkedTier (default host), as the
-// simulator stages them; it returns a copy of the fleet, the caller's
-// untouched.
+// type and TP at ControlConfig.ParkedTier (control.ParkedModels over
+// control.ShiftPools, as the simulator stages them); it returns a copy of
+// the fleet, the caller's untouched.
 func stageModels(cfg Config) ([]WorkerSpec, error) {
 	if cfg.Control == nil || !cfg.Control.Control.ShiftModels {
 		return cfg.Fleet, nil
 	}
-	tier := cfg.Control.ParkedTier
-	if tier == "" {
-		tier = schemas.TierHost
+	tier, err := control.ParkedTier(cfg.Control.ParkedTier)
+	if err != nil {
+		return nil, fmt.Errorf("stack control: %w", err)
 	}
-	if schemas.TierState(tier) == "" || tier == schemas.TierHBM {
-		return nil, fmt.Errorf("stack control: parked tier %q: want host, page_cache, disk or remote", tier)
+	reps, err := shiftReplicas(cfg.Fleet, cfg.Catalog)
+	if err != nil {
+		return nil, err
 	}
-	reps := make([]perf.Replica, len(cfg.Fleet))
-	for i, w := range cfg.Fleet {
-		rep, err := perf.NewReplica(cfg.Catalog, w.GPU, w.Model, w.Dtype, max(w.TP, 1))
-		if err != nil {
-			return nil, fmt.Errorf("stack control: %w", err)
-		}
-		reps[i] = rep
-	}
+	pools, _ := control.ShiftPools(reps)
 	out := slices.Clone(cfg.Fleet)
+	k := 0 // reps holds one entry per whole-request worker, in fleet order
 	for i, w := range out {
-		if control.FixedRole(w.Role) || (w.Backend != "" && w.Backend != "sim") {
+		if control.FixedRole(w.Role) {
+			continue
+		}
+		own := reps[k]
+		k++
+		if w.Backend != "" && w.Backend != "sim" {
 			continue
 		}
 		parked := map[string]string{}
-		for j, o := range cfg.Fleet {
-			r, own := reps[j], reps[i]
-			if control.FixedRole(o.Role) || r.GPU.Name != own.GPU.Name || r.TP != own.TP || r.Model.Name == own.Model.Name {
-				continue
-			}
-			parked[r.Model.Name] = tier
+		for _, m := range control.ParkedModels(pools, own.GPU, own.TP, own.Model) {
+			parked[m] = tier
 		}
 		if len(parked) > 0 {
 			out[i].Parked = parked

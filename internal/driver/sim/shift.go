@@ -45,18 +45,11 @@ type switchOrder struct {
 	at int64
 }
 
-// shiftPools derives the pools of a fleet whose GPUs change model: every
-// GPU type (and TP) of the fleet × every model it serves, each bounded by
-// that type's GPUs, which is their shared inventory.
+// shiftPools derives the pools of a fleet whose GPUs change model
+// (control.ShiftPools): every GPU type (and TP) of the fleet × every model
+// it serves, each bounded by that type's GPUs, their shared inventory.
 func (r *runner) shiftPools(cc *control.Config) error {
-	type gpuTP struct {
-		gpu string
-		tp  int
-	}
-	var gpus []gpuTP
-	var models []string
-	seenG, seenM := map[gpuTP]bool{}, map[string]bool{}
-	cc.Inventory = map[string]int{}
+	fleet := make([]control.ShiftReplica, 0, len(r.cfg.GPUs))
 	for _, g := range r.cfg.GPUs {
 		if control.FixedRole(g.Role) {
 			return fmt.Errorf("sim: autoscale: shift models: pool %s has role %s; GPUs change model in pools of whole requests", g.GPU, g.Role)
@@ -69,52 +62,37 @@ func (r *runner) shiftPools(cc *control.Config) error {
 		if err != nil {
 			return fmt.Errorf("sim: autoscale: %w", err)
 		}
-		k := gpuTP{rep.GPU.Name, rep.TP}
-		if !seenG[k] {
-			seenG[k] = true
-			gpus = append(gpus, k)
-		}
-		if !seenM[rep.Model.Name] {
-			seenM[rep.Model.Name] = true
-			models = append(models, rep.Model.Name)
-		}
-		cc.Inventory[rep.GPU.Name] += g.Count
+		fleet = append(fleet, control.ShiftReplica{GPU: rep.GPU.Name, TP: rep.TP, Model: rep.Model.Name, Count: g.Count})
 	}
-	if len(models) < 2 {
-		return fmt.Errorf("sim: autoscale: shift models: the fleet serves one model (%s); GPUs change model between two or more", models[0])
+	pools, inventory := control.ShiftPools(fleet)
+	if len(pools) == len(inventory) {
+		return fmt.Errorf("sim: autoscale: shift models: the fleet serves one model (%s); GPUs change model between two or more", fleet[0].Model)
 	}
-	for _, g := range gpus {
-		for _, m := range models {
-			cc.Pools = append(cc.Pools, control.Pool{GPU: g.gpu, Model: m, Dtype: r.cfg.Dtype, TP: g.tp, Min: 0, Max: cc.Inventory[g.gpu]})
-		}
+	for i := range pools {
+		pools[i].Dtype = r.cfg.Dtype
 	}
-	cc.ShiftModels = true
+	cc.Pools, cc.Inventory, cc.ShiftModels = append(cc.Pools, pools...), inventory, true
 	return nil
 }
 
 // stageModels parks every other model of the fleet on each initial worker
-// at Autoscale.ParkedTier.
+// at Autoscale.ParkedTier (control.ParkedModels).
 func (a *autoscaler) stageModels(r *runner) error {
-	tier := a.cfg.ParkedTier
-	if tier == "" {
-		tier = schemas.TierHost
+	tier, err := control.ParkedTier(a.cfg.ParkedTier)
+	if err != nil {
+		return fmt.Errorf("sim: autoscale: %w", err)
 	}
-	if schemas.TierState(tier) == "" || tier == schemas.TierHBM {
-		return fmt.Errorf("sim: autoscale: parked tier %q: want host, page_cache, disk or remote", tier)
-	}
-	models := map[string]bool{}
-	for _, pl := range a.pools {
-		models[pl.rep.Model.Name] = true
+	pools := make([]control.Pool, len(a.pools))
+	reps := map[string]perf.Replica{}
+	for k, pl := range a.pools {
+		pools[k] = control.Pool{GPU: pl.rep.GPU.Name, TP: pl.rep.TP, Model: pl.rep.Model.Name}
+		reps[control.PoolKey(pl.rep.GPU.Name, pl.rep.Model.Name)] = pl.rep
 	}
 	a.parked = make([]map[string]*parkedModel, len(r.ws))
 	for i, w := range r.ws {
 		a.parked[i] = map[string]*parkedModel{}
-		for _, pl := range a.pools {
-			m := pl.rep.Model.Name
-			if m == w.rep.Model.Name || pl.rep.GPU.Name != w.rep.GPU.Name || pl.rep.TP != w.rep.TP || a.parked[i][m] != nil {
-				continue
-			}
-			a.parked[i][m] = &parkedModel{rep: pl.rep, tier: tier}
+		for _, m := range control.ParkedModels(pools, w.rep.GPU.Name, w.rep.TP, w.rep.Model.Name) {
+			a.parked[i][m] = &parkedModel{rep: reps[control.PoolKey(w.rep.GPU.Name, m)], tier: tier}
 		}
 	}
 	return nil
