@@ -29,7 +29,6 @@ package worker
 import (
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -139,11 +138,8 @@ func (w *Worker) annotateShift(hb *schemas.Heartbeat) {
 		if p.eng != nil {
 			tier = p.eng.Tier()
 		}
-		hb.Models = append(hb.Models, schemas.ModelState{Name: p.rep.Model.Name, Dtype: p.rep.Dtype, State: schemas.TierState(tier),
-			Tier: tier, LoadSeconds: p.rep.TierSeconds(tier), ContextLength: p.rep.Model.MaxContext})
+		engine.AddParked(hb, p.rep, tier)
 	}
-	reserved := uint64(math.Min(float64(hb.HBMTotalBytes), float64(hb.HBMTotalBytes)*perf.DefaultMemUtil))
-	hb.HBMFreeBytes = min(hb.HBMFreeBytes, hb.HBMTotalBytes-reserved)
 }
 
 // onSwitch takes the controller's switch command (sy.ctl.switch.<id>).

@@ -3,6 +3,7 @@ package engine
 import (
 	"time"
 
+	"github.com/switchyard-ai/switchyard/internal/core/perf"
 	"github.com/switchyard-ai/switchyard/internal/core/tokens"
 	"github.com/switchyard-ai/switchyard/schemas"
 )
@@ -73,4 +74,18 @@ func (e *Engine) FillHeartbeatAt(hb *schemas.Heartbeat, now time.Time) {
 // for all TP GPUs, and GPU-seconds count each of them.
 func (e *Engine) CostUSD(gpuSeconds float64) float64 {
 	return gpuSeconds / 3600 * e.rep.PricePerHour() / float64(max(1, e.rep.TP))
+}
+
+// AddParked lists a model parked beside the serving one (GPUs that change
+// model) in hb: its weight state and tier, the load from that tier, and
+// caps hb's free HBM at what the serving engine's reservation leaves (one
+// engine holds the GPU at a time, vLLM's KV pool preallocated at
+// perf.DefaultMemUtil), so a router turns a parked model's request away as
+// hbm_busy instead of sending one the worker would refuse. The simulator
+// and the live simulated worker both heartbeat parked models through it.
+func AddParked(hb *schemas.Heartbeat, rep perf.Replica, tier string) {
+	hb.Models = append(hb.Models, schemas.ModelState{Name: rep.Model.Name, Dtype: rep.Dtype, State: schemas.TierState(tier),
+		Tier: tier, LoadSeconds: rep.TierSeconds(tier), ContextLength: rep.Model.MaxContext})
+	reserved := uint64(min(float64(hb.HBMTotalBytes), float64(hb.HBMTotalBytes)*perf.DefaultMemUtil))
+	hb.HBMFreeBytes = min(hb.HBMFreeBytes, hb.HBMTotalBytes-reserved)
 }

@@ -23,7 +23,6 @@ package sim
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/switchyard-ai/switchyard/internal/core/control"
 	"github.com/switchyard-ai/switchyard/internal/core/engine"
@@ -214,11 +213,8 @@ func (a *autoscaler) annotate(w *simWorker, hb *schemas.Heartbeat) {
 		if p.eng != nil {
 			tier = p.eng.Tier()
 		}
-		hb.Models = append(hb.Models, schemas.ModelState{Name: p.rep.Model.Name, Dtype: p.rep.Dtype, State: schemas.TierState(tier),
-			Tier: tier, LoadSeconds: p.rep.TierSeconds(tier), ContextLength: p.rep.Model.MaxContext})
+		engine.AddParked(hb, p.rep, tier)
 	}
-	reserved := uint64(math.Min(float64(hb.HBMTotalBytes), float64(hb.HBMTotalBytes)*perf.DefaultMemUtil))
-	hb.HBMFreeBytes = min(hb.HBMFreeBytes, hb.HBMTotalBytes-reserved)
 }
 
 // switchEvent handles the control loop's switch events (evReady with a
