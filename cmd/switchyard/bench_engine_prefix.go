@@ -257,7 +257,7 @@ func runPrefixArm(ctx context.Context, policy, model, gpu string, w PrefixWorklo
 		return PrefixArm{}, err
 	}
 	if r, err := cl.Do(ctx, "bench", &schemas.Request{ID: "bench-prefix-warm", Model: model, Prompt: "warm up", MaxTokens: 1}); err != nil || r.Status != schemas.StatusOK {
-		return PrefixArm{}, fmt.Errorf("Switchyard does not answer: %+v %v", r, err)
+		return PrefixArm{}, fmt.Errorf("the switchyard stack does not answer: %+v %v", r, err)
 	}
 	marks := make([]int, len(engines))
 	for i, e := range engines {

@@ -161,8 +161,6 @@ func New(cfg Config) *Core {
 // outside Apply breaks replay.
 func (c *Core) Fleet() *fleet.Fleet { return c.fleet }
 
-// InFlight is the number of dispatched requests without a final result.
-func (c *Core) InFlight() int { return len(c.placedOn) }
 
 // Policy names the placement policy.
 func (c *Core) Policy() string { return c.cfg.Policy.Name() }
