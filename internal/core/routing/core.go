@@ -161,7 +161,6 @@ func New(cfg Config) *Core {
 // outside Apply breaks replay.
 func (c *Core) Fleet() *fleet.Fleet { return c.fleet }
 
-
 // Policy names the placement policy.
 func (c *Core) Policy() string { return c.cfg.Policy.Name() }
 
