@@ -185,7 +185,7 @@ func (c *Controller) sizeGenerations(g *genGroup, reads []poolRead, in Inputs) {
 	}
 	sizes, ok, how := c.chooseFleet(g, gens, need, reads)
 	forecast := groupNeed{hiSteady: need.hiSteady, low: need.low}
-	fsizes, _ := cheapestFleetFrom(gens, forecast, nil)
+	fsizes, _ := cheapestFleet(gens, forecast, nil)
 	for k := range fsizes {
 		fsizes[k] = min(fsizes[k], sizes[k])
 	}
@@ -253,17 +253,11 @@ func cheapestPerRequest(gens []generation) int {
 // maxFleetCombos bounds the exact search; beyond it the fill is greedy.
 const maxFleetCombos = 200_000
 
-// cheapestFleet is the sizes within every pool's [Min, Max] of the
-// cheapest fleet that serves need (ties to fewer replicas, then more
-// capacity), and whether one does; where none does, every generation
-// that can serve at its Max and the others at their Min.
-func cheapestFleet(gens []generation, need groupNeed) ([]int, bool) {
-	return cheapestFleetFrom(gens, need, nil)
-}
-
-// cheapestFleetFrom is cheapestFleet with no pool below floor (nil: the
-// pools' minima).
-func cheapestFleetFrom(gens []generation, need groupNeed, floor []int) ([]int, bool) {
+// cheapestFleet is the sizes within every pool's [floor, Max] (nil floor:
+// the pools' minima) of the cheapest fleet that serves need (ties to fewer
+// replicas, then more capacity), and whether one does; where none does,
+// every generation that can serve at its Max and the others at their floor.
+func cheapestFleet(gens []generation, need groupNeed, floor []int) ([]int, bool) {
 	return cheapestFleetWithin(gens, need, floor, nil)
 }
 
@@ -491,9 +485,9 @@ func (c *Controller) chooseFleet(g *genGroup, gens []generation, need groupNeed,
 		// It must grow, and replicas ordered now are cold starts whichever
 		// generation they are: the cheapest fleet that serves, additions
 		// to the one chosen on a tie.
-		sizes, ok := cheapestFleetFrom(gens, need, g.chosen)
+		sizes, ok := cheapestFleet(gens, need, g.chosen)
 		how := "the fleet chosen before no longer serves the need: the cheapest additions to it"
-		if best, okB := cheapestFleetFrom(gens, need, nil); okB && fleetCost(gens, best) < fleetCost(gens, sizes)-1e-9 {
+		if best, okB := cheapestFleet(gens, need, nil); okB && fleetCost(gens, best) < fleetCost(gens, sizes)-1e-9 {
 			sizes, ok, how = best, okB, "the fleet chosen before no longer serves the need: the cheapest fleet that does"
 		}
 		g.chosen, g.next, g.rent = sizes, nil, 0
@@ -507,7 +501,7 @@ func (c *Controller) chooseFleet(g *genGroup, gens []generation, need groupNeed,
 			chosenCost += float64(sub[k]) * gen.price
 		}
 	}
-	best, _ := cheapestFleetFrom(gens, need, nil)
+	best, _ := cheapestFleet(gens, need, nil)
 	bestCost, below := 0.0, true
 	price := 0.0 // of the cold starts the recomposition buys, in $
 	for k, gen := range gens {

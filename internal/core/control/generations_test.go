@@ -142,7 +142,7 @@ func TestGenerationCappedAtWhatItServes(t *testing.T) {
 	// Three H100s and what two L40S serve: five L40S would be cheaper
 	// still, but two are all the pool may hold.
 	need := groupNeed{hiSteady: 3*gs[0].capU + 2*l40s.capU - 0.01, anyLoad: true}
-	sizes, ok := cheapestFleet(gs, need)
+	sizes, ok := cheapestFleet(gs, need, nil)
 	if !ok {
 		t.Fatal("no fleet serves")
 	}
@@ -162,7 +162,7 @@ func TestGroupNeedReducesToOnePool(t *testing.T) {
 	} {
 		need := groupNeed{hiSteady: tc.hiSteady, hiBurst: tc.hiBurst, low: tc.low, drain: tc.drain, anyLoad: true}
 		single := ceilDiv(max(tc.hiSteady, tc.hiBurst*tc.capU/tc.burstCap)+tc.low+tc.drain, tc.capU)
-		sizes, ok := cheapestFleet([]generation{{capU: tc.capU, burstCap: tc.burstCap, price: 3, min: 0, max: 64, perRequest: 1}}, need)
+		sizes, ok := cheapestFleet([]generation{{capU: tc.capU, burstCap: tc.burstCap, price: 3, min: 0, max: 64, perRequest: 1}}, need, nil)
 		if !ok || sizes[0] != single {
 			t.Errorf("%+v: group %v, single pool %d", tc, sizes, single)
 		}

@@ -50,13 +50,6 @@ func (c *Controller) queueShares(byPool map[string][]*schemas.Heartbeat, in Inpu
 	return out
 }
 
-// scale decides one pool's desired replicas: it reads the pool's workers,
-// feeds the interval's arrivals into the forecast, recommends a size
-// (readPool) and damps the move toward it (finishPool).
-func (c *Controller) scale(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, queued, unserved float64, highMiss bool, d *Decision) ReplicaDecision {
-	return c.finishPool(ps, c.readPool(ps, hbs, in, queued, unserved, highMiss), in, highMiss, d)
-}
-
 // poolRead is one pool's recommendation at a decision, before damping:
 // what a pool of several GPU generations of one model (generations.go)
 // replaces with its share of the group's cheapest fleet.

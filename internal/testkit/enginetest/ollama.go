@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -333,20 +332,6 @@ func (s *Ollama) Ready(ctx context.Context, model string) error {
 	c := s.Client(model)
 	_, err := c.Generate(ctx, openai.Request{Prompt: "a", MaxTokens: 1}, nil)
 	return err
-}
-
-// Get fetches path from the server, for tests that check what it reports.
-func (s *Ollama) Get(ctx context.Context, path string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+path, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	return io.ReadAll(resp.Body)
 }
 
 // CPUTime is the processor time the server and its runners have used so
