@@ -90,6 +90,8 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	seedSet := false
+	fs.Visit(func(f *flag.Flag) { seedSet = seedSet || f.Name == "seed" })
 	if *scenario != "" {
 		var clash []string
 		fs.Visit(func(f *flag.Flag) {
@@ -140,6 +142,16 @@ func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 		ls, err := sim.ReadScenarioFile(*scenario)
 		if err != nil {
 			return err
+		}
+		if seedSet && ls.Scenario.Seed != *seed {
+			// An explicit --seed draws the scenario's tenants, arrivals
+			// and jitter anew, as each further seed of --seeds does.
+			file := ls.File
+			ls.Scenario.Seed = *seed
+			if ls, err = ls.Scenario.Load(filepath.Dir(*scenario)); err != nil {
+				return fmt.Errorf("scenario %s, seed %d: %w", *scenario, *seed, err)
+			}
+			ls.File = file
 		}
 		tr, cfg = ls.Trace, ls.Config
 		if window == 0 {

@@ -106,3 +106,25 @@ func TestSimScenarioRefusesFleetFlags(t *testing.T) {
 		t.Fatalf("got %v, want an error naming the file", err)
 	}
 }
+
+// TestSimScenarioSeedFlag: an explicit --seed draws a scenario's load anew
+// (it was silently ignored with --scenario, the scenario's own seed
+// winning), and --seed equal to the scenario's gives its run unchanged.
+func TestSimScenarioSeedFlag(t *testing.T) {
+	sc := filepath.Join("..", "..", "loadgen", "scenarios", "mixed-fleet-conversation.yaml")
+	traceLine := func(args ...string) string {
+		t.Helper()
+		var out bytes.Buffer
+		if err := runSim(context.Background(), append([]string{"--scenario", sc, "--policies", "round-robin"}, args...), &out); err != nil {
+			t.Fatalf("%v\n%s", err, out.String())
+		}
+		return strings.SplitN(out.String(), "\n", 2)[0]
+	}
+	own, one, two := traceLine(), traceLine("--seed", "1"), traceLine("--seed", "2")
+	if own != one {
+		t.Fatalf("--seed 1 (the scenario's) changed the load:\n%s\n%s", own, one)
+	}
+	if own == two {
+		t.Fatalf("--seed 2 left the scenario's load as it was: %s", two)
+	}
+}
