@@ -30,6 +30,15 @@ type outcomeLine struct {
 	Worker      string  `json:"worker,omitempty"`
 	Attempts    int     `json:"attempts"`
 	Preemptions int     `json:"preemptions,omitempty"`
+	// What the request asked for, so a miss can be read against its size
+	// and targets.
+	PromptTokens int     `json:"prompt_tokens"`
+	OutputTokens int     `json:"output_tokens"`
+	TTFTTargetMs float64 `json:"ttft_target_ms,omitempty"`
+	TPOTTargetMs float64 `json:"tpot_target_ms,omitempty"`
+	DeadlineS    float64 `json:"deadline_s,omitempty"`
+	// ITLMs is the mean time between output tokens, for finished requests.
+	ITLMs float64 `json:"itl_ms,omitempty"`
 	// HeldReason: why the router first held it unplaced (sim.Outcome).
 	HeldReason string `json:"held_reason,omitempty"`
 }
@@ -94,11 +103,15 @@ func createJSONLines(path string) (*jsonLines, func(), error) {
 // record returns the OnResolve hook for one run.
 func (o *jsonLines) record(policy string, scale float64) func(sim.Outcome) {
 	secs := func(t time.Time) float64 { return t.Sub(sim.Epoch).Seconds() }
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	return func(out sim.Outcome) {
 		l := outcomeLine{Policy: policy, RateScale: scale, ID: out.Request.ID, Tenant: out.Request.Tenant,
 			Class: out.Request.Priority, SubmittedS: secs(out.Submitted), DoneS: secs(out.Done), Status: out.Status,
 			Code: out.Code, SLOMet: out.SLOMet, TTFTMs: out.TTFT * 1000, Worker: out.Worker, Attempts: out.Attempts,
-			Preemptions: out.Preemptions, HeldReason: out.HeldReason}
+			Preemptions: out.Preemptions, HeldReason: out.HeldReason,
+			PromptTokens: out.Request.PromptTokens, OutputTokens: out.Request.OutputTokens,
+			TTFTTargetMs: ms(out.Request.TTFTTarget), TPOTTargetMs: ms(out.Request.TPOTTarget),
+			DeadlineS: out.Request.Deadline.Seconds(), ITLMs: out.ITL * 1000}
 		if !out.Placed.IsZero() {
 			l.PlacedS = secs(out.Placed)
 		}

@@ -43,6 +43,9 @@ func TestSimOutcomesFile(t *testing.T) {
 		if l.ID == "" || l.Class == "" || l.Status == "" || l.Attempts < 1 || l.DoneS < l.SubmittedS {
 			t.Fatalf("incomplete outcome %+v", l)
 		}
+		if l.PromptTokens <= 0 || l.OutputTokens <= 0 || l.TTFTTargetMs <= 0 || (l.Status == "ok" && l.OutputTokens > 1 && l.ITLMs <= 0) {
+			t.Fatalf("outcome without the request's size, targets or ITL: %+v", l)
+		}
 		if got[l.Policy] == nil {
 			got[l.Policy], ids[l.Policy] = &tally{}, map[string]bool{}
 		}
