@@ -60,12 +60,16 @@ type class struct {
 	// sequence at the request's context, for the buckets in the mask (the
 	// rest are left from earlier placements). decodeFloor is the same
 	// batch with the other sequences holding no context, the least the
-	// decode can be there, filled (floorEpoch) the first time a worker of
-	// the class holding most of the prompt is met: decodeTerm prices such
-	// a worker from it plus the KV its batch holds, and the scan bounds it
-	// with it.
+	// decode can be there: decodeTerm prices a worker holding most of the
+	// prompt from it plus the KV its batch holds, and the scan bounds such
+	// a worker with it. It is filled bucket by bucket as those workers ask
+	// (floorFilled, for the placement floorEpoch): they are a handful of
+	// prefix holders, reading two buckets each, and filling every bucket
+	// of the class at the first of them was 21 of the 71 cost-model
+	// decode calls per placement on the synthetic fleet.
 	decodeAt, decodeFloor [decodeBuckets]float64
 	floorEpoch            uint64
+	floorFilled           uint16
 	// buckets is a mask of the decode buckets the class's workers
 	// interpolate between (kept by summarize); prepare asks the cost model for
 	// exactly those, and bucket 0 for the deadline filter's batch of one,
@@ -164,21 +168,31 @@ func decodeInterp(cl *class, lo uint8, frac float64) float64 {
 }
 
 // decodeFloorInterp is decodeInterp of decodeFloor: the least the decode
-// can be at that batch, filled for this placement on first use.
+// can be at that batch, its buckets filled for this placement on first
+// use.
 func (p *Placer) decodeFloorInterp(cl *class, r *Request, lo uint8, frac float64) float64 {
 	if cl.floorEpoch != p.epoch {
-		cl.floorEpoch = p.epoch
-		for m := cl.buckets | 1; m != 0; m &= m - 1 {
-			i := bits.TrailingZeros16(m)
-			cl.decodeFloor[i] = cl.decodeAt[i]
-			if i > 0 {
-				// The batch's context is the request's own: its mean
-				// over the batch is ctx / batch.
-				cl.decodeFloor[i] = min(cl.decodeAt[i], p.cost.DecodeSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, r.OutputTokens, 1<<i, cl.ctx>>i))
-			}
-		}
+		cl.floorEpoch, cl.floorFilled = p.epoch, 0
+	}
+	p.fillFloor(cl, r, lo)
+	if frac != 0 { // interp reads the bucket above only then
+		p.fillFloor(cl, r, lo+1)
 	}
 	return interp(&cl.decodeFloor, lo, frac)
+}
+
+// fillFloor fills cl.decodeFloor at bucket i unless this placement has.
+func (p *Placer) fillFloor(cl *class, r *Request, i uint8) {
+	if cl.floorFilled&(1<<i) != 0 {
+		return
+	}
+	cl.floorFilled |= 1 << i
+	cl.decodeFloor[i] = cl.decodeAt[i]
+	if i > 0 {
+		// The batch's context is the request's own: its mean over the
+		// batch is ctx / batch.
+		cl.decodeFloor[i] = min(cl.decodeAt[i], p.cost.DecodeSeconds(cl.gpu, r.Model, r.Dtype, cl.tp, r.OutputTokens, 1<<i, cl.ctx>>i))
+	}
 }
 
 func interp(t *[decodeBuckets]float64, lo uint8, frac float64) float64 {
