@@ -113,6 +113,7 @@ type Placer struct {
 	order    []bounded // every worker that passed the scan's first checks, by Idx
 	cheapest []bounded // the cheapestFirst of them by bound, ascending
 	rest     []bounded
+	doomed   []bounded // bounded at +Inf while the bar was too (settleDoomed)
 	// touchedIn counts, by group, the live workers holding a cached prefix
 	// (bounded before any group); bucketOrder is the buckets by bound.
 	touchedIn       []int32

