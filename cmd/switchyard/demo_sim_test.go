@@ -61,3 +61,44 @@ func TestRiseFallAutoscaledSavesInSimulation(t *testing.T) {
 		}
 	}
 }
+
+// The demo's rise-fall-repeat scenario runs in the simulator too (the one
+// path: the live run and this one share the arrivals, the controller and
+// the engine model), and there the sleeping tier does what the live demo's
+// timeline shows: a replica put to sleep past its hold is woken for the
+// next rise instead of a cold start (docs/benchmarks.md, "The live
+// sleeping tier").
+func TestRiseFallRepeatSleepsAndWakesInSimulation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulates a ten-minute autoscaled run")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	args := []string{"--format", "rise-fall-repeat", "--gpus", "h100:1", "--autoscale", "--autoscale-only", "--autoscale-max", "8",
+		"--sleep-on-release", "--policies", "switchyard", "--json"}
+	if err := runSim(ctx, args, &out); err != nil {
+		t.Fatalf("sim %v: %v", args, err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var res struct {
+		Policies []struct {
+			Autoscale struct {
+				Sleeps, Wakes int
+			} `json:"autoscale"`
+			ByClass map[string]struct {
+				SLO float64 `json:"slo_attainment"`
+			} `json:"slo_attainment_by_priority"`
+		} `json:"policies"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil || len(res.Policies) != 1 {
+		t.Fatalf("last line is not one policy's JSON (%v):\n%s", err, out.String())
+	}
+	p := res.Policies[0]
+	if p.Autoscale.Sleeps < 1 || p.Autoscale.Wakes < 1 {
+		t.Fatalf("sleeps %d, wakes %d: want a replica put to sleep and woken", p.Autoscale.Sleeps, p.Autoscale.Wakes)
+	}
+	if c := p.ByClass["critical"].SLO; c < 0.99 {
+		t.Fatalf("critical %.3f, want >= 0.99", c)
+	}
+}

@@ -31,7 +31,7 @@ import (
 func runSim(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	trace := fs.String("trace", "", "trace file (mooncake JSONL or azure CSV; servegen: servegen_<model>_client_rates.csv files, comma-separated, with servegen_client_length_stats.csv beside them)")
-	format := fs.String("format", "mooncake", "mooncake | azure | servegen | agentic | shared-prefix | rise-fall (the last three are generated; --trace unused; rise-fall is the demo's scenario over --duration, default 6m)")
+	format := fs.String("format", "mooncake", "mooncake | azure | servegen | agentic | shared-prefix | rise-fall | rise-fall-repeat (the last four are generated; --trace unused; rise-fall and rise-fall-repeat are the demo's scenarios over --duration, default 6m and 10m)")
 	sgRate := fs.Float64("servegen-rate", 1, "servegen: multiply every client's published rate (thins the workload, keeps its diurnal shape)")
 	sgStart := fs.Duration("servegen-start", 0, "servegen: offset into the rate data to start at")
 	sgLengths := fs.String("servegen-lengths", "", "servegen: length statistics file (default: servegen_client_length_stats.csv beside the first rates file)")
@@ -478,16 +478,20 @@ func loadTrace(format, path string, o traces.ReadOptions, seed int64, wfRate flo
 		return traces.Agentic(traces.AgenticConfig{Seed: seed, Duration: genDur, WorkflowsPerSec: wfRate}), nil
 	case "shared-prefix", "llm-d":
 		return traces.SharedPrefix(traces.SharedPrefixConfig{Seed: seed, StageDuration: stage}), nil
-	case "rise-fall":
-		// The demo's scenario, drawn by the demo's own code: --duration is
-		// the demo's (default 6 min), --seed its workload seed.
+	case "rise-fall", "rise-fall-repeat":
+		// The demo's scenarios, drawn by the demo's own code: --duration
+		// is the demo's (default 6 and 10 min), --seed its workload seed.
 		d := sg.Duration
 		if d <= 0 {
 			d = loadgen.DefaultScenarioDuration(format)
 		}
-		return loadgen.RiseFallWorkload(d, uint64(seed)).Trace(format)
+		w, err := loadgen.Scenario(format, d, uint64(seed))
+		if err != nil {
+			return nil, err
+		}
+		return w.Trace(format)
 	}
-	return nil, fmt.Errorf("unknown --format %q (want mooncake, azure, servegen, agentic, shared-prefix or rise-fall)", format)
+	return nil, fmt.Errorf("unknown --format %q (want mooncake, azure, servegen, agentic, shared-prefix, rise-fall or rise-fall-repeat)", format)
 }
 
 // printAutoscale sets each autoscaled run beside the fixed fleet: GPU-hours
