@@ -29,6 +29,10 @@ import (
 //	         (completion_s is summed after this stage)
 //	check    filters on the completed prediction (the deadline)
 //	price    the dollar terms and rates that total_usd multiplies by
+//	surcharge dollar terms that only add to total_usd (the chances of
+//	         missing the deadline and targets, the neighbours'): run only
+//	         for a worker whose total without them could still enter the
+//	         list (see evaluate)
 //
 // The load terms every policy sees (queue_s, decode_s, delay_s) are not
 // an axis and run around the stages (see evaluate).
@@ -59,6 +63,9 @@ type axis struct {
 	seconds func(p *Placer, c *cand, r *Request)
 	check   func(p *Placer, c *cand, r *Request) Reason
 	price   func(p *Placer, c *cand, r *Request)
+	// surcharge must leave every Terms field that total_usd sums no lower
+	// than it found it, which evaluate's skip relies on.
+	surcharge func(p *Placer, c *cand, r *Request)
 }
 
 // axes is the table, in evaluation order. Its order among filters is the
@@ -121,14 +128,14 @@ var axes = [numAxes]axis{
 		terms:   []string{"slack_s", "p_miss", "miss_usd", "ttft_s", "ttft_slack_s", "ttft_p_miss", "tpot_s", "tpot_p_miss"},
 		bound: "the hard deadline, and (unless relaxed) the TTFT and TPOT targets: a worker that must miss one bounds +Inf; " +
 			"miss_usd of the deadline at the bound's completion (groups, and refinedBound)",
-		prepare: latencyPrepare, check: latencyFilter,
+		prepare: latencyPrepare, check: latencyFilter, surcharge: latencyMiss,
 	},
 	{
 		name: AxisInterference, id: axInterference,
 		reads:   []string{"Heartbeat.Running", "Heartbeat.KVBlocksByClass", "Heartbeat.QueuedTokensByClass", "Worker.BookedRequests", "Worker.BookedPromptByClass"},
 		terms:   []string{"itl_delta_s", "interference_usd"},
 		bound:   "none (its term only adds)",
-		prepare: interferencePrepare, price: interferenceTerm,
+		prepare: interferencePrepare, surcharge: interferenceTerm,
 	},
 	{
 		name: AxisPhase, id: axPhase,
@@ -146,12 +153,13 @@ var axes = [numAxes]axis{
 // stages is the table's hooks by stage, built once by New so the
 // per-worker loops skip axes without a hook at no cost.
 type stages struct {
-	prepare []func(p *Placer, f *fleet.Fleet, r *Request)
-	measure []func(p *Placer, c *cand, r *Request)
-	filter  []func(p *Placer, c *cand, r *Request, weight uint64) Reason
-	seconds []func(p *Placer, c *cand, r *Request)
-	check   []func(p *Placer, c *cand, r *Request) Reason
-	price   []func(p *Placer, c *cand, r *Request)
+	prepare   []func(p *Placer, f *fleet.Fleet, r *Request)
+	measure   []func(p *Placer, c *cand, r *Request)
+	filter    []func(p *Placer, c *cand, r *Request, weight uint64) Reason
+	seconds   []func(p *Placer, c *cand, r *Request)
+	check     []func(p *Placer, c *cand, r *Request) Reason
+	price     []func(p *Placer, c *cand, r *Request)
+	surcharge []func(p *Placer, c *cand, r *Request)
 }
 
 func newStages() stages {
@@ -176,6 +184,9 @@ func newStages() stages {
 		if a.price != nil {
 			s.price = append(s.price, a.price)
 		}
+		if a.surcharge != nil {
+			s.surcharge = append(s.surcharge, a.surcharge)
+		}
 	}
 	return s
 }
@@ -185,6 +196,19 @@ func newStages() stages {
 // the placer's copy of the fleet (view), not the fleet.Worker; scan has
 // already passed the worker's exclusion, draining and freshness checks
 // and prepared its class.
+//
+// Once the list is full, a worker that passes every filter but whose
+// total before the surcharges is already over the bar cannot be kept,
+// whatever they add: its surcharges are not computed, and its Terms are
+// left with that partial total (consider's keep turns it down). They are
+// the normal tails of P(miss) for the deadline, TTFT and TPOT and each
+// neighbour class's TPOT before and after — up to eleven a worker, which
+// issue 27 added to every evaluation: with the roofline predictor, where
+// a placement evaluates some 110 workers to keep 8, they were a tenth of
+// its time. total_usd sums its terms in a fixed order, and a
+// floating-point sum never falls when a term rises, so the full total is
+// at least the partial one and the skip is exact, for the non-negative
+// miss penalties that every bound of the scan assumes.
 func (p *Placer) evaluate(c *cand, i int32, r *Request, weight uint64) Reason {
 	h := &p.view.hot[i]
 	*c = cand{i: i, h: h, row: &p.view.cold[i], c: &p.classes[h.class]}
@@ -216,6 +240,13 @@ func (p *Placer) evaluate(c *cand, i int32, r *Request, weight uint64) Reason {
 		price(p, c, r)
 	}
 	delayTerm(p, c, r)
+	total(c)
+	if c.t.TotalUSD > p.bar {
+		return ReasonNone
+	}
+	for _, surcharge := range st.surcharge {
+		surcharge(p, c, r)
+	}
 	total(c)
 	return ReasonNone
 }

@@ -23,7 +23,7 @@ func TestAxesTableCoversEveryAxis(t *testing.T) {
 		if axisNames[a.id] != a.name {
 			t.Errorf("axis %q has id %d, which is %q", a.name, a.id, axisNames[a.id])
 		}
-		if a.prepare == nil && a.measure == nil && a.filter == nil && a.seconds == nil && a.check == nil && a.price == nil {
+		if a.prepare == nil && a.measure == nil && a.filter == nil && a.seconds == nil && a.check == nil && a.price == nil && a.surcharge == nil {
 			t.Errorf("axis %q has no hook", a.name)
 		}
 		if len(a.reads) == 0 || len(a.terms) == 0 || a.bound == "" {

@@ -135,7 +135,6 @@ func latencyFilter(p *Placer, c *cand, r *Request) Reason {
 	if !p.on[axLatency] {
 		return ReasonNone
 	}
-	pd := 0.0
 	if !math.IsInf(c.deadlineIn, 1) {
 		if hard := p.rp.hardIn; t.CompletionSeconds > hard {
 			// Unreachable means even this worker alone could not make it:
@@ -150,10 +149,7 @@ func latencyFilter(p *Placer, c *cand, r *Request) Reason {
 		// may already be behind it (slack < 0), which is priced, not
 		// refused.
 		t.SlackSeconds = c.deadlineIn - t.CompletionSeconds
-		pd = missProbability(p.opts.PredictionError, t.SlackSeconds, t.CompletionSeconds)
 	}
-	t.PMiss = pd
-	miss := pd
 	if p.rp.targets {
 		targetTerms(p, c, r)
 		if !p.relaxed {
@@ -164,10 +160,29 @@ func latencyFilter(p *Placer, c *cand, r *Request) Reason {
 				return ReasonTPOTTarget
 			}
 		}
+	}
+	return ReasonNone
+}
+
+// latencyMiss prices what latencyFilter measured: P(miss) of the
+// deadline and of each target, and miss_usd for either (a surcharge: see
+// evaluate).
+func latencyMiss(p *Placer, c *cand, r *Request) {
+	if !p.on[axLatency] {
+		return
+	}
+	t := &c.t
+	pd := 0.0
+	if !math.IsInf(c.deadlineIn, 1) {
+		pd = missProbability(p.opts.PredictionError, t.SlackSeconds, t.CompletionSeconds)
+	}
+	t.PMiss = pd
+	miss := pd
+	if p.rp.targets {
+		targetMiss(p, c, r)
 		miss = orMiss(orMiss(miss, t.TTFTPMiss), t.TPOTPMiss)
 	}
 	t.MissUSD = miss * p.rp.missPenalty
-	return ReasonNone
 }
 
 // orMiss is P(a or b) for independent misses of P(a) and P(b), written so
@@ -176,7 +191,8 @@ func latencyFilter(p *Placer, c *cand, r *Request) Reason {
 func orMiss(a, b float64) float64 { return a + (1-a)*b }
 
 // targetTerms predicts the first token and the time per token on c's
-// worker and prices each against its target (see the axis comment).
+// worker and how far each is from its target (see the axis comment);
+// targetMiss prices them.
 func targetTerms(p *Placer, c *cand, r *Request) {
 	t := &c.t
 	inv := p.rp.invOutput
@@ -197,7 +213,6 @@ func targetTerms(p *Placer, c *cand, r *Request) {
 		t.TTFTSeconds = ttft
 		if in := p.rp.ttftIn; !math.IsInf(in, 1) {
 			t.TTFTSlackSeconds = in - ttft
-			t.TTFTPMiss = missProbability(c.c.errTTFT, t.TTFTSlackSeconds, ttft)
 		}
 		if p.rp.phase == takesPrefill {
 			return // its one token has no time per token
@@ -207,11 +222,23 @@ func targetTerms(p *Placer, c *cand, r *Request) {
 		tpot += queueFor(lower, c.c) * inv
 	}
 	t.TPOTSeconds = tpot
+}
+
+// targetMiss is P(miss) of each target targetTerms measured.
+func targetMiss(p *Placer, c *cand, r *Request) {
+	t := &c.t
+	if p.rp.phase != takesDecode && !math.IsInf(p.rp.ttftIn, 1) {
+		t.TTFTPMiss = missProbability(c.c.errTTFT, t.TTFTSlackSeconds, t.TTFTSeconds)
+	}
+	if p.rp.phase == takesPrefill {
+		return
+	}
 	if target := p.rp.tpotTarget; !math.IsInf(target, 1) {
 		// A short output's mean is one stall away from its target: a
 		// prefill chunk landing in one of its few steps. The spread adds
 		// the largest stall pending on the worker (its queued prefill, at
 		// most one chunk) over the tokens after the first.
+		tpot := t.TPOTSeconds
 		stall := min(queueFor(c.row.queue[fleet.NumClasses-1], c.c), float64(p.opts.ChunkTokens)*c.c.queueRate)
 		after := r.OutputTokens - 1 // the tokens after the first: a decode leg's OutputTokens are all of them
 		if p.rp.phase == takesDecode {

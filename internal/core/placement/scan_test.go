@@ -50,6 +50,48 @@ func TestLowerBoundNeverExceedsTheTotal(t *testing.T) {
 	}
 }
 
+// The total evaluate stops at once the list is full (before the
+// surcharges: the miss and interference terms) is never above the full
+// total, and below it wherever a surcharge is priced: checked for every
+// candidate of a placer that keeps them all, evaluated again with a bar
+// that every total is over.
+func TestTotalBeforeSurchargesIsUnderTheTotal(t *testing.T) {
+	f, reqs := Synthetic(SyntheticConfig{Workers: 200, Blocks: 20000, Requests: 100, Seed: 5}, now)
+	p := New(BenchCost(), Options{Explain: 1 << 20})
+	checked, surcharged := 0, 0
+	var partial cand
+	for i := range reqs {
+		d := p.Place(f, &reqs[i], now)
+		// As TestLowerBoundNeverExceedsTheTotal: evaluate as Place did.
+		p.touched = f.Prefix().Match(reqs[i].BlockHashes, p.lens, p.touched[:0])
+		p.mark(p.touched, rowTouched, true)
+		p.bar = math.Inf(-1)
+		for _, c := range d.Candidates {
+			if reason := p.evaluate(&partial, c.Worker.Idx, &p.req, 0); reason != ReasonNone {
+				t.Fatalf("request %d worker %s: %v on the second evaluation", i, c.Worker.ID, reason)
+			}
+			full, before := c.Terms.TotalUSD, partial.t.TotalUSD
+			if !(before <= full) {
+				t.Fatalf("request %d worker %s: total before surcharges %v, total %v", i, c.Worker.ID, before, full)
+			}
+			if c.Terms.MissUSD+c.Terms.InterferenceUSD > 0 {
+				if !(before < full) {
+					t.Fatalf("request %d worker %s: surcharges %v + %v not left out (%v, %v)", i, c.Worker.ID, c.Terms.MissUSD, c.Terms.InterferenceUSD, before, full)
+				}
+				surcharged++
+			}
+			checked++
+		}
+		for _, w := range p.touched {
+			p.lens[w] = 0
+		}
+		p.mark(p.touched, rowTouched, false)
+	}
+	if checked < 1000 || surcharged < checked/10 {
+		t.Fatalf("only %d candidates checked, %d with a surcharge", checked, surcharged)
+	}
+}
+
 // Every live worker is accounted for exactly once: rejected with a reason,
 // considered, or skipped by its bound.
 func TestEveryWorkerIsAccountedFor(t *testing.T) {
