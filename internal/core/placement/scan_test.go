@@ -115,54 +115,37 @@ func TestEveryWorkerIsAccountedFor(t *testing.T) {
 
 // A worker that its queue, prefill and decode alone put past the deadline
 // is skipped once enough others pass, and rejected with its reason when
-// too few do.
+// too few do. A doomed worker holding the request's prefix is bounded
+// before any group, while no candidate has set the bar, and is deferred
+// the same way (settleDoomed) rather than evaluated as it comes.
 func TestDoomedWorkersAreSkippedOnlyWhenTheListIsFull(t *testing.T) {
-	specs := []spec{{gpu: "fast", queued: 60000}} // 6 s of queue against a 3 s deadline
-	for range 3 {
-		specs = append(specs, spec{gpu: "fast"})
-	}
-	f := build(specs...)
-	r := withDeadline(req(schemas.PriorityCritical), 3*time.Second)
-
-	o := testOpts()
-	o.Explain = 2
-	d := place(t, f, r, o)
-	if !d.OK() || d.Skipped != 1 || len(d.Rejections) != 0 || d.Considered != 3 {
-		t.Fatalf("full list: considered %d skipped %d rejections %v", d.Considered, d.Skipped, d.Counts)
-	}
-
-	o.Explain = 8
-	d = place(t, f, r, o)
-	if d.Skipped != 0 || d.Counts[ReasonDeadlineBusy] != 1 || d.Considered != 3 {
-		t.Fatalf("list not full: considered %d skipped %d rejections %v", d.Considered, d.Skipped, d.Counts)
-	}
-}
-
-// A doomed worker holding the request's prefix is bounded before any
-// group, while no candidate has set the bar: it is still only skipped
-// once the workers after it fill the list, and rejected with its reason
-// when they do not.
-func TestADoomedPrefixHolderWaitsForTheList(t *testing.T) {
 	hashes := []uint64{1, 2, 3, 4, 5, 6, 7, 8}
-	specs := []spec{{gpu: "fast", queued: 60000}} // 6 s of queue against a 3 s deadline
-	for range 3 {
-		specs = append(specs, spec{gpu: "fast"})
-	}
-	f := build(specs...)
-	f.ApplyKV(&schemas.KVEvent{WorkerID: "A", Seq: 1, Kind: schemas.KVStored, Hashes: hashes}, now)
-	r := withHashes(withDeadline(req(schemas.PriorityCritical), 3*time.Second), hashes)
+	for _, prefixHolder := range []bool{false, true} {
+		t.Run(fmt.Sprintf("prefix holder %v", prefixHolder), func(t *testing.T) {
+			specs := []spec{{gpu: "fast", queued: 60000}} // 6 s of queue against a 3 s deadline
+			for range 3 {
+				specs = append(specs, spec{gpu: "fast"})
+			}
+			f := build(specs...)
+			r := withDeadline(req(schemas.PriorityCritical), 3*time.Second)
+			if prefixHolder {
+				f.ApplyKV(&schemas.KVEvent{WorkerID: "A", Seq: 1, Kind: schemas.KVStored, Hashes: hashes}, now)
+				r = withHashes(r, hashes)
+			}
 
-	o := testOpts()
-	o.Explain = 2
-	d := place(t, f, r, o)
-	if !d.OK() || d.Skipped != 1 || len(d.Rejections) != 0 || d.Considered != 3 {
-		t.Fatalf("full list: considered %d skipped %d rejections %v", d.Considered, d.Skipped, d.Counts)
-	}
+			o := testOpts()
+			o.Explain = 2
+			d := place(t, f, r, o)
+			if !d.OK() || d.Skipped != 1 || len(d.Rejections) != 0 || d.Considered != 3 {
+				t.Fatalf("full list: considered %d skipped %d rejections %v", d.Considered, d.Skipped, d.Counts)
+			}
 
-	o.Explain = 8
-	d = place(t, f, r, o)
-	if d.Skipped != 0 || d.Counts[ReasonDeadlineBusy] != 1 || d.Rejections[0].Worker.ID != "A" || d.Considered != 3 {
-		t.Fatalf("list not full: considered %d skipped %d rejections %v", d.Considered, d.Skipped, d.Counts)
+			o.Explain = 8
+			d = place(t, f, r, o)
+			if d.Skipped != 0 || d.Counts[ReasonDeadlineBusy] != 1 || d.Rejections[0].Worker.ID != "A" || d.Considered != 3 {
+				t.Fatalf("list not full: considered %d skipped %d rejections %v", d.Considered, d.Skipped, d.Counts)
+			}
+		})
 	}
 }
 
