@@ -9,34 +9,51 @@ import (
 	"time"
 )
 
-// simRiseFall runs `switchyard sim --format rise-fall` (the demo's six-minute
-// scenario in virtual time) with args and returns its one policy's figures.
-func simRiseFall(t *testing.T, args ...string) (gpuHours float64, byClass map[string]float64) {
+// simDemoScenario runs `switchyard sim --format FORMAT` (one of the demo's
+// scenarios in virtual time) with args and returns its one policy's
+// figures.
+func simDemoScenario(t *testing.T, format string, args ...string) simDemoResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	if err := runSim(ctx, append([]string{"--format", "rise-fall", "--policies", "switchyard", "--json"}, args...), &out); err != nil {
-		t.Fatalf("sim %v: %v", args, err)
+	if err := runSim(ctx, append([]string{"--format", format, "--policies", "switchyard", "--json"}, args...), &out); err != nil {
+		t.Fatalf("sim %s %v: %v", format, args, err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	var res struct {
 		Policies []struct {
-			GPUHours float64 `json:"gpu_hours"`
-			ByClass  map[string]struct {
+			GPUHours  float64 `json:"gpu_hours"`
+			Autoscale struct {
+				Sleeps, Wakes int
+			} `json:"autoscale"`
+			ByClass map[string]struct {
 				SLO float64 `json:"slo_attainment"`
 			} `json:"slo_attainment_by_priority"`
 		} `json:"policies"`
 	}
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil || len(res.Policies) != 1 {
-		t.Fatalf("sim %v: last line is not one policy's JSON (%v):\n%s", args, err, out.String())
+		t.Fatalf("sim %s %v: last line is not one policy's JSON (%v):\n%s", format, args, err, out.String())
 	}
 	p := res.Policies[0]
-	byClass = map[string]float64{}
+	r := simDemoResult{gpuHours: p.GPUHours, sleeps: p.Autoscale.Sleeps, wakes: p.Autoscale.Wakes, byClass: map[string]float64{}}
 	for c, a := range p.ByClass {
-		byClass[c] = a.SLO
+		r.byClass[c] = a.SLO
 	}
-	return p.GPUHours, byClass
+	return r
+}
+
+type simDemoResult struct {
+	gpuHours      float64
+	sleeps, wakes int
+	byClass       map[string]float64
+}
+
+// simRiseFall is simDemoScenario on the six-minute rise-fall scenario.
+func simRiseFall(t *testing.T, args ...string) (gpuHours float64, byClass map[string]float64) {
+	t.Helper()
+	r := simDemoScenario(t, "rise-fall", args...)
+	return r.gpuHours, r.byClass
 }
 
 // Issue 19's demo bar in simulation: on the rise-fall scenario the
@@ -72,33 +89,11 @@ func TestRiseFallRepeatSleepsAndWakesInSimulation(t *testing.T) {
 	if testing.Short() {
 		t.Skip("simulates a ten-minute autoscaled run")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	var out bytes.Buffer
-	args := []string{"--format", "rise-fall-repeat", "--gpus", "h100:1", "--autoscale", "--autoscale-only", "--autoscale-max", "8",
-		"--sleep-on-release", "--policies", "switchyard", "--json"}
-	if err := runSim(ctx, args, &out); err != nil {
-		t.Fatalf("sim %v: %v", args, err)
+	p := simDemoScenario(t, "rise-fall-repeat", "--gpus", "h100:1", "--autoscale", "--autoscale-only", "--autoscale-max", "8", "--sleep-on-release")
+	if p.sleeps < 1 || p.wakes < 1 {
+		t.Fatalf("sleeps %d, wakes %d: want a replica put to sleep and woken", p.sleeps, p.wakes)
 	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	var res struct {
-		Policies []struct {
-			Autoscale struct {
-				Sleeps, Wakes int
-			} `json:"autoscale"`
-			ByClass map[string]struct {
-				SLO float64 `json:"slo_attainment"`
-			} `json:"slo_attainment_by_priority"`
-		} `json:"policies"`
-	}
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil || len(res.Policies) != 1 {
-		t.Fatalf("last line is not one policy's JSON (%v):\n%s", err, out.String())
-	}
-	p := res.Policies[0]
-	if p.Autoscale.Sleeps < 1 || p.Autoscale.Wakes < 1 {
-		t.Fatalf("sleeps %d, wakes %d: want a replica put to sleep and woken", p.Autoscale.Sleeps, p.Autoscale.Wakes)
-	}
-	if c := p.ByClass["critical"].SLO; c < 0.99 {
+	if c := p.byClass["critical"]; c < 0.99 {
 		t.Fatalf("critical %.3f, want >= 0.99", c)
 	}
 }
