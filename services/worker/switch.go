@@ -28,8 +28,6 @@ package worker
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"time"
 
@@ -55,19 +53,12 @@ const (
 // nothing yet.
 const switchPoll = 20 * time.Millisecond
 
-// parkedModel is a model's weights on a worker that serves another: its
-// engine (nil until the model first served here) and the tier its
-// weights sit in.
-type parkedModel struct {
-	rep  perf.Replica
-	eng  *engine.Engine
-	tier string
-}
-
 // shiftState is the worker's models other than the one it serves, and the
 // switch under way (guarded by Worker.mu).
 type shiftState struct {
-	parked map[string]*parkedModel // by catalog model name
+	// shelf is the parked models (nil until one is parked): the switch
+	// itself is the engine's, the simulator's too (engine.Shelf).
+	shelf *engine.Shelf
 	// order is the switch under way (nil: none); since is when it began.
 	order *control.SwitchMsg
 	since time.Time
@@ -81,9 +72,6 @@ func (w *Worker) Park(model, tier string) error {
 	if w.remote != nil || w.cfg.Instant {
 		return fmt.Errorf("worker %s: park %s: only the simulated engine changes model (%s backend)", w.cfg.ID, model, w.backendName())
 	}
-	if schemas.TierState(tier) == "" || tier == schemas.TierHBM {
-		return fmt.Errorf("worker %s: park %s: tier %q: want host, page_cache, disk or remote", w.cfg.ID, model, tier)
-	}
 	rep, err := perf.NewReplica(w.cfg.Catalog, w.cfg.GPU, model, w.cfg.Dtype, w.cfg.TP)
 	if err != nil {
 		return fmt.Errorf("worker %s: park %s: %w", w.cfg.ID, model, err)
@@ -93,11 +81,20 @@ func (w *Worker) Park(model, tier string) error {
 	if strings.EqualFold(rep.Model.Name, w.replica.Model.Name) {
 		return fmt.Errorf("worker %s: park %s: it is the model this worker serves", w.cfg.ID, model)
 	}
-	if w.shift.parked == nil {
-		w.shift.parked = map[string]*parkedModel{}
+	if err := w.shelf().Park(rep, tier); err != nil {
+		return fmt.Errorf("worker %s: %w", w.cfg.ID, err)
 	}
-	w.shift.parked[rep.Model.Name] = &parkedModel{rep: rep, tier: tier}
 	return nil
+}
+
+// shelf is the worker's parked models, made on first use: an engine it
+// makes for a model's first switch here is sized as New sizes the worker's
+// own. Callers hold w.mu.
+func (w *Worker) shelf() *engine.Shelf {
+	if w.shift.shelf == nil {
+		w.shift.shelf = engine.NewShelf(engine.Config{MaxBatch: w.cfg.MaxBatch, TargetStepCap: true})
+	}
+	return w.shift.shelf
 }
 
 // Switching reports the model a switch under way moves this worker to
@@ -126,20 +123,13 @@ func (w *Worker) annotateShift(hb *schemas.Heartbeat) {
 	if w.shift.order != nil {
 		hb.Draining = true
 	}
-	if len(w.shift.parked) == 0 {
+	if w.shift.shelf.Len() == 0 {
 		return
 	}
 	// A wake in progress is settled by now and says what is left of it,
 	// so the controller sees the switch end when it ends, work or none.
 	w.eng.FillHeartbeatAt(hb, w.clock.now(w.sh.Now()))
-	for _, name := range slices.Sorted(maps.Keys(w.shift.parked)) {
-		p := w.shift.parked[name]
-		tier := p.tier
-		if p.eng != nil {
-			tier = p.eng.Tier()
-		}
-		engine.AddParked(hb, p.rep, tier)
-	}
+	w.shift.shelf.Annotate(hb)
 }
 
 // onSwitch takes the controller's switch command (sy.ctl.switch.<id>).
@@ -198,10 +188,8 @@ func (w *Worker) switchRefusal(c control.SwitchMsg) string {
 	case strings.EqualFold(c.To, serving):
 		return fmt.Sprintf("the worker already serves %s", serving)
 	}
-	for name := range w.shift.parked {
-		if strings.EqualFold(name, c.To) {
-			return ""
-		}
+	if w.shift.shelf.Parked(c.To) {
+		return ""
 	}
 	rep, err := perf.NewReplica(w.cfg.Catalog, w.cfg.GPU, c.To, w.cfg.Dtype, w.cfg.TP)
 	if err != nil {
@@ -211,13 +199,9 @@ func (w *Worker) switchRefusal(c control.SwitchMsg) string {
 	if tier == "" {
 		tier = schemas.TierDisk
 	}
-	if schemas.TierState(tier) == "" || tier == schemas.TierHBM {
+	if err := w.shelf().Park(rep, tier); err != nil {
 		return fmt.Sprintf("model %s is not parked here and the command's tier %q is not one its weights can load from", c.To, c.FromTier)
 	}
-	if w.shift.parked == nil {
-		w.shift.parked = map[string]*parkedModel{}
-	}
-	w.shift.parked[rep.Model.Name] = &parkedModel{rep: rep, tier: tier}
 	return ""
 }
 
@@ -261,45 +245,15 @@ func (w *Worker) carrySwitch(c control.SwitchMsg) {
 }
 
 // changeModel puts the serving model to sleep in host memory and starts
-// bringing the switch's model into HBM from its tier: it returns that tier
-// and the load's simulated seconds. Callers hold w.mu and have checked the
-// worker holds nothing.
+// bringing the switch's model into HBM from its tier (engine.Shelf): it
+// returns that tier and the load's simulated seconds. Callers hold w.mu
+// and have checked the worker holds nothing.
 func (w *Worker) changeModel() (string, float64, error) {
-	o := w.shift.order
-	var p *parkedModel
-	var key string
-	for name, pm := range w.shift.parked {
-		if strings.EqualFold(name, o.To) {
-			p, key = pm, name
-		}
+	ch, err := w.shift.shelf.Change(w.shift.order.To, w.eng, w.clock.now(w.sh.Now()))
+	if err != nil {
+		return "", 0, err
 	}
-	if p == nil {
-		return "", 0, fmt.Errorf("model %s is no longer parked here", o.To)
-	}
-	if p.eng == nil {
-		eng, err := engine.New(engine.Config{Replica: p.rep, MaxBatch: w.cfg.MaxBatch, InitialWeights: schemas.TierState(p.tier), TargetStepCap: true})
-		if err != nil {
-			return "", 0, fmt.Errorf("engine for %s: %w", o.To, err)
-		}
-		if err := eng.SetWeightTier(p.tier); err != nil {
-			return "", 0, fmt.Errorf("engine for %s: %w", o.To, err)
-		}
-		p.eng = eng
-	}
-	old, oldRep := w.eng, w.replica
-	if err := old.SetWeightTier(schemas.TierHost); err != nil {
-		return "", 0, fmt.Errorf("sleep %s: %w", oldRep.Model.Name, err)
-	}
-	// The controller's budgets and speculation were set on the worker, not
-	// the model: the new engine keeps them.
-	st := old.State()
-	p.eng.SetBudgets(st.MaxBatch, st.TokenBudget)
-	p.eng.SetSpecDecode(st.SpecDecode)
-	from := p.eng.Tier()
-	p.eng.Wake(w.clock.now(w.sh.Now()))
-	delete(w.shift.parked, key)
-	w.shift.parked[oldRep.Model.Name] = &parkedModel{rep: oldRep, eng: old, tier: schemas.TierHost}
-	w.eng, w.replica = p.eng, p.rep
+	w.eng, w.replica = ch.Engine, ch.Replica
 	w.shift.order = nil
 	// The old model's KV went with its sleep: the routers' index of this
 	// worker is cleared, as the simulator's switch clears it.
@@ -308,7 +262,7 @@ func (w *Worker) changeModel() (string, float64, error) {
 	if m, err := svc.Encode(subjects.KV(w.cfg.ID), schemas.Msgpack, e, ""); err == nil {
 		w.sh.NC.PublishMsg(m)
 	}
-	return from, p.rep.TierSeconds(from), nil
+	return ch.From, ch.LoadSeconds, nil
 }
 
 // switched heartbeats the new model and records the switch.

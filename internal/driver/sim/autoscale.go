@@ -163,10 +163,10 @@ type autoscaler struct {
 	queued   map[string]int
 	slo      map[string]control.Attainment
 	starting map[string]int
-	// parked and switches are, by worker index, the models parked on a
+	// shelves and switches are, by worker index, the models parked on a
 	// worker whose GPU changes model and its switch under way (shift.go);
 	// byModel the router queue per model.
-	parked   []map[string]*parkedModel
+	shelves  []*engine.Shelf
 	switches []*switchOrder
 	byModel  map[string]int
 }
@@ -565,7 +565,7 @@ func (a *autoscaler) ready(r *runner, k int) {
 	r.byWID[w.id] = w.idx
 	a.poolOf = append(a.poolOf, s.pool)
 	if a.cfg.ShiftModels {
-		a.parked = append(a.parked, map[string]*parkedModel{})
+		a.shelves = append(a.shelves, r.newShelf(w.idx))
 		a.switches = append(a.switches, nil)
 	}
 	a.startAt = append(a.startAt, s.startAt)

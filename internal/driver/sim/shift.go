@@ -22,6 +22,7 @@ package sim
 // would refuse.
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/switchyard-ai/switchyard/internal/core/control"
@@ -29,14 +30,6 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/core/perf"
 	"github.com/switchyard-ai/switchyard/schemas"
 )
-
-// parkedModel is a model's weights on a worker that serves another: its
-// engine (nil until first loaded there) and the tier its weights sit in.
-type parkedModel struct {
-	rep  perf.Replica
-	eng  *engine.Engine
-	tier string
-}
 
 // switchOrder is a switch under way on one worker.
 type switchOrder struct {
@@ -87,14 +80,27 @@ func (a *autoscaler) stageModels(r *runner) error {
 		pools[k] = control.Pool{GPU: pl.rep.GPU.Name, TP: pl.rep.TP, Model: pl.rep.Model.Name}
 		reps[control.PoolKey(pl.rep.GPU.Name, pl.rep.Model.Name)] = pl.rep
 	}
-	a.parked = make([]map[string]*parkedModel, len(r.ws))
+	a.shelves = make([]*engine.Shelf, len(r.ws))
 	for i, w := range r.ws {
-		a.parked[i] = map[string]*parkedModel{}
+		a.shelves[i] = r.newShelf(w.idx)
 		for _, m := range control.ParkedModels(pools, w.rep.GPU.Name, w.rep.TP, w.rep.Model.Name) {
-			a.parked[i][m] = &parkedModel{rep: reps[control.PoolKey(w.rep.GPU.Name, m)], tier: tier}
+			if err := a.shelves[i].Park(reps[control.PoolKey(w.rep.GPU.Name, m)], tier); err != nil {
+				return fmt.Errorf("sim: autoscale: %w", err)
+			}
 		}
 	}
 	return nil
+}
+
+// newShelf is the shelf of worker idx's parked models: an engine it makes
+// for a model's first switch there is sized as the run sizes every engine,
+// its speculation seeded by the worker.
+func (r *runner) newShelf(idx int32) *engine.Shelf {
+	return engine.NewShelf(engine.Config{
+		MaxBatch: r.cfg.MaxBatch, TokenBudget: r.cfg.TokenBudget, KVBlocks: r.cfg.KVBlocks,
+		Spec:          engine.SpecConfig{Seed: uint64(r.cfg.Seed) + uint64(idx) + 7919},
+		TargetStepCap: r.pol.EngineTargets,
+	})
 }
 
 // queuedByModel counts the requests admitted but not yet placed, per model.
@@ -128,7 +134,7 @@ func (a *autoscaler) orderSwitch(r *runner, sw control.SwitchDecision) {
 		return
 	}
 	pl := a.byKey[control.PoolKey(w.rep.GPU.Name, sw.To)]
-	if pl == nil || a.parked[w.idx][pl.rep.Model.Name] == nil {
+	if pl == nil || !a.shelves[w.idx].Parked(pl.rep.Model.Name) {
 		return
 	}
 	a.switches[w.idx] = &switchOrder{to: pl, at: r.now}
@@ -153,42 +159,22 @@ func (a *autoscaler) finishSwitch(r *runner, w *simWorker) {
 	if o == nil || w.busy || w.eng.HasWork() || r.now-o.at <= int64(r.cfg.DispatchLatency) {
 		return
 	}
-	old, oldRep := w.eng, w.rep
-	if err := old.SetWeightTier(schemas.TierHost); err != nil {
+	ch, err := a.shelves[w.idx].Change(o.to.rep.Model.Name, w.eng, at(r.now))
+	if errors.Is(err, engine.ErrRunning) {
 		return // sequences still running: a later kick or beat retries
 	}
-	st := old.State()
-	p := a.parked[w.idx][o.to.rep.Model.Name]
-	delete(a.parked[w.idx], o.to.rep.Model.Name)
-	a.parked[w.idx][oldRep.Model.Name] = &parkedModel{rep: oldRep, eng: old, tier: schemas.TierHost}
-	if p.eng == nil {
-		eng, err := engine.New(engine.Config{
-			Replica: p.rep, MaxBatch: r.cfg.MaxBatch, TokenBudget: r.cfg.TokenBudget,
-			KVBlocks: r.cfg.KVBlocks, Spec: engine.SpecConfig{Seed: uint64(r.cfg.Seed) + uint64(w.idx) + 7919},
-			TargetStepCap: r.pol.EngineTargets, InitialWeights: schemas.TierState(p.tier),
-		})
-		if err != nil {
-			// The catalog built this replica's pool: unreachable unless
-			// the configuration changed under the run.
-			panic(fmt.Sprintf("sim: autoscale: switch: %v", err))
-		}
-		if err := eng.SetWeightTier(p.tier); err != nil {
-			panic(fmt.Sprintf("sim: autoscale: switch: %v", err))
-		}
-		p.eng = eng
+	if err != nil {
+		// orderSwitch checked the model is parked and the catalog built
+		// its pool: unreachable unless the configuration changed under
+		// the run.
+		panic(fmt.Sprintf("sim: autoscale: switch: %v", err))
 	}
-	// The controller's budgets and speculation were set on the worker, not
-	// the model: the new engine keeps them.
-	p.eng.SetBudgets(st.MaxBatch, st.TokenBudget)
-	p.eng.SetSpecDecode(st.SpecDecode)
-	from := p.eng.Tier()
-	p.eng.Wake(at(r.now))
-	w.eng, w.rep = p.eng, p.rep
+	w.eng, w.rep = ch.Engine, ch.Replica
 	w.sleepPending = false
 	a.switches[w.idx] = nil
 	a.stats.Switches++
-	a.stats.SwitchSeconds += float64(r.now-o.at)/1e9 + p.rep.TierSeconds(from)
-	if from == schemas.TierHost {
+	a.stats.SwitchSeconds += float64(r.now-o.at)/1e9 + ch.LoadSeconds
+	if ch.From == schemas.TierHost {
 		a.stats.WarmSwitches++
 	}
 	// The old model's KV is gone with its sleep: the router's index of
@@ -201,19 +187,8 @@ func (a *autoscaler) finishSwitch(r *runner, w *simWorker) {
 // tier and load time, and states its free HBM as the active engine's
 // reservation leaves it (see the file comment).
 func (a *autoscaler) annotate(w *simWorker, hb *schemas.Heartbeat) {
-	if int(w.idx) >= len(a.parked) || len(a.parked[w.idx]) == 0 {
-		return
-	}
-	for _, pl := range a.pools {
-		p := a.parked[w.idx][pl.rep.Model.Name]
-		if p == nil || pl.rep.GPU.Name != w.rep.GPU.Name || pl.rep.TP != w.rep.TP {
-			continue
-		}
-		tier := p.tier
-		if p.eng != nil {
-			tier = p.eng.Tier()
-		}
-		engine.AddParked(hb, p.rep, tier)
+	if int(w.idx) < len(a.shelves) {
+		a.shelves[w.idx].Annotate(hb)
 	}
 }
 
