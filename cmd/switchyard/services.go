@@ -20,6 +20,7 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/core/admission"
 	"github.com/switchyard-ai/switchyard/internal/core/baselines"
 	"github.com/switchyard-ai/switchyard/internal/core/catalog"
+	"github.com/switchyard-ai/switchyard/internal/core/control"
 	"github.com/switchyard-ai/switchyard/internal/core/perf"
 	"github.com/switchyard-ai/switchyard/internal/core/routing"
 	"github.com/switchyard-ai/switchyard/schemas"
@@ -278,11 +279,16 @@ func runWorker(ctx context.Context, args []string, _ io.Writer) error {
 	link := fs.String("link", "", "the worker's network link for KV transfers, a catalog link name (e.g. ib-ndr, nvlink4, roce-400); none: it takes no split leg")
 	kvHold := fs.Duration("kv-hold", worker.DefaultKVHold, "how long a finished prefill's KV is held for its decode worker's pull")
 	speed := fs.Float64("speedup", 1, "run the simulated GPU this many times faster than real time")
+	park := fs.String("park", "", "simulated backend, GPUs that change model (controller --shift-models): other models' weights staged on this worker, so the controller can switch it to one: MODEL[@TIER][,...], TIER host (asleep in host memory; the default), page_cache, disk or remote")
 	var fault worker.Fault // fault injection, for fault tests only (services/worker/fault.go)
 	fs.Float64Var(&fault.Slowdown, "fault-slowdown", 0, "FAULT INJECTION (tests): stretch every engine step by this factor")
 	fs.Float64Var(&fault.ErrorRate, "fault-error-rate", 0, "FAULT INJECTION (tests): answer this share of requests with backend_error")
 	fs.Uint64Var(&fault.Seed, "fault-seed", 1, "FAULT INJECTION (tests): seed picking which requests fail")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	parks, err := parsePark(*park, *backend)
+	if err != nil {
 		return err
 	}
 	sh, cat, err := f.connect(ctx, "worker")
@@ -291,6 +297,9 @@ func runWorker(ctx context.Context, args []string, _ io.Writer) error {
 	}
 	defer sh.NC.Drain()
 	if err := fault.Validate(); err != nil {
+		return err
+	}
+	if parks, err = checkPark(parks, cat, *gpu, *model, *dtype, *tp); err != nil {
 		return err
 	}
 	if !schemas.ValidRole(*role) {
@@ -312,8 +321,78 @@ func runWorker(ctx context.Context, args []string, _ io.Writer) error {
 	if err != nil {
 		return err
 	}
+	for _, p := range parks {
+		if err := w.Park(p.model, p.tier); err != nil {
+			return fmt.Errorf("worker: --park: %w", err)
+		}
+	}
+	if len(parks) > 0 {
+		sh.Log.Info("models parked", "park", parks)
+	}
 	if fault.Active() {
 		sh.Log.Warn(fault.String())
 	}
 	return w.Run(ctx)
+}
+
+// parkSpec is one --park entry: a model whose weights a worker keeps
+// staged at a tier while it serves another.
+type parkSpec struct{ model, tier string }
+
+func (p parkSpec) String() string { return p.model + "@" + p.tier }
+
+// parsePark reads --park MODEL[@TIER][,...] (tier host when left out, as
+// --parked-tier in up and demo; control.ParkedTier). Only the simulated
+// engine changes model: a real one fronts one served model per process.
+func parsePark(s, backend string) ([]parkSpec, error) {
+	var out []parkSpec
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
+		}
+		model, tier, _ := strings.Cut(part, "@")
+		if model = strings.TrimSpace(model); model == "" {
+			return nil, fmt.Errorf("worker: --park %q: want MODEL[@TIER]", part)
+		}
+		tier, err := control.ParkedTier(strings.TrimSpace(tier))
+		if err != nil {
+			return nil, fmt.Errorf("worker: --park %s: %w", part, err)
+		}
+		out = append(out, parkSpec{model: model, tier: tier})
+	}
+	if len(out) > 0 && backend != "sim" {
+		return nil, fmt.Errorf("worker: --park with --backend %s: only the simulated engine changes model (a real engine serves one model per process)", backend)
+	}
+	return out, nil
+}
+
+// checkPark names each parked model as the catalog does, and refuses one
+// the catalog lacks or that cannot run on this worker's GPU, dtype and TP,
+// the model the worker serves, and a model named twice.
+func checkPark(parks []parkSpec, cat *catalog.Catalog, gpu, model, dtype string, tp int) ([]parkSpec, error) {
+	if len(parks) == 0 {
+		return nil, nil
+	}
+	own, err := perf.NewReplica(cat, gpu, model, dtype, tp)
+	if err != nil {
+		return nil, fmt.Errorf("worker: --model %s: %w", model, err)
+	}
+	out := make([]parkSpec, 0, len(parks))
+	seen := map[string]bool{own.Model.Name: true}
+	for _, p := range parks {
+		rep, err := perf.NewReplica(cat, gpu, p.model, dtype, tp)
+		if err != nil {
+			return nil, fmt.Errorf("worker: --park %s: %w", p.model, err)
+		}
+		name := rep.Model.Name
+		switch {
+		case name == own.Model.Name:
+			return nil, fmt.Errorf("worker: --park %s: it is the model this worker serves (--model %s)", p.model, model)
+		case seen[name]:
+			return nil, fmt.Errorf("worker: --park: %s named twice", name)
+		}
+		seen[name] = true
+		out = append(out, parkSpec{model: name, tier: p.tier})
+	}
+	return out, nil
 }
