@@ -2,7 +2,8 @@
 // heartbeats (sy.hb.>), the router's queue depth per class (JetStream
 // consumer info of the router-<class> consumers) and results (SLO
 // attainment per class and the request mix) and the routers' held demand
-// for cold starts (sy.event.router.held_demand, held.go), runs internal/core/control every
+// for cold starts (sy.event.router.held_demand, held.go) and queue depth
+// per model (sy.event.router.queued_by_model, queued.go), runs internal/core/control every
 // interval and publishes its decisions on sy.ctl.> — per-worker spec
 // decoding, budgets, warmth and role, model switches (sy.ctl.switch.<worker>,
 // GPUs that change model when control.Config.ShiftModels is set), per-pool
@@ -15,12 +16,14 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchyard-ai/switchyard/internal/core/baselines"
 	"github.com/switchyard-ai/switchyard/internal/core/control"
@@ -66,6 +69,10 @@ type Controller struct {
 	unserved uint64
 	// held is the routers' held demand for cold starts (held.go).
 	held heldBook
+	// queued is the routers' queue depth per model (queued.go), and
+	// poolModel names a model as the pools do.
+	queued    queuedBook
+	poolModel func(string) string
 }
 
 type hbSeen struct {
@@ -95,7 +102,8 @@ func New(sh *svc.Shell, cfg Config) (*Controller, error) {
 	if cfg.Control.ShiftModels && ctl != control.Planner(own) {
 		return nil, fmt.Errorf("controller: shift models: planner %s does not move GPUs between models; only %s does", cfg.Planner, control.PlannerSwitchyard)
 	}
-	c := &Controller{sh: sh, cfg: cfg, ctl: ctl, own: own, hbs: map[string]hbSeen{}, desired: map[string]int{}, recent: control.Recent{Window: cfg.SLOWindow}}
+	c := &Controller{sh: sh, cfg: cfg, ctl: ctl, own: own, hbs: map[string]hbSeen{}, desired: map[string]int{}, recent: control.Recent{Window: cfg.SLOWindow},
+		poolModel: poolModels(cfg.Control.Pools, cfg.Control.Catalog)}
 	for _, p := range cfg.Control.Pools {
 		key := p.Key()
 		c.desired[key] = -1
@@ -157,6 +165,11 @@ func (c *Controller) Run(ctx context.Context) error {
 		return err
 	}
 	defer stopHeld()
+	stopQueued, err := c.queued.follow(c.sh.NC, c.sh.Now)
+	if err != nil {
+		return err
+	}
+	defer stopQueued()
 	c.sh.Log.Info("controller starting", "interval", c.cfg.Control.Interval, "pools", len(c.cfg.Control.Pools))
 	t := time.NewTicker(c.cfg.Control.Interval)
 	defer t.Stop()
@@ -233,13 +246,25 @@ func (c *Controller) inputs(ctx context.Context) control.Inputs {
 	if c.cfg.Starting != nil {
 		in.Starting = c.cfg.Starting()
 	}
+	// backlog is every class's, for scaling the routers' queue depth per
+	// model to (queued.go); -1 when a class's could not be read. A class
+	// no router has a consumer for yet has none.
+	backlog := 0
 	for _, class := range schemas.Priorities {
 		qctx, cancel := context.WithTimeout(ctx, time.Second)
-		if n, err := svc.RouterBacklog(qctx, c.sh.JS, class); err == nil {
+		n, err := svc.RouterBacklog(qctx, c.sh.JS, class)
+		switch {
+		case err == nil:
 			in.Queued[class] = n
+			if backlog >= 0 {
+				backlog += n
+			}
+		case !errors.Is(err, jetstream.ErrConsumerNotFound):
+			backlog = -1
 		}
 		cancel()
 	}
+	in.QueuedByModel = c.queued.byModel(now, backlog, c.poolModel)
 	// Requests held for a cold start are still unacked on the router
 	// consumers: they are the held pools' demand, not the shared queue's.
 	var heldByClass map[string]int

@@ -151,6 +151,9 @@ type Router struct {
 	// most maxFailPublishes at once (failSlots).
 	fails     sync.WaitGroup
 	failSlots chan struct{}
+	// queued is the queue depth per model last reported to the
+	// controller (queued.go).
+	queued queuedReport
 }
 
 // New builds a router.
@@ -295,6 +298,9 @@ func (r *Router) loop(ctx context.Context) {
 		case <-ctx.Done():
 			// Inputs lingering without actions are still recorded.
 			r.publishJournal()
+			// What it held goes back to the stream for another router,
+			// which will report it.
+			r.reportQueued(r.sh.Now(), true)
 			return
 		case fn := <-r.inbox:
 			fn()
@@ -319,6 +325,7 @@ func (r *Router) loop(ctx context.Context) {
 			}
 			r.flush(ctx)
 			r.keepAlive()
+			r.reportQueued(r.sh.Now(), false)
 		}
 	}
 }
