@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -249,6 +250,20 @@ func printSummary(w io.Writer, s tally.Summary, took time.Duration) {
 		s.Submitted, s.Completed, s.Rejected, s.Shed, s.Failed, s.Lost, s.Duplicates)
 	fmt.Fprintf(w, "  SLO attainment %.3f   cost per successful task $%.6f   GPU-hours provisioned %.4f   simulated %v\n", s.SLOAttainment, s.CostPerSuccessUSD, s.GPUHours, s.Simulated)
 	fmt.Fprintf(w, "  cache hits %d  moved %d  workflows cancelled %d  GPU-seconds saved %.2f\n", s.CacheHits, s.Moved, s.WorkflowsCancelled, s.GPUSecondsSaved)
+	if len(s.ErrorsByCode) > 0 {
+		codes := slices.Sorted(maps.Keys(s.ErrorsByCode))
+		fmt.Fprint(w, "  errors by code")
+		for _, c := range codes {
+			fmt.Fprintf(w, "  %s %d", c, s.ErrorsByCode[c])
+		}
+		if s.ErrorsByCode[schemas.CodeWorkflowDoomed] > 0 {
+			// The default load dooms some workflows on purpose
+			// (loadgen.Workload.DoomedFraction): a new user reading the
+			// class attainment should know those misses are by design.
+			fmt.Fprint(w, "\n    (workflow_doomed: a workflow whose deadline its steps cannot meet is cancelled before it spends GPU time;\n     the default demo load dooms a quarter of its workflows on purpose, and their steps count as misses)")
+		}
+		fmt.Fprintln(w)
+	}
 	if len(s.CompletedByGPU) > 0 {
 		gpus := make([]string, 0, len(s.CompletedByGPU))
 		for g := range s.CompletedByGPU {

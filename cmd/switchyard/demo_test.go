@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/switchyard-ai/switchyard/loadgen/tally"
+	"github.com/switchyard-ai/switchyard/schemas"
 )
 
 // TestDemoJSON runs a short demo end to end on embedded NATS and checks the
@@ -161,5 +162,39 @@ func TestDemoPolicyFlag(t *testing.T) {
 		if (err != nil) != tc.wantErr || (err != nil && !strings.Contains(err.Error(), "--policy")) {
 			t.Errorf("--policy %s: got %v, want error %v naming --policy", tc.policy, err, tc.wantErr)
 		}
+	}
+}
+
+// TestPrintSummaryErrorsByCode: the summary names each error code, and
+// explains workflow_doomed, which the default load provokes on purpose and
+// a new user would otherwise read as the scheduler's misses.
+func TestPrintSummaryErrorsByCode(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		codes    map[string]int
+		want     []string
+		wantNote bool
+	}{
+		{"none", nil, nil, false},
+		{"doomed", map[string]int{schemas.CodeWorkflowDoomed: 8}, []string{"errors by code  workflow_doomed 8"}, true},
+		{"others sorted", map[string]int{schemas.CodeDeadlineExceeded: 2, schemas.CodeCancelled: 1},
+			[]string{"errors by code  cancelled 1  deadline_exceeded 2"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b strings.Builder
+			printSummary(&b, tally.Summary{ErrorsByCode: tc.codes}, time.Second)
+			out := b.String()
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("summary lacks %q:\n%s", w, out)
+				}
+			}
+			if len(tc.codes) == 0 && strings.Contains(out, "errors by code") {
+				t.Errorf("summary lists error codes with none:\n%s", out)
+			}
+			if got := strings.Contains(out, "dooms a quarter of its workflows on purpose"); got != tc.wantNote {
+				t.Errorf("doomed note shown = %v, want %v:\n%s", got, tc.wantNote, out)
+			}
+		})
 	}
 }
