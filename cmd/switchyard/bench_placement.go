@@ -5,15 +5,16 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"github.com/switchyard-ai/switchyard/internal/core/stats"
 	"io"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"time"
 
 	"github.com/switchyard-ai/switchyard/internal/core/perf"
 	"github.com/switchyard-ai/switchyard/internal/core/placement"
+	"github.com/switchyard-ai/switchyard/internal/core/stats"
 )
 
 // runBenchPlacement measures one placement decision over a synthetic fleet:
@@ -36,6 +37,7 @@ func runBenchPlacement(ctx context.Context, args []string, stdout io.Writer) err
 	ops := fs.Int("ops", 20000, "placements to time")
 	seed := fs.Uint64("seed", 1, "synthetic fleet seed")
 	asJSON := fs.Bool("json", false, "print a JSON summary as the last line")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the timed placements (not the fleet's build or warm-up) here")
 	costName := fs.String("cost", "linear", "cost model: linear (placement.BenchCost, the default: measures the placer) or roofline (internal/core/perf's predictor, as the router uses; the fleet's names mapped to the catalog)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -78,6 +80,13 @@ func runBenchPlacement(ctx context.Context, args []string, stdout io.Writer) err
 	heapMB := float64(ms.HeapAlloc) / (1 << 20)
 	fleetMB := float64(ms.HeapAlloc-min(heapBefore, ms.HeapAlloc)) / (1 << 20)
 	lat := make([]time.Duration, *ops)
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	runtime.ReadMemStats(&ms)
 	mallocs := ms.Mallocs
 	for i := range lat {
@@ -90,6 +99,9 @@ func runBenchPlacement(ctx context.Context, args []string, stdout io.Writer) err
 	}
 	runtime.ReadMemStats(&ms)
 	allocs := float64(ms.Mallocs-mallocs) / float64(len(lat))
+	if *cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	best := make([]time.Duration, min(len(reqs), len(lat)))
 	for i, d := range lat {
 		if b := &best[i%len(reqs)]; i < len(reqs) || d < *b {
@@ -141,4 +153,18 @@ func loadAverage() float64 {
 		return -1
 	}
 	return l
+}
+
+// startCPUProfile starts a CPU profile into path; the returned func stops
+// it (a second stop is harmless) and closes the file.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
