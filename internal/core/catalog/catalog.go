@@ -35,6 +35,15 @@ const (
 // DtypeBytes returns bytes per weight (and per KV element) for a dtype, or 0
 // when the dtype is unknown.
 func DtypeBytes(dtype string) float64 {
+	// The canonical lower-case names first, without folding: every step
+	// prediction asks (placement and the simulated engine), and
+	// strings.ToLower on each call showed in placement's profile.
+	switch dtype {
+	case DtypeBF16, DtypeFP16:
+		return 2
+	case DtypeFP8:
+		return 1
+	}
 	switch strings.ToLower(dtype) {
 	case DtypeBF16, DtypeFP16:
 		return 2

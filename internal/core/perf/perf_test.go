@@ -238,3 +238,17 @@ func TestLoadSecondsByTier(t *testing.T) {
 		t.Errorf("override: wake %.3f s, want %.3f", got, want)
 	}
 }
+
+// BenchmarkPredictorByName is the router's way in: a cost question by name,
+// cycling over the kinds of a mixed fleet as a placement pass does.
+func BenchmarkPredictorByName(b *testing.B) {
+	p := NewPredictor(nil)
+	kinds := []struct{ gpu, model string }{
+		{"h100", "llama-3.1-8b"}, {"a100-80g", "llama-3.1-8b"}, {"l40s", "llama-3.1-8b"},
+		{"h100", "qwen2.5-7b"}, {"a100-80g", "qwen2.5-7b"}, {"l4", "llama-3.2-1b"},
+	}
+	for i := 0; b.Loop(); i++ {
+		k := kinds[i%len(kinds)]
+		p.DecodeSeconds(k.gpu, k.model, "bf16", 1, 128, 32, 2000)
+	}
+}

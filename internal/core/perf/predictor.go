@@ -3,20 +3,34 @@ package perf
 import (
 	"math"
 	"sync"
+	"sync/atomic"
 
 	"github.com/switchyard-ai/switchyard/internal/core/catalog"
 )
 
 // Predictor answers the router's cost questions by name. It caches one
 // Replica per (gpu, model, dtype, tp) key exactly as the caller spells it,
-// so after the first call per key a lookup is one read-locked map access
-// with no allocation. Unknown or invalid combinations (unknown names, FP8 on
+// so after the first call per key a lookup is a scan of the few keys seen
+// (a fleet has a handful of kinds), with no lock and no allocation. Unknown or invalid combinations (unknown names, FP8 on
 // Ampere, weights that do not fit) are cached too and cost +Inf seconds, so
 // a cost-minimising router never picks them. Safe for concurrent use.
 type Predictor struct {
 	cat *catalog.Catalog
 	mu  sync.RWMutex
 	rep map[replicaKey]*replicaEntry
+	// valid is every valid entry built so far, copied on write: placement
+	// asks by name several times per worker it evaluates, and a scan of a
+	// handful of keys (their strings usually the heartbeat's own, so equal
+	// by pointer) is cheaper than hashing three strings and a read lock.
+	valid atomic.Pointer[[]validEntry]
+}
+
+// maxValidScan bounds the lock-free list; kinds past it use the map.
+const maxValidScan = 16
+
+type validEntry struct {
+	k replicaKey
+	e *replicaEntry
 }
 
 type replicaKey struct {
@@ -45,6 +59,13 @@ func NewPredictor(c *catalog.Catalog) *Predictor {
 // is rebuilt once the catalog has learned a model since (see gen).
 func (p *Predictor) replica(gpu, model, dtype string, tp int) *replicaEntry {
 	k := replicaKey{gpu, model, dtype, tp}
+	if v := p.valid.Load(); v != nil {
+		for i := range *v {
+			if (*v)[i].k == k {
+				return (*v)[i].e
+			}
+		}
+	}
 	p.mu.RLock()
 	e := p.rep[k]
 	p.mu.RUnlock()
@@ -60,6 +81,17 @@ func (p *Predictor) replica(gpu, model, dtype string, tp int) *replicaEntry {
 	}
 	e = &replicaEntry{r: r, ok: err == nil, gen: gen}
 	p.rep[k] = e
+	if e.ok {
+		// Under p.mu: one writer at a time, so the copy loses nothing.
+		var next []validEntry
+		if v := p.valid.Load(); v != nil {
+			next = append(next, *v...)
+		}
+		if len(next) < maxValidScan {
+			next = append(next, validEntry{k, e})
+			p.valid.Store(&next)
+		}
+	}
 	return e
 }
 
