@@ -218,12 +218,13 @@ type Config struct {
 	StartTier string
 	// SleepOnRelease buys the return of a replica past its release hold in
 	// the cheapest tier that arrives in time: when its level's recent
-	// returns say that sleeping through another hold costs less than the
-	// re-buys it would save (sleep.go), the replica is put to sleep
-	// (weights to host memory, a wake of about a second) instead of being
-	// released (a cold start to get it back), and it is released only once
-	// it has slept through that hold unneeded. Only for fleets that carry
-	// out warmth commands (off by default; `sim --sleep-on-release`).
+	// returns (before its first, the quiet before its first demand) say
+	// that sleeping until they come costs less than the re-buys it would
+	// save (sleep.go), the replica is put to sleep (weights to host
+	// memory, a wake of about a second) instead of being released (a cold
+	// start to get it back), and it is released once no return still to
+	// come is worth its sleep. Only for fleets that carry out warmth
+	// commands (off by default; `sim --sleep-on-release`).
 	SleepOnRelease bool
 	// ShiftModels lets GPUs change model (shift.go): pools of whole
 	// requests on one GPU type (and TP) serving different models share that

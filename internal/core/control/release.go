@@ -68,6 +68,13 @@ type level struct {
 	// the first time it does is demand arriving, not returning, and says
 	// nothing of how soon demand comes back after a release.
 	needed bool
+	// arrival is the quiet before demand first reached this level (since
+	// the pool was first seen; kept when longer than a lead time), with
+	// whether that arrival was sudden and its misses as a return's are
+	// counted. The hold never reads it (a first climb fits no hold); the
+	// sleep rule takes it as its prior until the pool has seen a return
+	// (sleep.go).
+	arrival gap
 }
 
 // observeLevels updates every level's gap history with this decision's
@@ -93,8 +100,12 @@ func (ps *poolState) observeLevels(now time.Time, raw, forecastRaw int, lead flo
 			// the hold is at least a lead time and only longer gaps
 			// are kept: short flickers would otherwise crowd the
 			// history's long gaps out.
-			if g := now.Sub(lv.below).Seconds(); g > lead && lv.needed {
+			switch g := now.Sub(lv.below).Seconds(); {
+			case g > lead && lv.needed:
 				lv.gaps = append(lv.gaps, gap{seconds: g, sudden: forecastRaw < k})
+				lv.returned = now
+			case g > lead:
+				lv.arrival = gap{seconds: g, sudden: forecastRaw < k}
 				lv.returned = now
 			}
 			if len(lv.gaps) > releaseGaps {
@@ -107,9 +118,13 @@ func (ps *poolState) observeLevels(now time.Time, raw, forecastRaw int, lead flo
 		}
 		// The return's cost is what the lead time after it brings: a
 		// re-bought replica would have been loading through it.
-		if n := len(lv.gaps); n > 0 && short != nil && lv.gaps[n-1].sudden &&
-			!lv.returned.IsZero() && now.Sub(lv.returned).Seconds() <= lead {
-			lv.gaps[n-1].misses = math.Max(lv.gaps[n-1].misses, short(k))
+		// The arrival's, until a return is kept, the same way.
+		last := &lv.arrival
+		if n := len(lv.gaps); n > 0 {
+			last = &lv.gaps[n-1]
+		}
+		if short != nil && last.sudden && !lv.returned.IsZero() && now.Sub(lv.returned).Seconds() <= lead {
+			last.misses = math.Max(last.misses, short(k))
 		}
 	}
 }

@@ -60,39 +60,52 @@ func TestWakesSleepersBeforeColdStarts(t *testing.T) {
 }
 
 // A replica past its release hold goes to sleep instead of being released
-// when its level's recent gaps say a further hold asleep catches returns
-// worth more than the sleep costs, and is released once it has slept
-// through that hold; with no evidence, or returns the hold would miss, it
-// is released as before.
+// when its evidence — its level's recent gaps, or before its first return
+// the quiet before its first demand — says the returns still to come
+// are worth more than the sleep until them costs, and an asleep one is
+// kept until no return still to come is; with no evidence, or returns
+// worth less than the sleep, it is released as before.
 func TestSleepInsteadOfRelease(t *testing.T) {
 	const hold = 40 * time.Second
 	sudden := func(s, misses float64) gap { return gap{seconds: s, sudden: true, misses: misses} }
 	for _, tc := range []struct {
 		name      string
 		gaps      []gap
+		arrival   gap
 		price     float64
 		idle      time.Duration
 		sleepWant int
 		sleep     bool
 		wantAfter int // sleepWant after the decision
 	}{
-		{"no returns seen: release", nil, 1, hold, 0, false, 0},
-		{"sudden returns soon after the hold: sleep", []gap{sudden(60, 20), sudden(70, 30), {seconds: 600}}, 1, hold, 0, true, 1},
-		{"returns long after another hold: release", []gap{{seconds: 300}, {seconds: 400}}, 1, hold, 0, false, 0},
-		{"gradual returns just after the hold, GPU held: a wake saves a cold start, sleep", []gap{{seconds: 45}, {seconds: 46}}, 1, hold, 0, true, 1},
-		{"gradual returns half a hold later, GPU held: the sleep costs what it saves, release", []gap{{seconds: 60}, {seconds: 65}}, 1, hold, 0, false, 0},
-		{"the same, the freed HBM lent out (price 0.1): sleep", []gap{{seconds: 60}, {seconds: 65}}, 0.1, hold, 0, true, 1},
-		{"gradual returns near the end of another hold, GPU held: release", []gap{{seconds: 78}, {seconds: 79}, {seconds: 900}}, 1, hold, 0, false, 0},
-		{"returns seen just before the hold ended may come later: sleep", []gap{sudden(38, 0.5), sudden(39, 0.5)}, 1, hold, 0, true, 1},
-		{"already asleep within another hold: held", nil, 1, hold + hold/2, 1, true, 1},
-		{"already asleep past another hold: release", nil, 1, 2 * hold, 1, false, 0},
+		{"no returns seen: release", nil, gap{}, 1, hold, 0, false, 0},
+		{"sudden returns soon after the hold: sleep", []gap{sudden(60, 20), sudden(70, 30), {seconds: 600}}, gap{}, 1, hold, 0, true, 1},
+		{"gradual returns long after another hold: release", []gap{{seconds: 300}, {seconds: 400}}, gap{}, 1, hold, 0, false, 0},
+		{"gradual returns just after the hold, GPU held: a wake saves a cold start, sleep", []gap{{seconds: 45}, {seconds: 46}}, gap{}, 1, hold, 0, true, 1},
+		{"gradual returns half a hold later, GPU held: the sleep costs what it saves, release", []gap{{seconds: 60}, {seconds: 65}}, gap{}, 1, hold, 0, false, 0},
+		{"the same, the freed HBM lent out (price 0.1): sleep", []gap{{seconds: 60}, {seconds: 65}}, gap{}, 0.1, hold, 0, true, 1},
+		{"gradual returns near the end of another hold, GPU held: release", []gap{{seconds: 78}, {seconds: 79}, {seconds: 900}}, gap{}, 1, hold, 0, false, 0},
+		{"returns seen just before the hold ended may come later: sleep", []gap{sudden(38, 0.5), sudden(39, 0.5)}, gap{}, 1, hold, 0, true, 1},
+		// The sleep lasts as long as the returns it is bought for: a
+		// sudden return three holds away is slept through to, not left one
+		// hold short of it (the rule before slept one further hold only).
+		{"sudden returns three holds later: sleep through to them", []gap{sudden(120, 5), sudden(130, 5)}, gap{}, 1, hold, 0, true, 1},
+		// Before the level's first return, the quiet before its first
+		// demand is the evidence: a sudden first demand with misses is
+		// what its return would cost (the rule before released: no gaps).
+		{"no return yet, its first demand sudden after a quiet: sleep", nil, sudden(110, 20), 1, hold, 0, true, 1},
+		{"no return yet, its first demand gradual after a long quiet: release", nil, gap{seconds: 600}, 1, hold, 0, false, 0},
+		{"a return seen: the quiet before the first demand no longer counts", []gap{{seconds: 600}}, sudden(110, 20), 1, hold, 0, false, 0},
+		{"already asleep, its return still to come: held", []gap{sudden(120, 5)}, gap{}, 1, 3 * hold, 1, true, 1},
+		{"already asleep past the latest return expected: release", []gap{sudden(120, 5)}, gap{}, 1, 4 * hold, 1, false, 0},
+		{"already asleep, no evidence: release", nil, gap{}, 1, hold + hold/2, 1, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCtl(t, Pool{GPU: "h100", Model: model, Min: 1, Max: 8}, func(c *Config) { c.SleepOnRelease, c.SleepPrice = true, tc.price })
 			ps := c.pools[0]
 			ps.levels = make([]level, 3)
-			ps.levels[2].gaps = tc.gaps
-			ps.sleepWant = tc.sleepWant
+			ps.levels[2].gaps, ps.levels[2].arrival = tc.gaps, tc.arrival
+			ps.desired, ps.sleepWant = 3, tc.sleepWant
 			why, sleep := c.sleepInstead(ps, 3, tc.idle, hold)
 			if sleep != tc.sleep || ps.sleepWant != tc.wantAfter {
 				t.Fatalf("sleep %v (%q), sleepWant %d; want %v, %d", sleep, why, ps.sleepWant, tc.sleep, tc.wantAfter)
