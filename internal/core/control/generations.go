@@ -45,9 +45,21 @@ import (
 // replica), so beyond its minimum each is tried up to the count that
 // alone would carry the whole need.
 //
-// Each pool is then damped toward its share as any pool is (cooldowns,
-// release holds, sleeping instead of releasing): the split decides what
-// each generation should hold, the damping how fast it gets there.
+// The split says what serves the demand now; what the group keeps for a
+// return of demand is held for the group, not pool by pool (holdGroup).
+// The pools are substitutes: when the split moves the demand from an A100
+// to an H100, the A100's level falls and comes back as the split flips,
+// which its own release levels read as returns of demand, so each pool
+// held its replicas for their own holds and zero windows and the group
+// paid for every generation at once (the ServeGen day: the split asked
+// for $80 of the day, the pools held $153). The group keeps the release
+// levels a single pool keeps (release.go), in units of its smallest
+// replica's capacity, fed with the model's whole demand; the capacity of
+// the levels still held is kept on the cheapest of the replicas already
+// there (holding never starts one), the split's fleet included, and the
+// pools release the rest at once. A replica is released only once the
+// replicas serving — not those still loading — serve what is held without
+// it. Scale-ups are damped per pool as any pool's (cooldowns, tolerance).
 
 // genGroup is the pools of whole requests serving one model on more than
 // one GPU generation (or TP), not shared by GPUs that change model.
@@ -63,6 +75,10 @@ type genGroup struct {
 	chosen []int
 	next   []int
 	rent   float64
+	// hold keeps the group's release levels (release.go) in units of
+	// its smallest replica; held is the levels it still holds.
+	hold *poolState
+	held int
 }
 
 // buildGenGroups groups the pools of whole requests by model (and dtype);
@@ -185,12 +201,20 @@ func (c *Controller) sizeGenerations(g *genGroup, reads []poolRead, in Inputs) {
 	}
 	sizes, ok, how := c.chooseFleet(g, gens, need, reads)
 	forecast := groupNeed{hiSteady: need.hiSteady, low: need.low}
+	why := c.describeSplit(g, gens, sizes, ok, plan, planQ, burst, backlog, share) + "; " + how
+	live := make([]int, len(g.idx))
+	for k, i := range g.idx {
+		live[k] = max(0, reads[i].current-in.Starting[c.pools[i].Key()])
+	}
+	sizes, held := c.holdGroup(g, gens, need, forecast, sizes, live, in, lead, share)
+	if held != "" {
+		why += "; " + held
+	}
 	fsizes, _ := cheapestFleet(gens, forecast, nil)
 	for k := range fsizes {
 		fsizes[k] = min(fsizes[k], sizes[k])
 	}
 
-	why := c.describeSplit(g, gens, sizes, ok, plan, planQ, burst, backlog, share) + "; " + how
 	for k, i := range g.idx {
 		r := &reads[i].r
 		r.raw, r.forecastRaw = sizes[k], fsizes[k]
@@ -205,6 +229,107 @@ func (c *Controller) sizeGenerations(g *genGroup, reads []poolRead, in Inputs) {
 		}
 		r.short = c.groupShort(g, gens, sizes, k, share, need.low)
 	}
+}
+
+// holdGroup is the fleet the group keeps at this decision: the split's
+// fleet chosen, plus what the group's release levels still hold of the
+// replicas already there (desired), on the cheapest of them; and why.
+//
+// The levels are those of one pool (observeLevels, holdFor) whose replica
+// is the group's smallest (the feasible generation of least capacity at
+// the mix): the model's demand in that unit is the fewest such replicas
+// that alone would serve the need, and a level above it is released once
+// it has been unneeded for its hold (the last also for ZeroWindow, as a
+// single pool's last replica is). The held levels' capacity is asked of
+// the fleet as a floor (atLeast), met by the cheapest sizes between the
+// split's fleet and what each pool has; a replica above that is released.
+// Replicas still loading serve nothing: while what would remain serving
+// does not serve the held need, the pools that would shrink keep what
+// they have.
+func (c *Controller) holdGroup(g *genGroup, gens []generation, need, forecast groupNeed, chosen, live []int, in Inputs, lead, share float64) ([]int, string) {
+	unit := -1
+	for k, gen := range gens {
+		if gen.capU > 0 && gen.burstCap > 0 && gen.max > 0 && (unit < 0 || gen.capU < gens[unit].capU) {
+			unit = k
+		}
+	}
+	if unit < 0 {
+		return chosen, ""
+	}
+	u := gens[unit]
+	if g.hold == nil {
+		g.hold = &poolState{}
+	}
+	hp := g.hold
+	hp.rep, hp.highPenalty = u.ps.rep, u.ps.highPenalty
+	// units is the fewest of the unit's replicas that alone serve n.
+	units := func(n groupNeed) int {
+		total := n.hiSteady + n.hiBurst + n.low + n.drain + n.atLeast
+		top := int(math.Ceil(total/math.Min(u.capU, u.burstCap)-1e-9)) + 2
+		for m := 0; m < top; m++ {
+			if n.serves(float64(m)*u.capU, float64(m)*u.burstCap, m) {
+				return m
+			}
+		}
+		return top
+	}
+	rawU, forecastU := units(need), units(forecast)
+	budget := c.cfg.QueueBudget.Seconds()
+	short := func(k int) float64 {
+		mu := math.Max(0, float64(k-1)*u.capU-need.low) * u.burstCap / u.capU
+		return shortMisses(g.arrivals, share, mu, budget)
+	}
+	hp.observeLevels(in.Now, rawU, forecastU, lead, short)
+	switch {
+	case rawU >= g.held:
+		g.held = rawU
+	default:
+		hold, _ := c.holdFor(hp, g.held)
+		if g.held == 1 {
+			hold = max(hold, c.cfg.ZeroWindow)
+		}
+		if hp.idle(g.held, in.Now) >= hold {
+			g.held--
+		}
+	}
+	hn := need
+	hn.atLeast = math.Max(hn.atLeast, float64(g.held)*u.capU)
+	have := make([]int, len(gens))
+	for k, gen := range gens {
+		have[k] = max(chosen[k], clamp(gen.ps.desired, gen.min, gen.max))
+	}
+	if slicesEqual(have, chosen) {
+		return chosen, ""
+	}
+	sizes, ok := cheapestFleetWithin(gens, hn, chosen, have)
+	if !ok {
+		sizes = have
+	}
+	// What stays serving after the releases must serve what is held.
+	C, B, n := 0.0, 0.0, 0
+	for k, gen := range gens {
+		s := min(sizes[k], live[k])
+		C += float64(s) * gen.capU
+		B += float64(s) * gen.burstCap
+		n += s
+	}
+	why := fmt.Sprintf("the group holds %d of %d levels of %.2f req/s (one %s replica's worth) for a return of the model's demand", g.held, max(g.held, rawU), u.capU, u.ps.GPU)
+	if !hn.serves(C, B, n) && !slicesEqual(sizes, have) {
+		return have, why + "; replicas it would keep are still loading: nothing released"
+	}
+	return sizes, why + ", on the cheapest of the replicas it has"
+}
+
+// groupDown shrinks a pool of a generation group toward its share of the
+// fleet the group holds (holdGroup), one replica a decision: the group has
+// held what a return of the model's demand asks for, so the pool's own
+// release levels, which read the split's flips between generations as
+// returns of demand, do not hold it again.
+func (c *Controller) groupDown(ps *poolState, r recommendation, highMiss bool) (int, string) {
+	if highMiss {
+		return ps.desired, "scale-down held: high-priority SLO attainment below target"
+	}
+	return ps.desired - 1, "scale down: the group's fleet holds " + fmt.Sprint(r.raw) + " here; " + r.why
 }
 
 // priceGeneration is what one pool's replicas plan to serve within the
@@ -457,12 +582,15 @@ func (c *Controller) describeSplit(g *genGroup, gens []generation, sizes []int, 
 // longer serves the need grows by the cheapest additions to it (no
 // generation is given up to grow another); one that serves it shrinks to
 // the cheapest fleet at once where that only removes replicas (the
-// release holds still pace it). A cheaper fleet of another composition —
-// replicas started on one generation for others released — is a ski
-// rental, as a switch of GPUs between models is (shift.go): its saving
-// accrues each interval it stays the cheapest, and it is adopted once the
-// saving pays the new replicas' cold starts plus a lead time each (the
-// replicas it releases are paid meanwhile). Without it, demand near the
+// group's hold still paces it, holdGroup). A cheaper fleet of another
+// composition — replicas started on one generation for others released —
+// is a ski rental, as a switch of GPUs between models is (shift.go): its
+// saving accrues each interval it stays the cheapest, and it is adopted
+// once the saving pays the new replicas' cold starts plus a lead time each
+// (the replicas it releases are paid meanwhile). (Accruing what the fleet
+// chosen costs over whichever fleet is cheapest at each interval was
+// tried: it recomposed more often and cost more, $130.00 against $121.01
+// on the ServeGen day.) Without it, demand near the
 // crossing of two compositions (one A100 against one H100) flipped the
 // choice decision by decision and each flip held both.
 func (c *Controller) chooseFleet(g *genGroup, gens []generation, need groupNeed, reads []poolRead) ([]int, bool, string) {
@@ -482,9 +610,26 @@ func (c *Controller) chooseFleet(g *genGroup, gens []generation, need groupNeed,
 		return append([]int(nil), g.chosen...), true, reason
 	}
 	if !need.serves(C, B, sumInts(g.chosen)) {
-		// It must grow, and replicas ordered now are cold starts whichever
-		// generation they are: the cheapest fleet that serves, additions
-		// to the one chosen on a tie.
+		// It must grow. Replicas the group still holds beyond the fleet
+		// chosen (holdGroup) are there: growing back onto them starts
+		// nothing, where a cheaper composition would start replicas and
+		// release them, and a return of demand onto the replicas held is
+		// what they were held for (re-choosing the cheapest composition
+		// at every rise churned cold starts between generations). A
+		// cheaper composition is then a ski rental, as below.
+		have := make([]int, len(gens))
+		for k, gen := range gens {
+			have[k] = max(g.chosen[k], clamp(gen.ps.desired, gen.min, gen.max))
+		}
+		if !slicesEqual(have, g.chosen) {
+			if sizes, ok := cheapestFleetWithin(gens, need, nil, have); ok {
+				g.chosen, g.next, g.rent = sizes, nil, 0
+				return append([]int(nil), sizes...), true, "the fleet chosen before no longer serves the need: the cheapest part of the replicas the group still holds that does"
+			}
+		}
+		// Replicas ordered now are cold starts whichever generation they
+		// are: the cheapest fleet that serves, additions to the one chosen
+		// on a tie.
 		sizes, ok := cheapestFleet(gens, need, g.chosen)
 		how := "the fleet chosen before no longer serves the need: the cheapest additions to it"
 		if best, okB := cheapestFleet(gens, need, nil); okB && fleetCost(gens, best) < fleetCost(gens, sizes)-1e-9 {

@@ -11,11 +11,23 @@ import (
 	"github.com/switchyard-ai/switchyard/schemas"
 )
 
-// driveGenerations runs a controller over one worker per pool of gpus that
+// driveGenerations runs a controller over pools of gpus whose workers
 // together complete rate requests a second of mix (split evenly: the
 // router's split does not matter, the group's sum does), with every class
-// meeting its SLO, and returns the last decision.
+// meeting its SLO, and returns the last decision. Each pool starts with one
+// worker and the pools' sizes are started and released at once.
 func driveGenerations(t *testing.T, cfg Config, gpus []string, mix Mix, rate float64, decisions int) Decision {
+	t.Helper()
+	ds := runGenFleet(t, cfg, gpus, mix, func(int) float64 { return rate }, decisions, 0)
+	return ds[len(ds)-1]
+}
+
+// runGenFleet is driveGenerations with the rate a function of the decision
+// and workers that serve load after they are started (the cold start;
+// until then they are Inputs.Starting): the pools' desired sizes are
+// reconciled after each decision, releasing replicas still loading first.
+// It returns every decision.
+func runGenFleet(t *testing.T, cfg Config, gpus []string, mix Mix, rate func(step int) float64, decisions int, load time.Duration) []Decision {
 	t.Helper()
 	for _, g := range gpus {
 		cfg.Pools = append(cfg.Pools, Pool{GPU: g, Model: model, Min: 0, Max: 16})
@@ -24,23 +36,71 @@ func driveGenerations(t *testing.T, cfg Config, gpus []string, mix Mix, rate flo
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make([]float64, len(gpus))
-	var d Decision
+	type worker struct {
+		id    string
+		ready time.Time
+		done  float64
+	}
 	now := t0
+	workers := map[string][]*worker{}
+	seq := 0
+	start := func(gpu string, at time.Time) {
+		seq++
+		workers[gpu] = append(workers[gpu], &worker{id: fmt.Sprintf("%s-%02d", gpu, seq), ready: at})
+	}
+	for _, g := range gpus {
+		start(g, now)
+	}
 	slo := map[string]Attainment{schemas.PriorityCritical: {Met: 200, Total: 200}, schemas.PriorityInteractive: {Met: 300, Total: 300},
 		schemas.PriorityStandard: {Met: 300, Total: 300}, schemas.PriorityBatch: {Met: 200, Total: 200}}
-	for range decisions {
+	var out []Decision
+	for step := range decisions {
 		now = now.Add(c.cfg.Interval)
-		hbs := make([]schemas.Heartbeat, len(gpus))
-		for i, g := range gpus {
-			done[i] += rate * c.cfg.Interval.Seconds() / float64(len(gpus))
-			hbs[i] = schemas.Heartbeat{WorkerID: fmt.Sprintf("%s-00", g), GPU: g, TP: 1, MaxBatch: 256,
-				Models:  []schemas.ModelState{{Name: model, Dtype: "bf16", State: schemas.WeightHot}},
-				Running: 4, CompletedTotal: uint64(done[i])}
+		var ready []*worker
+		starting := map[string]int{}
+		var hbs []schemas.Heartbeat
+		for _, g := range gpus {
+			for _, w := range workers[g] {
+				if w.ready.After(now) {
+					starting[PoolKey(g, model)]++
+					continue
+				}
+				ready = append(ready, w)
+			}
 		}
-		d = c.Decide(Inputs{Now: now, Workers: hbs, Queued: map[string]int{}, SLO: slo, Mix: mix})
+		for _, g := range gpus {
+			for _, w := range workers[g] {
+				if w.ready.After(now) {
+					continue
+				}
+				w.done += rate(step) * c.cfg.Interval.Seconds() / float64(len(ready))
+				hbs = append(hbs, schemas.Heartbeat{WorkerID: w.id, GPU: g, TP: 1, MaxBatch: 256,
+					Models:  []schemas.ModelState{{Name: model, Dtype: "bf16", State: schemas.WeightHot}},
+					Running: 4, CompletedTotal: uint64(w.done)})
+			}
+		}
+		d := c.Decide(Inputs{Now: now, Workers: hbs, Queued: map[string]int{}, SLO: slo, Mix: mix, Starting: starting})
+		out = append(out, d)
+		for _, rd := range d.Replicas {
+			ws := workers[rd.GPU]
+			for len(ws) < rd.Desired {
+				start(rd.GPU, now.Add(load))
+				ws = workers[rd.GPU]
+			}
+			for len(ws) > rd.Desired {
+				// Release one still loading first, else the newest.
+				k := len(ws) - 1
+				for j, w := range ws {
+					if w.ready.After(now) {
+						k = j
+					}
+				}
+				ws = append(ws[:k], ws[k+1:]...)
+			}
+			workers[rd.GPU] = ws
+		}
 	}
-	return d
+	return out
 }
 
 // withPrices is the default catalog with some GPUs' $/h replaced.
@@ -165,6 +225,71 @@ func TestGroupNeedReducesToOnePool(t *testing.T) {
 		sizes, ok := cheapestFleet([]generation{{capU: tc.capU, burstCap: tc.burstCap, price: 3, min: 0, max: 64, perRequest: 1}}, need, nil)
 		if !ok || sizes[0] != single {
 			t.Errorf("%+v: group %v, single pool %d", tc, sizes, single)
+		}
+	}
+}
+
+// When demand moves the split to another generation, the replica it moves
+// off is released once the replica replacing it serves, not held by its
+// own pool's release levels as if the split's move were a return of demand
+// (issue 30: on the ServeGen day the pools held $153 of a day the split
+// asked $80 for). Until then it is kept: a replica still loading serves
+// nothing. ServeGen R1's mix (1.3k in with a long tail, 1.5k out): at
+// 0.3 req/s one L40S ($1/h) serves it; at 1.2 req/s one H100 ($3/h), where
+// two A100 (their prefills cap them at 0.89 req/s) or four L40S cost more.
+func TestGroupReleasesTheReplicaItMovedOff(t *testing.T) {
+	mix := Mix{PromptTokens: 1300, OutputTokens: 1500, PromptTokensSquared: 4274 * 4274}
+	const load = 30 * time.Second
+	const rise = 400 // the decision at which the rate rises
+	rate := func(step int) float64 {
+		if step < rise {
+			return 0.3
+		}
+		return 1.2
+	}
+	gpus := []string{"h100", "a100-80g", "l40s"}
+	ds := runGenFleet(t, Config{}, gpus, mix, rate, rise+300, load)
+	sizes := func(d Decision) map[string]int {
+		out := map[string]int{}
+		for _, rd := range d.Replicas {
+			out[rd.GPU] = rd.Desired
+		}
+		return out
+	}
+	reason := func(d Decision, gpu string) string {
+		for _, rd := range d.Replicas {
+			if rd.GPU == gpu {
+				return rd.Reason
+			}
+		}
+		return ""
+	}
+	if s := sizes(ds[rise-1]); s["l40s"] != 1 || s["a100-80g"] != 0 || s["h100"] != 0 {
+		t.Fatalf("at 0.3 req/s the fleet is %v; want one l40s: %s", s, reason(ds[rise-1], "l40s"))
+	}
+	// The decision at which a replacement was first ordered.
+	ordered := -1
+	for i := rise; i < len(ds) && ordered < 0; i++ {
+		if s := sizes(ds[i]); s["h100"]+s["a100-80g"] > 0 {
+			ordered = i
+		}
+	}
+	if ordered < 0 {
+		t.Fatalf("at 1.2 req/s no replacement was ordered: %s", reason(ds[len(ds)-1], "h100"))
+	}
+	serving := ordered + int(load/(2*time.Second)) + 1
+	for i := rise; i < serving; i++ {
+		if sizes(ds[i])["l40s"] < 1 {
+			t.Fatalf("decision %d: the l40s was released while its replacement was still loading: %s", i, reason(ds[i], "l40s"))
+		}
+	}
+	// Once the replacement serves, the fleet is one H100 within two lead
+	// times (load plus an interval each: the split may order an A100 on
+	// the way up), not after the L40S's own zero window (5 minutes).
+	by := serving + 2*(int(load/(2*time.Second))+1)
+	for i := by; i < len(ds); i++ {
+		if s := sizes(ds[i]); s["l40s"] != 0 || s["a100-80g"] != 0 || s["h100"] != 1 {
+			t.Fatalf("decision %d (%ds after the first replacement serves): %v, want one h100 alone: %s", i, 2*(i-serving), s, reason(ds[i], "l40s"))
 		}
 	}
 }

@@ -341,6 +341,8 @@ func (c *Controller) damp(ps *poolState, r recommendation, now time.Time, load f
 		return next, fmt.Sprintf("scale from zero: %d replicas for %.0f waiting requests; they serve after a %.1fs cold weight load; %s", next, load, r.loadS, r.why)
 	case raw > old:
 		return c.dampUp(ps, r, now)
+	case raw < old && ps.gen != nil && c.cfg.DownWindow <= 0:
+		return c.groupDown(ps, r, highMiss) // the group held it (generations.go)
 	case raw < old && c.cfg.DownWindow <= 0 && old > 1:
 		return c.releaseDown(ps, r, now, highMiss)
 	case raw < old:
