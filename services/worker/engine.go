@@ -49,6 +49,19 @@ type engineState struct {
 	// tiers are where each model's weights sit and the measured loads
 	// from each tier (tiers.go).
 	tiers weightTiers
+	// served is the engine's name for the worker's model once a switch
+	// changed it (switch_engine.go); the client's served name until then.
+	served string
+}
+
+// servedName is the engine's name for the model the worker serves: the
+// client's served name, or the model a switch moved it to. Callers hold
+// w.mu.
+func (w *Worker) servedName() string {
+	if s := w.remote.engine.served; s != "" {
+		return s
+	}
+	return w.remote.client.Model
 }
 
 // unreachable reports whether err means nothing is listening at the
@@ -159,7 +172,7 @@ func (w *Worker) scrapeEngine(ctx context.Context) bool {
 	var undescribed []string
 	w.mu.Lock()
 	for _, a := range avail {
-		if _, ok := r.engine.specs[a]; !ok && !openai.SameModel(a, r.client.Model) {
+		if _, ok := r.engine.specs[a]; !ok && !openai.SameModel(a, w.servedName()) {
 			undescribed = append(undescribed, a)
 		}
 	}
@@ -212,12 +225,13 @@ func (w *Worker) remoteModels() []schemas.ModelState {
 	if !r.engine.ollama || !r.scraped {
 		return []schemas.ModelState{own}
 	}
-	own.State = w.engineWeightState(r.client.Model)
-	w.ollamaTiers(&own, r.client.Model, w.loadSeconds(r.client.Model, w.coldGuess(r.client.Model, w.replica.LoadSeconds(schemas.WeightCold))))
+	served := w.servedName()
+	own.State = w.engineWeightState(served)
+	w.ollamaTiers(&own, served, w.loadSeconds(served, w.coldGuess(served, w.replica.LoadSeconds(schemas.WeightCold))))
 	out := []schemas.ModelState{own}
 	for _, a := range r.engine.available {
 		spec := r.engine.specs[a]
-		if openai.SameModel(a, r.client.Model) || spec == nil {
+		if openai.SameModel(a, served) || spec == nil {
 			continue
 		}
 		m := schemas.ModelState{Name: strings.TrimSuffix(a, ":latest"), Dtype: w.cfg.Dtype,
@@ -272,12 +286,15 @@ func (w *Worker) loadSeconds(model string, fallback float64) float64 {
 	return fallback
 }
 
-// engineModel is the engine's name for a dispatched model: the configured
-// served name for the worker's own model, else the model's own name (an
-// engine serving several models).
+// engineModel is the engine's name for a dispatched model: the served
+// name for the worker's own model ("" names it too), else the model's own
+// name (an engine serving several models). It takes w.mu: a switch
+// (switch_engine.go) changes the worker's model and served name.
 func (w *Worker) engineModel(model string) string {
-	if strings.EqualFold(model, w.replica.Model.Name) {
-		return w.remote.client.Model
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if model == "" || strings.EqualFold(model, w.replica.Model.Name) {
+		return w.servedName()
 	}
 	return model
 }
@@ -292,19 +309,28 @@ func (w *Worker) ensureLoaded(ctx context.Context, model string) {
 	if w.wakeForDispatch(ctx, model) {
 		return
 	}
+	w.loadOnEngine(ctx, model, "loaded on the engine for a dispatch")
+}
+
+// loadOnEngine loads model on Ollama unless the engine holds it or a
+// load of it is under way (then loaded is false), timed by the engine's
+// load_duration and recorded for the tier it came from, with a weights
+// event giving reason. A dispatch (ensureLoaded) and a switch of the
+// worker's model (switch_engine.go) load through it.
+func (w *Worker) loadOnEngine(ctx context.Context, model, reason string) (from string, d time.Duration, loaded bool, err error) {
 	r := w.remote
 	w.mu.Lock()
 	key := modelKey(model)
 	need := r.engine.ollama && !r.engine.isLoaded(model) && !r.engine.loading[key]
-	from := r.engine.tiers.offTier(model)
+	from = r.engine.tiers.offTier(model)
 	if need {
 		r.engine.loading[key] = true
 	}
 	w.mu.Unlock()
 	if !need {
-		return
+		return schemas.TierHBM, 0, false, nil
 	}
-	d, err := r.client.Load(ctx, model, keepAlive)
+	d, err = r.client.Load(ctx, model, keepAlive)
 	w.mu.Lock()
 	delete(r.engine.loading, key)
 	if err == nil {
@@ -313,10 +339,11 @@ func (w *Worker) ensureLoaded(ctx context.Context, model string) {
 	w.mu.Unlock()
 	if err != nil {
 		w.sh.Log.Warn("load model on the engine", "model", model, "err", err)
-		return
+		return from, 0, false, err
 	}
-	w.sh.Emit(schemas.Event{Kind: "weights", WorkerID: w.cfg.ID, Reason: "loaded on the engine for a dispatch",
+	w.sh.Emit(schemas.Event{Kind: "weights", WorkerID: w.cfg.ID, Reason: reason,
 		Fields: map[string]any{"model": model, "state": schemas.WeightHot, "load_s": d.Seconds(), "from_tier": from}})
+	return from, d, true, nil
 }
 
 // noteOllamaLoad records a real load of model from tier on Ollama: its
@@ -347,10 +374,10 @@ func (w *Worker) remoteWarmth(model, state, reason string) bool {
 	}
 	w.mu.Lock()
 	isOllama, isVLLM := r.engine.ollama, w.isVLLM()
-	w.mu.Unlock()
 	if model == "" {
 		model = w.replica.Model.Name
 	}
+	w.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if isVLLM {

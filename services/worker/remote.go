@@ -524,8 +524,10 @@ func (w *Worker) remoteHeartbeat() schemas.Heartbeat {
 		HBMTotalBytes: total, HBMFreeBytes: free,
 		KVBlocksTotal: blocks, KVBlocksFree: int(float64(blocks) * (1 - max(0, r.metrics.KVUsage))), BlockSize: 16,
 		Models:  w.remoteModels(),
-		Running: running, Waiting: waiting, QueuedTokens: queued, MaxBatch: cap(r.sem), Draining: w.draining || r.engine.down || r.stalled,
-		Seq: w.hbSeq, SentAt: w.sh.Now(), PricePerHour: w.replica.PricePerHour(),
+		Running: running, Waiting: waiting, QueuedTokens: queued, MaxBatch: cap(r.sem),
+		// A switch of model under way drains too (switch.go).
+		Draining: w.draining || r.engine.down || r.stalled || w.shift.order != nil,
+		Seq:      w.hbSeq, SentAt: w.sh.Now(), PricePerHour: w.replica.PricePerHour(),
 		// The engine's token counters over the last scrape interval.
 		TokensPerSec:   max(0, r.metrics.TokensPerSec),
 		CompletedTotal: w.done, ErrorsTotal: w.errs,

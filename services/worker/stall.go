@@ -137,7 +137,7 @@ func (w *Worker) probeStalledEngine(ctx context.Context) {
 func (w *Worker) probeEngine(ctx context.Context, timeout time.Duration) error {
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	_, err := w.remote.client.Generate(pctx, openai.Request{Model: w.engineModel(w.cfg.Model), Prompt: "ping", MaxTokens: 1}, nil)
+	_, err := w.remote.client.Generate(pctx, openai.Request{Model: w.engineModel(""), Prompt: "ping", MaxTokens: 1}, nil)
 	return err
 }
 

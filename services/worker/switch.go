@@ -22,9 +22,16 @@ package worker
 // the serving engine's reservation leaves, so a router never places a
 // parked model's request here (hbm_busy) to have it refused.
 //
-// A real engine is not switched: the openai backend's worker fronts one
-// served model, and changing it means a different engine process, so such
-// a switch is refused with an event saying so.
+// A worker in front of Ollama carries the switch out on the engine
+// (switch_engine.go): one Ollama process serves any model it has pulled,
+// so after the same drain the worker unloads A (keep_alive 0: Ollama has
+// no host-memory tier, so A's file is left in the page cache), loads B as
+// a dispatch's load does (timed by the engine's load_duration) and serves
+// B: its heartbeats list B hot first and A cold in page_cache with its
+// tier time. A model the engine does not have is refused. vLLM serves the
+// one model its process was started with, and SGLang's memory release is
+// not mapped (tiers.go), so their switches are refused with an event
+// saying so, as is one to an engine not yet identified.
 
 import (
 	"fmt"
@@ -62,6 +69,9 @@ type shiftState struct {
 	// order is the switch under way (nil: none); since is when it began.
 	order *control.SwitchMsg
 	since time.Time
+	// target is a real engine's model to switch to, resolved when the
+	// switch began (switch_engine.go; nil on the simulated engine).
+	target *engineTarget
 }
 
 // Park stages model's weights on this worker at tier (host: asleep in
@@ -70,7 +80,9 @@ type shiftState struct {
 // before Run. Only the simulated engine parks models.
 func (w *Worker) Park(model, tier string) error {
 	if w.remote != nil || w.cfg.Instant {
-		return fmt.Errorf("worker %s: park %s: only the simulated engine changes model (%s backend)", w.cfg.ID, model, w.backendName())
+		// A real engine's other models are the ones it has (Ollama's
+		// /api/tags, listed by its heartbeats); none is staged here.
+		return fmt.Errorf("worker %s: park %s: only the simulated engine parks models (%s backend)", w.cfg.ID, model, w.backendName())
 	}
 	rep, err := perf.NewReplica(w.cfg.Catalog, w.cfg.GPU, model, w.cfg.Dtype, w.cfg.TP)
 	if err != nil {
@@ -149,15 +161,21 @@ func (w *Worker) startSwitch(c control.SwitchMsg) bool {
 		w.refuseSwitch(c, fmt.Sprintf("the command names worker %q", c.Worker))
 		return false
 	}
-	if w.remote != nil || w.cfg.Instant {
+	if w.cfg.Instant && w.remote == nil {
 		w.refuseSwitch(c, fmt.Sprintf("not supported by this engine: the %s backend serves the one model it was started with", w.backendName()))
 		return false
 	}
 	w.mu.Lock()
-	why := w.switchRefusal(c)
+	var why string
+	if w.remote != nil {
+		why = w.engineSwitchRefusal(c) // switch_engine.go
+	} else {
+		why = w.switchRefusal(c)
+	}
 	if why == "" {
-		// Resolved by switchRefusal: a model not parked here is staged at
-		// the tier the controller priced it from.
+		// Resolved by the refusal check: a model not parked here is staged
+		// at the tier the controller priced it from, a real engine's
+		// target is named.
 		cc := c
 		w.shift.order, w.shift.since = &cc, time.Now()
 	}
@@ -177,16 +195,8 @@ func (w *Worker) startSwitch(c control.SwitchMsg) bool {
 // switch to that is not parked here is staged at the command's tier.
 // Callers hold w.mu.
 func (w *Worker) switchRefusal(c control.SwitchMsg) string {
-	serving := w.replica.Model.Name
-	switch {
-	case w.shift.order != nil:
-		return fmt.Sprintf("a switch to %s is under way", w.shift.order.To)
-	case w.draining:
-		return "the worker is draining to stop"
-	case !strings.EqualFold(c.From, serving):
-		return fmt.Sprintf("the worker serves %s, not %s", serving, c.From)
-	case strings.EqualFold(c.To, serving):
-		return fmt.Sprintf("the worker already serves %s", serving)
+	if why := w.switchStateRefusal(c, strings.EqualFold); why != "" {
+		return why
 	}
 	if w.shift.shelf.Parked(c.To) {
 		return ""
@@ -201,6 +211,26 @@ func (w *Worker) switchRefusal(c control.SwitchMsg) string {
 	}
 	if err := w.shelf().Park(rep, tier); err != nil {
 		return fmt.Sprintf("model %s is not parked here and the command's tier %q is not one its weights can load from", c.To, c.FromTier)
+	}
+	return ""
+}
+
+// switchStateRefusal is why the worker's own state refuses a switch, on
+// any engine ("" when it does not): one under way, the worker stopping,
+// a command for a model it does not serve or for the one it serves; same
+// says whether two model names are one model.
+// Callers hold w.mu.
+func (w *Worker) switchStateRefusal(c control.SwitchMsg, same func(a, b string) bool) string {
+	serving := w.replica.Model.Name
+	switch {
+	case w.shift.order != nil:
+		return fmt.Sprintf("a switch to %s is under way", w.shift.order.To)
+	case w.draining:
+		return "the worker is draining to stop"
+	case !same(c.From, serving):
+		return fmt.Sprintf("the worker serves %s, not %s", serving, c.From)
+	case same(c.To, serving):
+		return fmt.Sprintf("the worker already serves %s", serving)
 	}
 	return ""
 }
@@ -221,14 +251,28 @@ func (w *Worker) carrySwitch(c control.SwitchMsg) {
 		w.mu.Lock()
 		stopping := w.draining
 		busy := len(w.inflight) + len(w.held)
+		if w.remote != nil {
+			busy += len(w.remote.msgs) // the generations at the engine
+		}
 		if !stopping && busy == 0 && !w.eng.HasWork() {
-			from, load, err := w.changeModel()
-			w.mu.Unlock()
+			drained := time.Since(start)
+			var from string
+			var load float64
+			var err error
+			if w.remote != nil {
+				// The engine's unload and load take seconds: not under
+				// the lock. The heartbeat still says draining.
+				w.mu.Unlock()
+				from, load, err = w.changeEngineModel(c)
+			} else {
+				from, load, err = w.changeModel()
+				w.mu.Unlock()
+			}
 			if err != nil {
 				w.abortSwitch(c, err.Error())
 				return
 			}
-			w.switched(c, from, load, time.Since(start))
+			w.switched(c, from, load, drained)
 			return
 		}
 		w.mu.Unlock()
@@ -257,12 +301,18 @@ func (w *Worker) changeModel() (string, float64, error) {
 	w.shift.order = nil
 	// The old model's KV went with its sleep: the routers' index of this
 	// worker is cleared, as the simulator's switch clears it.
+	w.clearKVIndex()
+	return ch.From, ch.LoadSeconds, nil
+}
+
+// clearKVIndex tells routers this worker's KV cache is gone (KVCleared):
+// a switch's old model took it with it. Callers hold w.mu.
+func (w *Worker) clearKVIndex() {
 	w.kvSeq++
 	e := schemas.KVEvent{V: schemas.Version, WorkerID: w.cfg.ID, Seq: w.kvSeq, Kind: schemas.KVCleared, At: w.sh.Now()}
 	if m, err := svc.Encode(subjects.KV(w.cfg.ID), schemas.Msgpack, e, ""); err == nil {
 		w.sh.NC.PublishMsg(m)
 	}
-	return ch.From, ch.LoadSeconds, nil
 }
 
 // switched heartbeats the new model and records the switch.
@@ -277,7 +327,7 @@ func (w *Worker) switched(c control.SwitchMsg, from string, load float64, drain 
 // draining (unless it is stopping) and keeps its model.
 func (w *Worker) abortSwitch(c control.SwitchMsg, why string) {
 	w.mu.Lock()
-	w.shift.order = nil
+	w.shift.order, w.shift.target = nil, nil
 	w.mu.Unlock()
 	w.heartbeat()
 	w.refuseSwitch(c, why)

@@ -149,7 +149,7 @@ func (w *Worker) vllmTiers(m *schemas.ModelState) {
 			reload = host.FixedSeconds + w.replica.WeightBytes()/(pc.GBps*1e9)
 		}
 	}
-	t.fill(m, w.remote.client.Model, openai.SleepTier(t.sleepLevel), schemas.TierHost, map[string]float64{
+	t.fill(m, w.servedName(), openai.SleepTier(t.sleepLevel), schemas.TierHost, map[string]float64{
 		schemas.TierHost:      w.replica.TierSeconds(schemas.TierHost),
 		schemas.TierPageCache: reload,
 	})
@@ -226,7 +226,7 @@ func (w *Worker) wakeVLLM(ctx context.Context, level int) (time.Duration, error)
 	}
 	w.mu.Lock()
 	r.engine.tiers.sleepLevel = 0
-	r.engine.tiers.noteLoad(r.client.Model, openai.SleepTier(level), d)
+	r.engine.tiers.noteLoad(w.servedName(), openai.SleepTier(level), d)
 	w.mu.Unlock()
 	return d, nil
 }
