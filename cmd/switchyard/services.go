@@ -361,7 +361,7 @@ func parsePark(s, backend string) ([]parkSpec, error) {
 		out = append(out, parkSpec{model: model, tier: tier})
 	}
 	if len(out) > 0 && backend != "sim" {
-		return nil, fmt.Errorf("worker: --park with --backend %s: only the simulated engine changes model (a real engine serves one model per process)", backend)
+		return nil, fmt.Errorf("worker: --park with --backend %s: --park stages weights on the simulated engine; a real engine offers what it holds itself (Ollama: every model it has pulled, switchable by the controller; vLLM and SGLang: one model per process)", backend)
 	}
 	return out, nil
 }

@@ -39,7 +39,7 @@ func TestWorkerParkFlag(t *testing.T) {
 		{park: "llama-3.1-8b", err: "it is the model this worker serves"},
 		{park: "Llama-3.1-8B@disk", err: "it is the model this worker serves"},
 		{park: "qwen2.5-7b,Qwen2.5-7B@disk", err: "qwen2.5-7b named twice"},
-		{park: "qwen2.5-7b", backend: "openai", err: "--park with --backend openai: only the simulated engine"},
+		{park: "qwen2.5-7b", backend: "openai", err: "--park with --backend openai: --park stages weights on the simulated engine"},
 		{park: "", backend: "openai"},
 	}
 	for _, tc := range tests {
