@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchyard-ai/switchyard/internal/adapter/bus"
 	"github.com/switchyard-ai/switchyard/internal/core/catalog"
+	"github.com/switchyard-ai/switchyard/internal/testkit/bustest"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/svc"
 	"github.com/switchyard-ai/switchyard/subjects"
@@ -73,16 +73,8 @@ func TestWorkerParkFlag(t *testing.T) {
 // parked ones after it, each at its tier, which is what the controller
 // prices a switch to it by. A bad --park stops it before it serves.
 func TestWorkerParkHeartbeats(t *testing.T) {
-	srv, err := bus.StartServer(bus.ServerConfig{Listen: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := srv.Connect(t.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	env := bustest.StartListening(t, "127.0.0.1:0")
+	srv, nc := env.Server, env.NC
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	args := func(park string) []string {

@@ -25,7 +25,15 @@ type Env struct {
 // Start runs an in-process JetStream server and connects to it.
 func Start(t testing.TB) Env {
 	t.Helper()
-	srv, err := bus.StartServer(bus.ServerConfig{})
+	return StartListening(t, "")
+}
+
+// StartListening is Start with the server also listening on listen (e.g.
+// "127.0.0.1:0" for a free loopback port; "" for none), for a test that
+// hands a command line its URL (Server.ClientURL).
+func StartListening(t testing.TB, listen string) Env {
+	t.Helper()
+	srv, err := bus.StartServer(bus.ServerConfig{Listen: listen})
 	if err != nil {
 		t.Fatal(err)
 	}
