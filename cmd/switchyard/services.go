@@ -299,9 +299,6 @@ func runWorker(ctx context.Context, args []string, _ io.Writer) error {
 	if err := fault.Validate(); err != nil {
 		return err
 	}
-	if parks, err = checkPark(parks, cat, *gpu, *model, *dtype, *tp); err != nil {
-		return err
-	}
 	if !schemas.ValidRole(*role) {
 		return fmt.Errorf("worker: --role %q: want prefill, decode or both", *role)
 	}
@@ -343,7 +340,8 @@ func (p parkSpec) String() string { return p.model + "@" + p.tier }
 
 // parsePark reads --park MODEL[@TIER][,...] (tier host when left out, as
 // --parked-tier in up and demo; control.ParkedTier). Only the simulated
-// engine changes model: a real one fronts one served model per process.
+// engine stages weights. Which models can run here, and that a model is
+// neither the worker's own nor named twice, Worker.Park checks.
 func parsePark(s, backend string) ([]parkSpec, error) {
 	var out []parkSpec
 	for _, part := range strings.Split(s, ",") {
@@ -362,37 +360,6 @@ func parsePark(s, backend string) ([]parkSpec, error) {
 	}
 	if len(out) > 0 && backend != "sim" {
 		return nil, fmt.Errorf("worker: --park with --backend %s: --park stages weights on the simulated engine; a real engine offers what it holds itself (Ollama: every model it has pulled, switchable by the controller; vLLM and SGLang: one model per process)", backend)
-	}
-	return out, nil
-}
-
-// checkPark names each parked model as the catalog does, and refuses one
-// the catalog lacks or that cannot run on this worker's GPU, dtype and TP,
-// the model the worker serves, and a model named twice.
-func checkPark(parks []parkSpec, cat *catalog.Catalog, gpu, model, dtype string, tp int) ([]parkSpec, error) {
-	if len(parks) == 0 {
-		return nil, nil
-	}
-	own, err := perf.NewReplica(cat, gpu, model, dtype, tp)
-	if err != nil {
-		return nil, fmt.Errorf("worker: --model %s: %w", model, err)
-	}
-	out := make([]parkSpec, 0, len(parks))
-	seen := map[string]bool{own.Model.Name: true}
-	for _, p := range parks {
-		rep, err := perf.NewReplica(cat, gpu, p.model, dtype, tp)
-		if err != nil {
-			return nil, fmt.Errorf("worker: --park %s: %w", p.model, err)
-		}
-		name := rep.Model.Name
-		switch {
-		case name == own.Model.Name:
-			return nil, fmt.Errorf("worker: --park %s: it is the model this worker serves (--model %s)", p.model, model)
-		case seen[name]:
-			return nil, fmt.Errorf("worker: --park: %s named twice", name)
-		}
-		seen[name] = true
-		out = append(out, parkSpec{model: name, tier: p.tier})
 	}
 	return out, nil
 }

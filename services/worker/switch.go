@@ -93,6 +93,9 @@ func (w *Worker) Park(model, tier string) error {
 	if strings.EqualFold(rep.Model.Name, w.replica.Model.Name) {
 		return fmt.Errorf("worker %s: park %s: it is the model this worker serves", w.cfg.ID, model)
 	}
+	if w.shelf().Parked(rep.Model.Name) {
+		return fmt.Errorf("worker %s: park %s: %s is parked here already", w.cfg.ID, model, rep.Model.Name)
+	}
 	if err := w.shelf().Park(rep, tier); err != nil {
 		return fmt.Errorf("worker %s: %w", w.cfg.ID, err)
 	}
