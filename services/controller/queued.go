@@ -2,7 +2,6 @@ package controller
 
 import (
 	"fmt"
-	"math"
 	"strings"
 	"sync"
 	"time"
@@ -22,10 +21,8 @@ import (
 // its size is the router consumers' backlog, which the controller reads
 // fresh at each decision (svc.RouterBacklog) and which also counts what no
 // router has pulled yet — past a router's window, or paced by its pull
-// rate — so the figure is the routers' mix scaled to that backlog. That
-// also bounds the double count of a router that died: its requests, back
-// in the stream after AckWait, are reported by the router that pulls them
-// while its own last figure has not lapsed yet.
+// rate — so the figure is the routers' mix scaled to that backlog
+// (control.QueuedByModelFrom, the estimate itself).
 
 // queuedStaleAfter is how long a router's figure counts without being
 // repeated: a few of its refreshes.
@@ -74,62 +71,28 @@ func (b *queuedBook) note(router string, byModel map[string]int, at time.Time) {
 
 // byModel is the queue depth per model for one decision: the live
 // routers' figures summed, each model named as the pools name it
-// (poolModel), and scaled to backlog, the router consumers' backlog over
-// every class, when that is known (backlog >= 0). It is nil — the queue's
-// models unknown, so the core splits it over the pools by capacity as
-// before — when no router is heard from, or when the routers hold nothing
-// while the backlog is not empty (no mix to scale).
+// (poolModel), scaled to backlog, the router consumers' backlog over every
+// class (-1: unknown), by control.QueuedByModelFrom. It is nil when no
+// router is heard from.
 func (b *queuedBook) byModel(now time.Time, backlog int, poolModel func(string) string) map[string]int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var out map[string]int
-	held := 0
+	var held map[string]int
 	for router, s := range b.seen {
 		if now.Sub(s.at) > queuedStaleAfter {
 			delete(b.seen, router)
 			continue
 		}
-		if out == nil {
-			out = map[string]int{}
+		if held == nil {
+			held = map[string]int{}
 		}
 		for m, n := range s.byModel {
 			if n > 0 {
-				out[poolModel(m)] += n
-				held += n
+				held[poolModel(m)] += n
 			}
 		}
 	}
-	if out == nil || backlog < 0 || held == backlog {
-		return out
-	}
-	if held == 0 {
-		return nil
-	}
-	// Largest remainder, so the models' counts add up to the backlog.
-	type part struct {
-		m    string
-		frac float64
-	}
-	scale := float64(backlog) / float64(held)
-	total := 0
-	parts := make([]part, 0, len(out))
-	for m, n := range out {
-		v := float64(n) * scale
-		out[m] = int(math.Floor(v))
-		total += out[m]
-		parts = append(parts, part{m, v - math.Floor(v)})
-	}
-	for left := backlog - total; left > 0; left-- {
-		best := -1
-		for i, p := range parts {
-			if best < 0 || p.frac > parts[best].frac || (p.frac == parts[best].frac && p.m < parts[best].m) {
-				best = i
-			}
-		}
-		out[parts[best].m]++
-		parts[best].frac = -1
-	}
-	return out
+	return control.QueuedByModelFrom(held, backlog)
 }
 
 // poolModels names a request's model as the configured pools name it
