@@ -177,13 +177,18 @@ func throughSwitchyard(ctx context.Context, cl *client.Client, id, model, prompt
 	var (
 		mu    sync.Mutex
 		first time.Time
+		ended = make(chan struct{})
 	)
 	sub, err := cl.Stream("bench", id, func(c schemas.TokenChunk) {
 		mu.Lock()
+		defer mu.Unlock()
 		if first.IsZero() && c.Text != "" {
 			first = time.Now()
 		}
-		mu.Unlock()
+		if c.Done && ended != nil {
+			close(ended)
+			ended = nil
+		}
 	})
 	if err != nil {
 		return viaSwitchyard{}, err
@@ -199,6 +204,22 @@ func throughSwitchyard(ctx context.Context, cl *client.Client, id, model, prompt
 	if r.Status != schemas.StatusOK {
 		return viaSwitchyard{}, fmt.Errorf("status %s: %+v", r.Status, r.Error)
 	}
+	// The stream's end marker goes out before the result, but the two
+	// arrive on different subscriptions whose handlers run apart: on a
+	// busy machine the result can be read before the token handler has
+	// run. The first token's time was taken on arrival; wait for the
+	// stream to end before reading it.
+	mu.Lock()
+	wait := ended
+	mu.Unlock()
+	if wait != nil {
+		select {
+		case <-wait:
+		case <-time.After(streamEndWait):
+		case <-ctx.Done():
+			return viaSwitchyard{}, ctx.Err()
+		}
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if first.IsZero() {
@@ -206,6 +227,10 @@ func throughSwitchyard(ctx context.Context, cl *client.Client, id, model, prompt
 	}
 	return viaSwitchyard{ttft: first.Sub(start), total: total, result: r}, nil
 }
+
+// streamEndWait bounds how long after its result a request's token
+// stream may still be arriving.
+const streamEndWait = 5 * time.Second
 
 func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
