@@ -86,22 +86,36 @@ func delayTerm(p *Placer, c *cand, r *Request) {
 // short turn joining long conversations, the shape of chat traffic — each
 // step is slower by the extra KV it reads, and that is added.
 //
-// When they are shorter it is subtracted only for a request whose prompt
-// the worker mostly holds cached (mostlyCached): an agentic step or a
-// conversation's next turn, whose long context is its own history. There
-// the table overstated the decode several times over: on
-// agentic-overload at 1.83× a critical step of 15,616 prompt tokens
-// (14,432 cached), 251 out, joining 62 sequences on an H100 was predicted
-// at 73 ms a token (63 × 15.7k tokens of KV, more than the cache holds)
-// where critical steps there decoded at 34 ms a token on the mean, so both workers read deadline_busy
-// until its deadline passed and it was refused unplaceable. It is then the
-// class's floor (the batch's size, the request's context alone) plus the
-// KV the cache holds. Subtracted for every request, the same correction
-// let critical requests through under 12× overload that pushed
-// interactive work over its queue ceiling (TestPriorityUnderOverload:
-// interactive 0.385 -> 0.118 with adaptive LIFO), so it is kept to the
-// prefix holders the reachability item names; the scan bounds
-// those with the floor, the rest with the table as before.
+// When they are shorter the table overstates the decode now, but not
+// necessarily over the request's life: the batch fills, and for a class
+// below the top with sequences it cannot preempt (the engine admits and
+// preempts by class). The table is then the pessimistic forecast, and the
+// least of it and the class's floor (the batch's size, the request's
+// context alone) plus the KV the cache holds is the expected one. The
+// expected one is taken in two cases:
+//
+//   - The worker mostly holds the request's prompt cached (mostlyCached):
+//     an agentic step or a conversation's next turn, whose long context is
+//     its own history. On agentic-overload at 1.83× a critical step of
+//     15,616 prompt tokens (14,432 cached), 251 out, joining 62 sequences
+//     on an H100 was predicted at 73 ms a token (63 × 15.7k tokens of KV,
+//     more than the cache holds) where critical steps there decoded at
+//     34 ms a token on the mean, so both workers read deadline_busy until
+//     its deadline passed and it was refused unplaceable.
+//   - The request is of the top class (reqParams.heldKVDecode). The
+//     pessimistic forecast is a reservation: a lower class held on it
+//     leaves the room to the classes above it, but the top class has none
+//     above it, and holding it only made it late. On Mooncake conversation
+//     on 8 H100 at 4×, 29 of 34 critical misses were prompts of 26k–113k
+//     tokens held deadline_busy on every H100 until their deadlines passed,
+//     which every baseline served: taking the expected decode for critical
+//     moved the high bar 2.828× → 3.084× (and on 2 H100 + 2 A100 0.4585× →
+//     0.7071×). Taking it for every class moved it as far but let long
+//     interactive, standard and batch prompts take the prefill hundreds of
+//     short requests had (the 0.90 bar 5.188× → 4.0×; for critical only,
+//     4.757×): docs/benchmarks.md, "Long critical prompts".
+//
+// The scan bounds those workers with the floor.
 func decodeTerm(p *Placer, c *cand, r *Request) {
 	d := decodeInterp(c.c, c.h.decodeLo, c.h.decodeFrac)
 	if cl := c.c; cl.perCtxToken > 0 && c.row.kvTotal > 0 {
@@ -109,7 +123,7 @@ func decodeTerm(p *Placer, c *cand, r *Request) {
 		if extra := held + float64(cl.ctx) - float64(c.row.batch*cl.ctx); extra > 0 {
 			d += float64(r.OutputTokens) * cl.perCtxToken * extra
 		}
-		if mostlyCached(cachedTokens(p, c.h, c.i, r), r) {
+		if p.rp.heldKVDecode || mostlyCached(cachedTokens(p, c.h, c.i, r), r) {
 			d = min(d, p.decodeFloorInterp(cl, r, c.h.decodeLo, c.h.decodeFrac)+float64(r.OutputTokens)*cl.perCtxToken*held)
 		}
 	}

@@ -214,8 +214,12 @@ type reqParams struct {
 	// rank is the highest class rank whose queued and booked prompt
 	// tokens are ahead of the request: its own (schemas.PriorityRank),
 	// or the lowest class when the priority axis is off.
-	rank       int
-	delayValue float64 // USD per second of delay_s
+	rank int
+	// heldKVDecode: the request's decode is priced at the KV the batch
+	// holds on every worker, not only where its prompt is mostly cached:
+	// the top class's (see decodeTerm).
+	heldKVDecode bool
+	delayValue   float64 // USD per second of delay_s
 	// reclaim is set when the class may count lower classes' KV blocks
 	// as free (Options.Reclaim); reclaimValue is USD per second of
 	// reclaim_s: the next lower class's value of time, the most any
@@ -287,6 +291,7 @@ func (p *Placer) params(prio string) reqParams {
 	if r := schemas.PriorityRank(prio); p.on[axPriority] && r >= 0 && r < fleet.NumClasses {
 		rp.rank = r
 	}
+	rp.heldKVDecode = p.on[axPriority] && rp.rank == 0
 	if p.on[axPriority] && p.opts.Reclaim[prio] && rp.rank+1 < len(schemas.Priorities) {
 		rp.reclaim = true
 		rp.reclaimValue = p.opts.ValueOfTime[schemas.Priorities[rp.rank+1]]

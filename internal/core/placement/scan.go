@@ -429,7 +429,7 @@ func (p *Placer) lowerBound(h *hotRow, cl *class, i int32, r *Request) (lb, comp
 	cached := cachedTokens(p, h, i, r)
 	prefill := prefillSeconds(p, cl, r, cached)
 	decode := decodeInterp(cl, h.decodeLo, h.decodeFrac)
-	if mostlyCached(cached, r) { // decodeTerm may price it from the floor
+	if p.rp.heldKVDecode || mostlyCached(cached, r) { // decodeTerm may price it from the floor
 		decode = p.decodeFloorInterp(cl, r, h.decodeLo, h.decodeFrac)
 	}
 	load := warmLoad(cl, p.residencyAt(i, r))

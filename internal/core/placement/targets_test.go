@@ -340,30 +340,36 @@ func TestFromAdmittedCarriesTargets(t *testing.T) {
 	}
 }
 
-// decode_s of a request whose prompt the worker mostly holds cached
-// follows the KV the batch it joins holds, not its size alone: a long
-// agentic step joining many shorter sequences decodes at the step those
-// sequences' KV costs, so it is placed, where pricing every one of them at
-// its own context (the table) read deadline_busy until its deadline passed
-// and it was refused unplaceable (agentic-overload at 1.83×: a critical
-// step of 15,616 tokens, 14,432 cached, 251 out, joining 62 sequences on
-// an H100, 15.06 s to its deadline, predicted at 73 ms a token). A batch
-// that does hold that much KV still holds it back, and without the cached
-// prefix the table stands. A placed case's decode_s is checked against the
-// step model at the batch's own KV.
+// decode_s follows the KV the batch a request joins holds, not its size
+// times the request's own context, where the worker mostly holds its
+// prompt cached or the request is critical: a long request joining many
+// shorter sequences decodes at the step those sequences' KV costs, so it
+// is placed, where pricing every one of them at its own context (the
+// table) read deadline_busy until its deadline passed and it was refused
+// unplaceable (agentic-overload at 1.83×: a critical step of 15,616
+// tokens, 14,432 cached, 251 out, joining 62 sequences on an H100, 15.06 s
+// to its deadline, predicted at 73 ms a token; Mooncake conversation on
+// 8 H100 at 4×: critical prompts of 26k–113k tokens that every baseline
+// served). A batch that does hold that much KV still holds it back, and a
+// lower class without the cached prefix is held on the table. A placed
+// case's decode_s is checked against the step model at the batch's own KV.
 func TestDecodeReadsTheKVTheBatchHolds(t *testing.T) {
 	const prompt, cachedBlocks, out, running = 15616, 902, 251, 60
 	cases := []struct {
 		name        string
 		total, free int // KV blocks of 16 tokens
 		cached      bool
+		priority    string
 		placed      bool
 		reason      Reason
 	}{
-		{"cached; the batch holds 240k tokens", 30000, 15000, true, true, ReasonNone},
-		{"cached; the batch holds a near-full cache, 448k tokens", 30000, 2000, true, true, ReasonNone},
-		{"cached; the batch holds 61 × 15.7k tokens", 61000, 1000, true, false, ReasonDeadlineBusy},
-		{"not cached; the batch holds 240k tokens", 30000, 15000, false, false, ReasonDeadlineBusy},
+		{"cached; the batch holds 240k tokens", 30000, 15000, true, schemas.PriorityCritical, true, ReasonNone},
+		{"cached; the batch holds a near-full cache, 448k tokens", 30000, 2000, true, schemas.PriorityCritical, true, ReasonNone},
+		{"interactive, cached; the batch holds 240k tokens", 30000, 15000, true, schemas.PriorityInteractive, true, ReasonNone},
+		{"cached; the batch holds 61 × 15.7k tokens", 61000, 1000, true, schemas.PriorityCritical, false, ReasonDeadlineBusy},
+		{"critical, not cached; the batch holds 240k tokens", 30000, 15000, false, schemas.PriorityCritical, true, ReasonNone},
+		{"critical, not cached; the batch holds 61 × 15.7k tokens", 61000, 1000, false, schemas.PriorityCritical, false, ReasonDeadlineBusy},
+		{"interactive, not cached; the batch holds 240k tokens", 30000, 15000, false, schemas.PriorityInteractive, false, ReasonDeadlineBusy},
 	}
 	rep, err := perf.NewReplica(nil, "h100", "llama-3.1-8b", "bf16", 1)
 	if err != nil {
@@ -384,7 +390,7 @@ func TestDecodeReadsTheKVTheBatchHolds(t *testing.T) {
 			if c.cached {
 				f.ApplyKV(&schemas.KVEvent{WorkerID: "A", Seq: 1, Kind: schemas.KVStored, Hashes: hashes[:cachedBlocks]}, now)
 			}
-			r := &Request{ID: "r", Model: "llama-3.1-8b", Dtype: "bf16", Priority: schemas.PriorityCritical,
+			r := &Request{ID: "r", Model: "llama-3.1-8b", Dtype: "bf16", Priority: c.priority,
 				PromptTokens: prompt, OutputTokens: out, BlockHashes: hashes, Deadline: now.Add(15060 * time.Millisecond)}
 			// Headroom off: the case is the decode's, not whether the
 			// cache takes the request's blocks.
@@ -398,8 +404,8 @@ func TestDecodeReadsTheKVTheBatchHolds(t *testing.T) {
 				}
 				return
 			}
-			if d.Terms.CachedTokens != cachedBlocks*16 {
-				t.Fatalf("cached_tokens %d, want %d", d.Terms.CachedTokens, cachedBlocks*16)
+			if want := map[bool]int{true: cachedBlocks * 16}[c.cached]; d.Terms.CachedTokens != want {
+				t.Fatalf("cached_tokens %d, want %d", d.Terms.CachedTokens, want)
 			}
 			held := (c.total - c.free) * 16
 			step := rep.DecodeStepSeconds(running+1, (held+prompt+out)/(running+1))
