@@ -260,7 +260,7 @@ func printSummary(w io.Writer, s tally.Summary, took time.Duration) {
 			// The default load dooms some workflows on purpose
 			// (loadgen.Workload.DoomedFraction): a new user reading the
 			// class attainment should know those misses are by design.
-			fmt.Fprint(w, "\n    (workflow_doomed: a workflow whose deadline its steps cannot meet is cancelled before it spends GPU time;\n     the default demo load dooms a quarter of its workflows on purpose, and their steps count as misses)")
+			fmt.Fprint(w, "\n    (workflow_doomed: a workflow whose deadline its steps cannot meet is cancelled before it spends GPU time;\n     the default demo load dooms a quarter of its workflows on purpose, standard-class, and their steps count as misses)")
 		}
 		fmt.Fprintln(w)
 	}
