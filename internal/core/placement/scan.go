@@ -310,7 +310,13 @@ func (p *Placer) groupBoundAt(cl *class, gr *group, lo int, queuedTokens int) fl
 		return math.Inf(1) // bound turns every member down (and cl is not prepared)
 	}
 	decode := cl.decodeAt[lo]
-	if gr.maxFrac > 0 && lo+1 < decodeBuckets {
+	switch {
+	case p.rp.heldKVDecode:
+		// decodeTerm may price every member from the floor plus the KV it
+		// holds, which is no less than the decode alone; the table at the
+		// group's batch can be far over it for a long prompt.
+		decode = decodeAlone(cl)
+	case gr.maxFrac > 0 && lo+1 < decodeBuckets:
 		// As decodeInterp computes it, at the group's two extremes: it is
 		// linear in the fraction, so one of them is the least.
 		a, span := decode, cl.decodeAt[lo+1]-decode
