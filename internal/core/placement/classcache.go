@@ -42,12 +42,10 @@ type class struct {
 	takes uint8
 	// rowsEpoch is the placement that load belongs to, and evalEpoch the
 	// one perCtxToken does: bounds of whole groups take their workers as
-	// hot and at the table's decode, so load is asked for when the first
-	// of the class's workers is bounded one by one, and perCtxToken, which
-	// only the full evaluation reads, when the first is evaluated. Most
-	// classes have workers bounded and evaluated (the prefix holders come
-	// first, from every class), so this saves only 4.5 of 96 cost-model
-	// calls per placement on the synthetic fleets.
+	// hot and at the table's decode, so load and perCtxToken (which prices
+	// the KV a batch holds in decode_s) are asked for when the first of
+	// the class's workers is bounded one by one. evaluate still checks
+	// evalEpoch, for a worker evaluated without a bound.
 	rowsEpoch, evalEpoch uint64
 
 	prefillFull float64 // the whole prompt, nothing cached
@@ -135,14 +133,16 @@ func (p *Placer) prepare(cl *class, r *Request) {
 // bound, so evaluate finds them filled.
 func (p *Placer) prepareRows(cl *class, r *Request) {
 	cl.rowsEpoch = p.epoch
+	if cl.evalEpoch != p.epoch {
+		p.prepareEval(cl, r) // the bound prices decode_s as evaluate does
+	}
 	for m := cl.states; m != 0; m &= m - 1 {
 		p.fillLoad(cl, r, weightState(bits.TrailingZeros8(m)))
 	}
 }
 
-// prepareEval computes what only the full evaluation needs of cl for r:
-// perCtxToken (see class.evalEpoch). evaluate calls it for the first of
-// cl's workers it evaluates in a placement.
+// prepareEval computes perCtxToken of cl for r (see class.evalEpoch):
+// prepareRows calls it, and evaluate for a worker no bound prepared.
 func (p *Placer) prepareEval(cl *class, r *Request) {
 	cl.evalEpoch = p.epoch
 	const probe = 4096
@@ -201,6 +201,35 @@ func interp(t *[decodeBuckets]float64, lo uint8, frac float64) float64 {
 		a += frac * (t[lo+1] - a)
 	}
 	return a
+}
+
+// heldTokens is the KV the worker's batch holds, in tokens, as decode
+// reads it (view.held): -1 when the worker reports no KV capacity.
+func heldTokens(c *coldRow) float64 {
+	if c.kvTotal <= 0 {
+		return -1
+	}
+	return float64(max(0, c.kvTotal-c.free) * max(1, c.blockSize))
+}
+
+// decode is decode_s on the worker whose hot row is h, holding held
+// tokens of KV (view.held) and cached tokens of r's prompt: decodeTerm's
+// term, and the one the bounds price, so that a bound cannot drift from
+// the total it bounds. cl's perCtxToken must be set for this placement
+// (prepareEval).
+func (p *Placer) decode(cl *class, r *Request, h *hotRow, held float64, cached int) float64 {
+	d := decodeInterp(cl, h.decodeLo, h.decodeFrac)
+	if cl.perCtxToken > 0 && held >= 0 {
+		// others+1 is the batch, an integer, so the product is the
+		// integer product exactly.
+		if extra := held + float64(cl.ctx) - (h.others+1)*float64(cl.ctx); extra > 0 {
+			d += float64(r.OutputTokens) * cl.perCtxToken * extra
+		}
+		if p.rp.heldKVDecode || mostlyCached(cached, r) {
+			d = min(d, p.decodeFloorInterp(cl, r, h.decodeLo, h.decodeFrac)+float64(r.OutputTokens)*cl.perCtxToken*held)
+		}
+	}
+	return d
 }
 
 // decodeAlone is the decode time at a batch of one.

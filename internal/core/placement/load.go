@@ -117,17 +117,7 @@ func delayTerm(p *Placer, c *cand, r *Request) {
 //
 // The scan bounds those workers with the floor.
 func decodeTerm(p *Placer, c *cand, r *Request) {
-	d := decodeInterp(c.c, c.h.decodeLo, c.h.decodeFrac)
-	if cl := c.c; cl.perCtxToken > 0 && c.row.kvTotal > 0 {
-		held := float64(max(0, c.row.kvTotal-c.row.free) * max(1, c.row.blockSize))
-		if extra := held + float64(cl.ctx) - float64(c.row.batch*cl.ctx); extra > 0 {
-			d += float64(r.OutputTokens) * cl.perCtxToken * extra
-		}
-		if p.rp.heldKVDecode || mostlyCached(cachedTokens(p, c.h, c.i, r), r) {
-			d = min(d, p.decodeFloorInterp(cl, r, c.h.decodeLo, c.h.decodeFrac)+float64(r.OutputTokens)*cl.perCtxToken*held)
-		}
-	}
-	c.t.DecodeSeconds = d
+	c.t.DecodeSeconds = p.decode(c.c, r, c.h, p.view.held[c.i], cachedTokens(p, c.h, c.i, r))
 }
 
 // mostlyCached reports whether a worker holding cached tokens of r's

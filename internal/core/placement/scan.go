@@ -418,8 +418,9 @@ func insertAscending(s []bounded, b bounded, k int) []bounded {
 }
 
 // lowerBound is a cost no lower than the worker's total_usd could be,
-// from its hot row and the model's residency alone: queue_s, load_s,
-// prefill_s and decode_s are computed as evaluate computes them, and the
+// from its hot row, the KV it holds (view.held) and the model's residency
+// alone: queue_s, load_s, prefill_s and decode_s are computed as evaluate
+// computes them (decode_s by the same function, Placer.decode), and the
 // terms left out only add (preempt_s and miss_usd are non-negative). It is
 // shaved by a part in 10^12 so that rounding can never skip the true best.
 // It also returns the completion, effective deadline and first token it
@@ -434,10 +435,7 @@ func (p *Placer) lowerBound(h *hotRow, cl *class, i int32, r *Request) (lb, comp
 	queue := queueSeconds(p, h, cl)
 	cached := cachedTokens(p, h, i, r)
 	prefill := prefillSeconds(p, cl, r, cached)
-	decode := decodeInterp(cl, h.decodeLo, h.decodeFrac)
-	if p.rp.heldKVDecode || mostlyCached(cached, r) { // decodeTerm may price it from the floor
-		decode = p.decodeFloorInterp(cl, r, h.decodeLo, h.decodeFrac)
-	}
+	decode := p.decode(cl, r, h, p.view.held[i], cached)
 	load := warmLoad(cl, p.residencyAt(i, r))
 	comp := queue + load + prefill + decode
 	deadline = math.Inf(1)

@@ -10,42 +10,82 @@ import (
 	"time"
 
 	"github.com/switchyard-ai/switchyard/internal/core/fleet"
+	"github.com/switchyard-ai/switchyard/internal/core/perf"
 	"github.com/switchyard-ai/switchyard/schemas"
 )
 
+// rooflineNames maps the synthetic fleet's names to the catalog's, as
+// `switchyard bench placement --cost roofline` does, so that perf's
+// predictor costs it.
+var rooflineNames = map[string]string{"llama-8b": "llama-3.1-8b", "llama-70b": "llama-3.1-70b", "a100": "a100-80g"}
+
 // The bounds the scan orders and skips by, plain and refined with the miss
 // term, are never above the total they bound: checked for every candidate
-// of a placer that keeps them all.
+// of a placer that keeps them all, with the linear stand-in and with the
+// roofline predictor (whose decode_s prices the KV a batch holds).
 func TestLowerBoundNeverExceedsTheTotal(t *testing.T) {
-	f, reqs := Synthetic(SyntheticConfig{Workers: 200, Blocks: 20000, Requests: 100, Seed: 5}, now)
-	for _, opts := range []Options{{Explain: 1 << 20}, {Explain: 1 << 20, Disabled: map[string]bool{AxisGPU: true, AxisPriority: true}}} {
-		p := New(BenchCost(), opts)
-		checked, refinedByMiss := 0, 0
-		for i := range reqs {
-			d := p.Place(f, &reqs[i], now)
-			// Place leaves its classes prepared for this request but clears
-			// the prefix lengths: match again to bound as it did.
-			p.touched = f.Prefix().Match(reqs[i].BlockHashes, p.lens, p.touched[:0])
-			p.mark(p.touched, rowTouched, true)
-			for _, c := range d.Candidates {
-				h := &p.view.hot[c.Worker.Idx]
-				lb, _, _, _ := p.lowerBound(h, &p.classes[h.class], c.Worker.Idx, &reqs[i])
-				refined := p.refinedBound(c.Worker.Idx, &reqs[i])
-				if !(lb <= refined && refined <= c.Terms.TotalUSD) || lb <= 0 {
-					t.Fatalf("request %d worker %s: bound %v, refined %v, total %v", i, c.Worker.ID, lb, refined, c.Terms.TotalUSD)
+	cases := []struct {
+		name   string
+		cost   func() CostModel
+		rename map[string]string
+		opts   Options
+	}{
+		{"linear", func() CostModel { return BenchCost() }, nil, Options{Explain: 1 << 20}},
+		{"linear, no gpu or priority axis", func() CostModel { return BenchCost() }, nil, Options{Explain: 1 << 20, Disabled: map[string]bool{AxisGPU: true, AxisPriority: true}}},
+		{"roofline", func() CostModel { return perf.NewPredictor(nil) }, rooflineNames, Options{Explain: 1 << 20}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f, reqs := Synthetic(SyntheticConfig{Workers: 200, Blocks: 20000, Requests: 100, Seed: 5, Rename: tc.rename}, now)
+			p := New(tc.cost(), tc.opts)
+			checked, refinedByMiss := 0, 0
+			for i := range reqs {
+				d := p.Place(f, &reqs[i], now)
+				// Place leaves its classes prepared for this request but clears
+				// the prefix lengths: match again to bound as it did.
+				p.touched = f.Prefix().Match(reqs[i].BlockHashes, p.lens, p.touched[:0])
+				p.mark(p.touched, rowTouched, true)
+				for _, c := range d.Candidates {
+					h := &p.view.hot[c.Worker.Idx]
+					lb, _, _, _ := p.lowerBound(h, &p.classes[h.class], c.Worker.Idx, &p.req)
+					refined := p.refinedBound(c.Worker.Idx, &p.req)
+					if !(lb <= refined && refined <= c.Terms.TotalUSD) || lb <= 0 {
+						t.Fatalf("request %d worker %s: bound %v, refined %v, total %v", i, c.Worker.ID, lb, refined, c.Terms.TotalUSD)
+					}
+					if c.Terms.MissUSD > 0 && refined > lb {
+						refinedByMiss++
+					}
+					checked++
 				}
-				if c.Terms.MissUSD > 0 && refined > lb {
-					refinedByMiss++
+				for _, w := range p.touched {
+					p.lens[w] = 0
 				}
-				checked++
+				p.mark(p.touched, rowTouched, false)
 			}
-			for _, w := range p.touched {
-				p.lens[w] = 0
+			if checked < 1000 || refinedByMiss == 0 {
+				t.Fatalf("only %d candidates checked, %d refined by the miss term", checked, refinedByMiss)
 			}
-			p.mark(p.touched, rowTouched, false)
-		}
-		if checked < 1000 || refinedByMiss == 0 {
-			t.Fatalf("only %d candidates checked, %d refined by the miss term", checked, refinedByMiss)
+		})
+	}
+}
+
+// With the roofline predictor the bound prices decode_s as the total does,
+// the KV a batch holds included, so a placement evaluates a few times
+// Explain workers, not the hundred or so whose bounds left that out (on
+// the 1,000-worker synthetic fleet, evaluated and kept per placement by
+// class: 97-133 without it, 22-34 with it).
+func TestRooflineBoundsAreTight(t *testing.T) {
+	f, reqs := Synthetic(SyntheticConfig{Workers: 1000, Blocks: 100000, Requests: 200, Seed: 1, Rename: rooflineNames}, now)
+	p := New(perf.NewPredictor(nil), Options{})
+	byClass := map[string][2]int{}
+	for i := range reqs {
+		d := p.Place(f, &reqs[i], now)
+		n := byClass[reqs[i].Priority]
+		byClass[reqs[i].Priority] = [2]int{n[0] + d.Considered, n[1] + 1}
+	}
+	for class, n := range byClass {
+		if mean := float64(n[0]) / float64(n[1]); mean > 5*float64(p.Options().Explain) {
+			t.Errorf("%s: %.1f workers evaluated and kept per placement, want at most %d", class, mean, 5*p.Options().Explain)
 		}
 	}
 }
