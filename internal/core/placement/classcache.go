@@ -171,14 +171,21 @@ func decodeInterp(cl *class, lo uint8, frac float64) float64 {
 // can be at that batch, its buckets filled for this placement on first
 // use.
 func (p *Placer) decodeFloorInterp(cl *class, r *Request, lo uint8, frac float64) float64 {
+	p.fillFloorAt(cl, r, lo, frac != 0)
+	return interp(&cl.decodeFloor, lo, frac)
+}
+
+// fillFloorAt fills cl.decodeFloor at bucket lo, and the one above if
+// next (interp reads it only for a fraction past lo), unless this
+// placement has.
+func (p *Placer) fillFloorAt(cl *class, r *Request, lo uint8, next bool) {
 	if cl.floorEpoch != p.epoch {
 		cl.floorEpoch, cl.floorFilled = p.epoch, 0
 	}
 	p.fillFloor(cl, r, lo)
-	if frac != 0 { // interp reads the bucket above only then
+	if next && lo+1 < decodeBuckets {
 		p.fillFloor(cl, r, lo+1)
 	}
-	return interp(&cl.decodeFloor, lo, frac)
 }
 
 // fillFloor fills cl.decodeFloor at bucket i unless this placement has.

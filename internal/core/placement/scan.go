@@ -309,19 +309,7 @@ func (p *Placer) groupBoundAt(cl *class, gr *group, lo int, queuedTokens int) fl
 	if cl.takes&p.rp.phase == 0 {
 		return math.Inf(1) // bound turns every member down (and cl is not prepared)
 	}
-	decode := cl.decodeAt[lo]
-	switch {
-	case p.rp.heldKVDecode:
-		// decodeTerm may price every member from the floor plus the KV it
-		// holds, which is no less than the decode alone; the table at the
-		// group's batch can be far over it for a long prompt.
-		decode = decodeAlone(cl)
-	case gr.maxFrac > 0 && lo+1 < decodeBuckets:
-		// As decodeInterp computes it, at the group's two extremes: it is
-		// linear in the fraction, so one of them is the least.
-		a, span := decode, cl.decodeAt[lo+1]-decode
-		decode = min(a+gr.minFrac*span, a+gr.maxFrac*span)
-	}
+	decode := p.groupDecode(cl, gr, lo)
 	price := min(cl.pricePerSecond, gr.minOwnPricePerSecond)
 	queue := 0.0
 	if queuedTokens > 0 {
@@ -364,6 +352,49 @@ func (p *Placer) groupBoundAt(cl *class, gr *group, lo int, queuedTokens int) fl
 		}
 	}
 	return b
+}
+
+// groupDecode is a decode_s no member of group gr (class cl, decode
+// bucket lo) goes under, as Placer.decode prices it: the table at the
+// group's batch plus the least KV beyond it that a member's batch holds,
+// and, where decode may be priced from the floor (a critical request's,
+// on every worker), the least of that and the floor plus the least KV a
+// member holds. Every step is monotone in the member's figures, and exact
+// where they are integers, so no member's decode is under it. Without the
+// KV terms a critical request's groups were bounded at the decode alone,
+// which a long prompt's busy groups are far over, and it bounded twice as
+// many workers one by one as the other classes.
+func (p *Placer) groupDecode(cl *class, gr *group, lo int) float64 {
+	decode := interpLeast(&cl.decodeAt, lo, gr)
+	if cl.evalEpoch != p.epoch || !(cl.perCtxToken > 0) {
+		// perCtxToken is not asked for by a group's bound: until one of
+		// the class's workers is bounded, the KV terms are left out.
+		if p.rp.heldKVDecode {
+			return decodeAlone(cl)
+		}
+		return decode
+	}
+	k := float64(p.req.OutputTokens) * cl.perCtxToken
+	ctx := float64(cl.ctx)
+	if extra := gr.minHeld + ctx - (gr.maxOthers+1)*ctx; extra > 0 {
+		decode += k * extra
+	}
+	if p.rp.heldKVDecode {
+		p.fillFloorAt(cl, &p.req, uint8(lo), gr.maxFrac > 0)
+		decode = min(decode, interpLeast(&cl.decodeFloor, lo, gr)+k*gr.minHeld)
+	}
+	return decode
+}
+
+// interpLeast is the least of interp(t, lo, frac) over the group's
+// fractions: it is linear in the fraction, so one of the two extremes.
+func interpLeast(t *[decodeBuckets]float64, lo int, gr *group) float64 {
+	a := t[lo]
+	if gr.maxFrac > 0 && lo+1 < decodeBuckets {
+		span := t[lo+1] - a
+		a = min(a+gr.minFrac*span, a+gr.maxFrac*span)
+	}
+	return a
 }
 
 // visit fully evaluates b's worker unless its bound, refined with the

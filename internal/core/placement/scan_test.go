@@ -316,7 +316,20 @@ func TestLoadOfAStateFirstSeenMidPlacement(t *testing.T) {
 // GPU the cost model does not know, or an architecture without FP8.
 func variedFleet(t *testing.T, seed uint64) (*fleet.Fleet, []Request) {
 	t.Helper()
-	f, reqs := Synthetic(SyntheticConfig{Workers: 300, Blocks: 30000, Requests: 150, Seed: seed}, now)
+	return variedFleetNamed(t, seed, nil)
+}
+
+// variedFleetNamed is variedFleet with its GPU and model names replaced
+// by rename's (rooflineNames: for perf's predictor).
+func variedFleetNamed(t *testing.T, seed uint64, rename map[string]string) (*fleet.Fleet, []Request) {
+	t.Helper()
+	name := func(s string) string {
+		if n, ok := rename[s]; ok {
+			return n
+		}
+		return s
+	}
+	f, reqs := Synthetic(SyntheticConfig{Workers: 300, Blocks: 30000, Requests: 150, Seed: seed, Rename: rename}, now)
 	rng := rand.New(rand.NewPCG(seed, 99))
 	for _, w := range f.Workers() {
 		if rng.IntN(5) != 0 {
@@ -372,7 +385,7 @@ func variedFleet(t *testing.T, seed uint64) (*fleet.Fleet, []Request) {
 		r := &reqs[i]
 		switch rng.IntN(6) {
 		case 0:
-			r.Model, r.Dtype = "llama-70b", "fp8"
+			r.Model, r.Dtype = name("llama-70b"), "fp8"
 		case 1:
 			r.Deadline = time.Time{}
 		case 2:
@@ -402,76 +415,141 @@ func TestPruningKeepsTheWinnerAcrossOptions(t *testing.T) {
 	for _, a := range Axes {
 		variants["no "+a] = Options{Disabled: map[string]bool{a: true}, WeightBytes: weights}
 	}
-	f, reqs := variedFleet(t, 11)
-	for name, o := range variants {
-		t.Run(name, func(t *testing.T) {
-			pruned := New(BenchCost(), o)
-			full := o
-			full.Explain = 1 << 20
-			all := New(BenchCost(), full)
-			skipped, placed := 0, 0
+	for _, cm := range costModels {
+		f, reqs := variedFleetNamed(t, 11, cm.rename)
+		for name, o := range variants {
+			t.Run(cm.name+"/"+name, func(t *testing.T) {
+				pruningKeepsTheWinner(t, f, reqs, cm.cost, o)
+			})
+		}
+	}
+}
+
+// costModels are the cost models the scan's tests run under: the linear
+// stand-in, whose decode does not read the context, and perf's roofline
+// predictor, whose decode prices the KV a batch holds (the bounds' KV
+// terms are exercised only there), each with the names it knows.
+var costModels = []struct {
+	name   string
+	cost   func() CostModel
+	rename map[string]string
+}{
+	{"linear", func() CostModel { return BenchCost() }, nil},
+	{"roofline", func() CostModel { return perf.NewPredictor(nil) }, rooflineNames},
+}
+
+func pruningKeepsTheWinner(t *testing.T, f *fleet.Fleet, reqs []Request, cost func() CostModel, o Options) {
+	t.Helper()
+	pruned := New(cost(), o)
+	full := o
+	full.Explain = 1 << 20
+	all := New(cost(), full)
+	skipped, placed := 0, 0
+	for i := range reqs {
+		a := pruned.Place(f, &reqs[i], now)
+		aw, at, ac, au := a.Worker, a.Terms, append([]Candidate(nil), a.Candidates...), a.Unresolvable
+		skipped += a.Skipped
+		b := all.Place(f, &reqs[i], now)
+		if aw != b.Worker || at != b.Terms || au != b.Unresolvable {
+			t.Fatalf("request %d: pruned picked %v (unresolvable %v), full %v (%v)", i, aw, au, b.Worker, b.Unresolvable)
+		}
+		if len(ac) != min(len(b.Candidates), pruned.Options().Explain) {
+			t.Fatalf("request %d: %d candidates kept, full placer has %d", i, len(ac), len(b.Candidates))
+		}
+		for k := range ac {
+			if ac[k] != b.Candidates[k] {
+				t.Fatalf("request %d: candidate %d differs", i, k)
+			}
+		}
+		if aw != nil {
+			placed++
+		}
+	}
+	if skipped == 0 || placed < len(reqs)/2 {
+		t.Fatalf("skipped %d workers, placed %d of %d", skipped, placed, len(reqs))
+	}
+}
+
+// A group's bound, and its decode bucket's, is never above the bound,
+// deadline-miss term included (refinedBound), of any of its workers that
+// holds no cached prefix, for every request and group of a varied fleet,
+// under each cost model.
+func TestGroupBoundIsUnderItsWorkers(t *testing.T) {
+	for _, cm := range costModels {
+		t.Run(cm.name, func(t *testing.T) {
+			f, reqs := variedFleetNamed(t, 12, cm.rename)
+			p := New(cm.cost(), Options{})
+			compared := 0
 			for i := range reqs {
-				a := pruned.Place(f, &reqs[i], now)
-				aw, at, ac, au := a.Worker, a.Terms, append([]Candidate(nil), a.Candidates...), a.Unresolvable
-				skipped += a.Skipped
-				b := all.Place(f, &reqs[i], now)
-				if aw != b.Worker || at != b.Terms || au != b.Unresolvable {
-					t.Fatalf("request %d: pruned picked %v (unresolvable %v), full %v (%v)", i, aw, au, b.Worker, b.Unresolvable)
+				r := &reqs[i]
+				p.Place(f, r, now)
+				// Place leaves the classes prepared and groups bounded for r (its
+				// copy, with the defaults filled in, which these requests already
+				// have but for the priority).
+				if r.Priority == "" {
+					continue
 				}
-				if len(ac) != min(len(b.Candidates), pruned.Options().Explain) {
-					t.Fatalf("request %d: %d candidates kept, full placer has %d", i, len(ac), len(b.Candidates))
-				}
-				for k := range ac {
-					if ac[k] != b.Candidates[k] {
-						t.Fatalf("request %d: candidate %d differs", i, k)
+				for g, members := range p.view.members {
+					cl := &p.classes[g/bands/decodeBuckets]
+					if cl.epoch != p.epoch || len(members) == 0 {
+						continue
+					}
+					lo := g / bands % decodeBuckets
+					bound := p.groupBound(cl, &p.view.groups[g], lo)
+					bucket := p.groupBound(cl, &p.view.buckets[g/bands], lo)
+					for _, w := range members {
+						lb := p.refinedBound(int32(w), r)
+						if !(bound <= lb) || !(bucket <= lb) {
+							t.Fatalf("request %d group %d (%s): bound %v (its bucket's %v) over worker %d's %v", i, g, cl.gpu, bound, bucket, w, lb)
+						}
+						compared++
 					}
 				}
-				if aw != nil {
-					placed++
-				}
 			}
-			if skipped == 0 || placed < len(reqs)/2 {
-				t.Fatalf("skipped %d workers, placed %d of %d", skipped, placed, len(reqs))
+			if compared < 10000 {
+				t.Fatalf("only %d comparisons", compared)
 			}
 		})
 	}
 }
 
-// A group's bound, and its decode bucket's, is never above the bound,
-// deadline-miss term included (refinedBound), of any of its workers that holds no cached prefix, for
-// every request and group of a varied fleet.
-func TestGroupBoundIsUnderItsWorkers(t *testing.T) {
-	f, reqs := variedFleet(t, 12)
-	p := New(BenchCost(), Options{})
-	compared := 0
+// A group's decode_s (groupDecode) is the least its members' can be, KV
+// terms and, for a critical request, the floor included: never over a
+// member's decode without a cached prefix, and equal to it for a group of
+// one. Bounded at the decode alone, a critical request's groups were far
+// under their members, and it read twice as many workers as the other
+// classes.
+func TestGroupDecodeIsItsMembersLeast(t *testing.T) {
+	f, reqs := variedFleetNamed(t, 13, rooflineNames)
+	p := New(perf.NewPredictor(nil), Options{})
+	exact := map[string]int{}
 	for i := range reqs {
-		r := &reqs[i]
-		p.Place(f, r, now)
-		// Place leaves the classes prepared and groups bounded for r (its
-		// copy, with the defaults filled in, which these requests already
-		// have but for the priority).
-		if r.Priority == "" {
-			continue
-		}
+		p.Place(f, &reqs[i], now)
+		r := &p.req
 		for g, members := range p.view.members {
 			cl := &p.classes[g/bands/decodeBuckets]
-			if cl.epoch != p.epoch || len(members) == 0 {
-				continue
+			if cl.epoch != p.epoch || cl.evalEpoch != p.epoch || len(members) == 0 || isInf(decodeAlone(cl)) {
+				continue // not prepared, or a GPU the predictor cannot run the model on
 			}
-			lo := g / bands % decodeBuckets
-			bound := p.groupBound(cl, &p.view.groups[g], lo)
-			bucket := p.groupBound(cl, &p.view.buckets[g/bands], lo)
+			gd := p.groupDecode(cl, &p.view.groups[g], g/bands%decodeBuckets)
 			for _, w := range members {
-				lb := p.refinedBound(int32(w), r)
-				if !(bound <= lb) || !(bucket <= lb) {
-					t.Fatalf("request %d group %d (%s): bound %v (its bucket's %v) over worker %d's %v", i, g, cl.gpu, bound, bucket, w, lb)
+				d := p.decode(cl, r, &p.view.hot[w], p.view.held[w], 0)
+				if !(gd <= d) {
+					t.Fatalf("request %d (%s) group %d: decode %v over worker %d's %v", i, r.Priority, g, gd, w, d)
 				}
-				compared++
+				if len(members) == 1 && gd != d {
+					t.Fatalf("request %d (%s) group %d of one: decode %v, its worker's %v", i, r.Priority, g, gd, d)
+				}
+			}
+			if len(members) == 1 {
+				exact[r.Priority]++
 			}
 		}
 	}
-	if compared < 10000 {
-		t.Fatalf("only %d comparisons", compared)
+	for _, c := range schemas.Priorities {
+		if exact[c] < 10 {
+			t.Fatalf("only %d groups of one compared for %s requests (%v)", exact[c], c, exact)
+		}
 	}
 }
 

@@ -76,7 +76,12 @@ type group struct {
 	minOwnPricePerSecond float64 // +Inf if no member has its own price (or the GPU axis is off)
 	minInvBatch          float64
 	minOthers            float64
-	minQueue             [fleet.NumClasses]int // by rank, as hotRow.queue
+	// maxOthers and minHeld bound the KV term of the members' decode_s
+	// (Placer.decode): what a batch holds beyond its size times the
+	// request's context is at least minHeld less maxOthers+1 contexts.
+	// minHeld is over the members' view.held, 0 for one without KV.
+	maxOthers, minHeld float64
+	minQueue           [fleet.NumClasses]int // by rank, as hotRow.queue
 	// minFrac and maxFrac bound the members' decodeFrac: decode time is
 	// linear in it between the bucket's ends, so its least is at one of
 	// them. maxFrac > 0 when some member interpolates past the bucket.
@@ -91,7 +96,7 @@ const bands = 4
 
 // emptyGroup is the summary of no workers, which any member lowers.
 func emptyGroup() group {
-	gr := group{minOwnPricePerSecond: math.Inf(1), minInvBatch: 1, minOthers: math.Inf(1), minFrac: 1}
+	gr := group{minOwnPricePerSecond: math.Inf(1), minInvBatch: 1, minOthers: math.Inf(1), minHeld: math.Inf(1), minFrac: 1}
 	for k := range gr.minQueue {
 		gr.minQueue[k] = math.MaxInt
 	}
@@ -103,6 +108,7 @@ func (gr *group) merge(o *group) {
 	gr.minOwnPricePerSecond = min(gr.minOwnPricePerSecond, o.minOwnPricePerSecond)
 	gr.minInvBatch = min(gr.minInvBatch, o.minInvBatch)
 	gr.minOthers = min(gr.minOthers, o.minOthers)
+	gr.maxOthers, gr.minHeld = max(gr.maxOthers, o.maxOthers), min(gr.minHeld, o.minHeld)
 	for k := range gr.minQueue {
 		gr.minQueue[k] = min(gr.minQueue[k], o.minQueue[k])
 	}
@@ -290,6 +296,7 @@ func (p *Placer) summarize(g int32) {
 		h := &v.hot[i]
 		gr.minInvBatch = min(gr.minInvBatch, h.invBatch)
 		gr.minOthers = min(gr.minOthers, h.others)
+		gr.maxOthers, gr.minHeld = max(gr.maxOthers, h.others), min(gr.minHeld, max(v.held[i], 0))
 		for k := range gr.minQueue {
 			gr.minQueue[k] = min(gr.minQueue[k], int(h.queue[k]))
 		}
