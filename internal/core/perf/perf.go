@@ -287,6 +287,105 @@ func (r *Replica) StepSeconds(b Batch) float64 {
 	return max(t, o.minStep)
 }
 
+// stepModel is StepSeconds with the per-replica factors of its formula
+// evaluated once: the predictor keeps one per replica it caches, since
+// its cost questions (some hundred per placement) each re-derived them
+// and looked the engine's overheads and the dtype's size up by string
+// (BenchmarkPredictorByName 131-168 -> 61-65 ns). Each factor is a
+// subexpression of StepSeconds' formula grouped as Go evaluates it (left
+// to right), so that a step costs the same to the last bit, which the
+// tests check. StepSeconds keeps its own form: building the factors on
+// every call made it a quarter slower for the callers that hold a
+// Replica (the simulated engine).
+type stepModel struct {
+	f         float64 // flops: dense FLOP/s at the dtype, derated
+	twoPL     float64 // 2 · linear params per layer and GPU
+	fourNQHD  float64 // 4 · query heads · head dim
+	attnDen   float64 // FLOP/s for attention: tp · BF16 · etaAttn
+	kvTokenL  float64 // KV bytes per token, layer and GPU
+	weightsL  float64 // seconds to read one layer's weights
+	kvReadBW  float64 // bytes/s reading KV (paged attention)
+	writeBW   float64 // bytes/s writing
+	layers    float64
+	tp        bool // TP > 1: all-reduces per layer
+	arLatency float64
+	hidden    float64
+	arBW      float64
+	headW     float64 // seconds to read the LM head's weights
+	twoVD     float64
+	tpF       float64
+	perSeq    float64
+	minStep   float64
+}
+
+// stepModel evaluates r's factors of StepSeconds.
+func (r *Replica) stepModel() stepModel {
+	m := r.Model
+	tp := float64(r.TP)
+	F := r.flops()
+	B := r.bandwidth()
+	w := r.weightBytesPerParam()
+	nqhd := float64(m.Heads * m.HeadDim)
+	pl := m.LinearParamsPerLayer() / tp
+	vd := float64(m.Vocab * m.Hidden)
+	o := r.overhead()
+	return stepModel{
+		f:     F,
+		twoPL: 2 * pl, fourNQHD: 4 * nqhd,
+		attnDen: tp * r.GPU.BF16TFLOPS * 1e12 * etaAttn,
+		// kvBytesPerElem is the weights' element size (see its comment):
+		// one dtype lookup serves both.
+		kvTokenL: 2 * float64(m.KVHeads*m.HeadDim) * w / r.kvShards(),
+		weightsL: pl * w / (B * r.GPU.EtaB),
+		kvReadBW: B * etaKV, writeBW: B * r.GPU.EtaB,
+		layers: float64(m.Layers),
+		tp:     r.TP > 1, arLatency: r.GPU.AllReduceLatencyUs * 1e-6, hidden: float64(m.Hidden), arBW: r.GPU.AllReduceGBps * 1e9,
+		headW: vd * w / (tp * B * r.GPU.EtaB), twoVD: 2 * vd, tpF: tp * F,
+		perSeq: o.perSeq, minStep: o.minStep,
+	}
+}
+
+// step is StepSeconds(b).
+func (c *stepModel) step(b Batch) float64 {
+	k := max(b.SpecTokens, 0)
+	decodeQ := b.DecodeSeqs * (1 + k)
+	n := float64(b.PrefillTokens + decodeQ)
+	nseq := b.DecodeSeqs
+	if b.PrefillTokens > 0 {
+		nseq += max(b.PrefillSeqs, 1)
+	}
+	if n <= 0 {
+		return 0
+	}
+	// Attention FLOPs per layer: causal prefill over new tokens n with c
+	// already cached is 4·n·(c + n/2)·nq·hd per sequence; split evenly over
+	// the prefill sequences. Decode (and spec verification) is 4·c per query
+	// token.
+	ps := float64(max(b.PrefillSeqs, 1))
+	pn, pc := float64(b.PrefillTokens), float64(b.PrefillContext)
+	attnFLOPs := c.fourNQHD*(pn*pc/ps+pn*pn/(2*ps)) + c.fourNQHD*float64(1+k)*float64(b.DecodeContextTokens)
+	tc := c.twoPL*n/c.f + attnFLOPs/c.attnDen
+	kvRead := float64(b.PrefillContext+b.DecodeContextTokens) * c.kvTokenL
+	kvWrite := n * c.kvTokenL
+	tm := c.weightsL + kvRead/c.kvReadBW + kvWrite/c.writeBW
+	layer := hypot(tc, tm) + perLayerSeconds
+	if c.tp {
+		// Two all-reduces of the activations (N·d·2 bytes) per layer.
+		layer += 2 * (c.arLatency + n*c.hidden*2/c.arBW)
+	}
+	// LM head: V·d weights read once, 2·V·d FLOPs per sequence sampled.
+	logitRows := float64(nseq + b.DecodeSeqs*k)
+	head := hypot(c.headW, c.twoVD*logitRows/c.tpF)
+	t := c.layers*layer + head + perStepSeconds + c.perSeq*float64(b.DecodeSeqs)
+	if k > 0 && b.DraftLayers > 0 && b.DecodeSeqs > 0 {
+		// Each draft token is one draft forward at the decode batch.
+		dn := float64(b.DecodeSeqs)
+		dtc := c.twoPL * dn / c.f
+		t += float64(k) * b.DraftLayers * (hypot(dtc, c.weightsL) + perLayerSeconds)
+	}
+	return max(t, c.minStep)
+}
+
 // hypot is sqrt(a²+b²) without math.Hypot's overflow and NaN guards: the
 // terms here are seconds, far from float64's range, and the guards cost a
 // third of a step prediction.
@@ -301,6 +400,14 @@ func (r *Replica) PrefillSeconds(newTokens, cachedTokens int) float64 {
 	return r.StepSeconds(Batch{PrefillTokens: newTokens, PrefillContext: max(cachedTokens, 0), PrefillSeqs: 1})
 }
 
+// prefill is Replica.PrefillSeconds from the replica's stepModel.
+func (c *stepModel) prefill(newTokens, cachedTokens int) float64 {
+	if newTokens <= 0 {
+		return 0
+	}
+	return c.step(Batch{PrefillTokens: newTokens, PrefillContext: max(cachedTokens, 0), PrefillSeqs: 1})
+}
+
 // DecodeStepSeconds is one decode iteration of batch sequences with mean
 // context meanContext.
 func (r *Replica) DecodeStepSeconds(batch, meanContext int) float64 {
@@ -308,6 +415,14 @@ func (r *Replica) DecodeStepSeconds(batch, meanContext int) float64 {
 		return 0
 	}
 	return r.StepSeconds(Batch{DecodeSeqs: batch, DecodeContextTokens: batch * max(meanContext, 0)})
+}
+
+// decodeStep is Replica.DecodeStepSeconds from the replica's stepModel.
+func (c *stepModel) decodeStep(batch, meanContext int) float64 {
+	if batch <= 0 {
+		return 0
+	}
+	return c.step(Batch{DecodeSeqs: batch, DecodeContextTokens: batch * max(meanContext, 0)})
 }
 
 // SteadyState estimates steady-state serving of batch concurrent sequences,

@@ -39,8 +39,10 @@ type replicaKey struct {
 }
 
 type replicaEntry struct {
-	r  Replica
-	ok bool
+	r Replica
+	// step is r's stepModel, for the prefill and decode questions.
+	step stepModel
+	ok   bool
 	// gen is the catalog's generation when a failed entry was built: a
 	// model learned since (catalog.Learn) may make the key valid.
 	gen uint64
@@ -80,6 +82,9 @@ func (p *Predictor) replica(gpu, model, dtype string, tp int) *replicaEntry {
 		return e
 	}
 	e = &replicaEntry{r: r, ok: err == nil, gen: gen}
+	if e.ok {
+		e.step = e.r.stepModel()
+	}
 	p.rep[k] = e
 	if e.ok {
 		// Under p.mu: one writer at a time, so the copy loses nothing.
@@ -102,7 +107,7 @@ func (p *Predictor) PrefillSeconds(gpu, model, dtype string, tp, newTokens, cach
 	if !e.ok {
 		return math.Inf(1)
 	}
-	return e.r.PrefillSeconds(newTokens, cachedTokens)
+	return e.step.prefill(newTokens, cachedTokens)
 }
 
 // DecodeSeconds is the time to produce outputTokens for one sequence while
@@ -117,7 +122,7 @@ func (p *Predictor) DecodeSeconds(gpu, model, dtype string, tp, outputTokens, ba
 	if outputTokens <= 0 {
 		return 0
 	}
-	return float64(outputTokens) * e.r.DecodeStepSeconds(max(batch, 1), ctx+outputTokens/2)
+	return float64(outputTokens) * e.step.decodeStep(max(batch, 1), ctx+outputTokens/2)
 }
 
 // LoadSeconds is the time to make the model servable from a weight state

@@ -1,0 +1,67 @@
+package perf
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/switchyard-ai/switchyard/internal/core/catalog"
+)
+
+// The predictor's step predictions (stepModel) are StepSeconds' to the
+// last bit, for every valid replica the catalog builds (GPU, model, dtype,
+// TP, engine) and random batches of every shape: prefill, decode, mixed,
+// speculative; and so are its prefill and decode answers.
+func TestStepModelIsTheFormulaToTheBit(t *testing.T) {
+	cat := catalog.Default()
+	pred := NewPredictor(cat)
+	rng := rand.New(rand.NewPCG(1, 2))
+	replicas := 0
+	for _, g := range cat.GPUs() {
+		for _, m := range cat.Models() {
+			for _, dtype := range []string{catalog.DtypeBF16, catalog.DtypeFP8} {
+				for _, tp := range []int{1, 2, 4, 8} {
+					r, err := NewReplica(cat, g.Name, m.Name, dtype, tp)
+					if err != nil {
+						continue
+					}
+					replicas++
+					for _, engine := range []string{EngineVLLM, EngineSGLang, EngineTRTLLM} {
+						re, err := r.WithEngine(engine)
+						if err != nil {
+							t.Fatal(err)
+						}
+						for range 200 {
+							b := Batch{DecodeSeqs: rng.IntN(300), DecodeContextTokens: rng.IntN(1 << 22)}
+							if rng.IntN(2) == 0 {
+								b.PrefillTokens, b.PrefillContext, b.PrefillSeqs = rng.IntN(1<<17), rng.IntN(1<<17), rng.IntN(4)
+							}
+							if rng.IntN(4) == 0 {
+								b.SpecTokens, b.DraftLayers = rng.IntN(6), rng.Float64()*2
+							}
+							sm := re.stepModel()
+							if got, want := sm.step(b), re.StepSeconds(b); math.Float64bits(got) != math.Float64bits(want) {
+								t.Fatalf("%s %s %s tp%d %s %+v: %v, want %v", g.Name, m.Name, dtype, tp, engine, b, got, want)
+							}
+						}
+					}
+					for range 200 {
+						out, batch, ctx := 1+rng.IntN(2000), rng.IntN(600), rng.IntN(1<<17)
+						want := float64(out) * r.DecodeStepSeconds(max(batch, 1), ctx+out/2)
+						if got := pred.DecodeSeconds(g.Name, m.Name, dtype, tp, out, batch, ctx); math.Float64bits(got) != math.Float64bits(want) {
+							t.Fatalf("%s %s %s tp%d decode(%d, %d, %d): %v, want %v", g.Name, m.Name, dtype, tp, out, batch, ctx, got, want)
+						}
+						n, cached := 1+rng.IntN(1<<17), rng.IntN(1<<17)
+						want = r.PrefillSeconds(n, cached)
+						if got := pred.PrefillSeconds(g.Name, m.Name, dtype, tp, n, cached); math.Float64bits(got) != math.Float64bits(want) {
+							t.Fatalf("%s %s %s tp%d prefill(%d, %d): %v, want %v", g.Name, m.Name, dtype, tp, n, cached, got, want)
+						}
+					}
+				}
+			}
+		}
+	}
+	if replicas < 20 {
+		t.Fatalf("only %d replicas built", replicas)
+	}
+}
