@@ -3,6 +3,7 @@ package perf
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/switchyard-ai/switchyard/internal/core/catalog"
@@ -63,5 +64,21 @@ func TestStepModelIsTheFormulaToTheBit(t *testing.T) {
 	}
 	if replicas < 20 {
 		t.Fatalf("only %d replicas built", replicas)
+	}
+}
+
+// A kind asked for by equal names held elsewhere in memory (a request's
+// own strings rather than the fleet's) is the kind already built, found
+// by value past the by-identity pass: the same answers, no second entry.
+func TestPredictorFindsAKindByValue(t *testing.T) {
+	p := NewPredictor(nil)
+	want := p.DecodeSeconds("h100", "llama-3.1-8b", "bf16", 1, 128, 32, 2000)
+	p.DecodeSeconds("a100-80g", "llama-3.1-8b", "bf16", 1, 128, 32, 2000) // a second kind to pass over
+	gpu, model, dtype := strings.Clone("h100"), strings.Clone("llama-3.1-8b"), strings.Clone("bf16")
+	if got := p.DecodeSeconds(gpu, model, dtype, 1, 128, 32, 2000); got != want {
+		t.Fatalf("by value: %v, by identity: %v", got, want)
+	}
+	if n := len(*p.valid.Load()); n != 2 {
+		t.Fatalf("%d kinds listed, want 2", n)
 	}
 }
