@@ -365,14 +365,12 @@ func (p *Placer) groupBoundAt(cl *class, gr *group, lo int, queuedTokens int) fl
 // which a long prompt's busy groups are far over, and it bounded twice as
 // many workers one by one as the other classes.
 func (p *Placer) groupDecode(cl *class, gr *group, lo int) float64 {
+	if cl.evalEpoch != p.epoch {
+		p.prepareEval(cl, &p.req)
+	}
 	decode := interpLeast(&cl.decodeAt, lo, gr)
-	if cl.evalEpoch != p.epoch || !(cl.perCtxToken > 0) {
-		// perCtxToken is not asked for by a group's bound: until one of
-		// the class's workers is bounded, the KV terms are left out.
-		if p.rp.heldKVDecode {
-			return decodeAlone(cl)
-		}
-		return decode
+	if !(cl.perCtxToken > 0) {
+		return decode // as Placer.decode: the table alone
 	}
 	k := float64(p.req.OutputTokens) * cl.perCtxToken
 	ctx := float64(cl.ctx)

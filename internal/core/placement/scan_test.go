@@ -516,40 +516,44 @@ func TestGroupBoundIsUnderItsWorkers(t *testing.T) {
 // A group's decode_s (groupDecode) is the least its members' can be, KV
 // terms and, for a critical request, the floor included: never over a
 // member's decode without a cached prefix, and equal to it for a group of
-// one. Bounded at the decode alone, a critical request's groups were far
-// under their members, and it read twice as many workers as the other
-// classes.
+// one, under each cost model. Bounded at the decode alone, a critical
+// request's groups were far under their members, and it read two to three
+// times as many workers one by one as the other classes.
 func TestGroupDecodeIsItsMembersLeast(t *testing.T) {
-	f, reqs := variedFleetNamed(t, 13, rooflineNames)
-	p := New(perf.NewPredictor(nil), Options{})
-	exact := map[string]int{}
-	for i := range reqs {
-		p.Place(f, &reqs[i], now)
-		r := &p.req
-		for g, members := range p.view.members {
-			cl := &p.classes[g/bands/decodeBuckets]
-			if cl.epoch != p.epoch || cl.evalEpoch != p.epoch || len(members) == 0 || isInf(decodeAlone(cl)) {
-				continue // not prepared, or a GPU the predictor cannot run the model on
-			}
-			gd := p.groupDecode(cl, &p.view.groups[g], g/bands%decodeBuckets)
-			for _, w := range members {
-				d := p.decode(cl, r, &p.view.hot[w], p.view.held[w], 0)
-				if !(gd <= d) {
-					t.Fatalf("request %d (%s) group %d: decode %v over worker %d's %v", i, r.Priority, g, gd, w, d)
+	for _, cm := range costModels {
+		t.Run(cm.name, func(t *testing.T) {
+			f, reqs := variedFleetNamed(t, 13, cm.rename)
+			p := New(cm.cost(), Options{})
+			exact := map[string]int{}
+			for i := range reqs {
+				p.Place(f, &reqs[i], now)
+				r := &p.req
+				for g, members := range p.view.members {
+					cl := &p.classes[g/bands/decodeBuckets]
+					if cl.epoch != p.epoch || len(members) == 0 || isInf(decodeAlone(cl)) {
+						continue // not prepared, or a GPU the cost model cannot run the model on
+					}
+					gd := p.groupDecode(cl, &p.view.groups[g], g/bands%decodeBuckets)
+					for _, w := range members {
+						d := p.decode(cl, r, &p.view.hot[w], p.view.held[w], 0)
+						if !(gd <= d) {
+							t.Fatalf("request %d (%s) group %d: decode %v over worker %d's %v", i, r.Priority, g, gd, w, d)
+						}
+						if len(members) == 1 && gd != d {
+							t.Fatalf("request %d (%s) group %d of one: decode %v, its worker's %v", i, r.Priority, g, gd, d)
+						}
+					}
+					if len(members) == 1 {
+						exact[r.Priority]++
+					}
 				}
-				if len(members) == 1 && gd != d {
-					t.Fatalf("request %d (%s) group %d of one: decode %v, its worker's %v", i, r.Priority, g, gd, d)
+			}
+			for _, c := range schemas.Priorities {
+				if exact[c] < 10 {
+					t.Fatalf("only %d groups of one compared for %s requests (%v)", exact[c], c, exact)
 				}
 			}
-			if len(members) == 1 {
-				exact[r.Priority]++
-			}
-		}
-	}
-	for _, c := range schemas.Priorities {
-		if exact[c] < 10 {
-			t.Fatalf("only %d groups of one compared for %s requests (%v)", exact[c], c, exact)
-		}
+		})
 	}
 }
 
