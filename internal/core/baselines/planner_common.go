@@ -34,23 +34,34 @@ func PlannerNames() []string {
 
 // NewPlanner builds a planner baseline by name over cfg's pools (cfg as
 // control.New fills it: its Interval is how often Decide is called, its
-// Catalog prices and models the pools).
+// Catalog prices and models the pools; with SleepOnRelease its sizes are
+// carried out through the sleeping tier, control.WithSleepTier).
 func NewPlanner(name string, cfg control.Config) (control.Planner, error) {
 	pools, err := newPlannerPools(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("baselines: planner %s: %w", name, err)
 	}
+	var p control.Planner
 	switch name {
 	case PlannerDynamoThroughput:
-		return newDynamoThroughput(cfg, pools), nil
+		p = newDynamoThroughput(cfg, pools)
 	case PlannerDynamoLoad:
-		return newDynamoLoad(cfg, pools), nil
+		p = newDynamoLoad(cfg, pools)
 	case PlannerWVA:
-		return newWVA(cfg, pools), nil
+		p = newWVA(cfg, pools)
 	case PlannerKEDAHPA:
-		return newKEDAHPA(cfg, pools), nil
+		p = newKEDAHPA(cfg, pools)
+	default:
+		return nil, fmt.Errorf("baselines: unknown planner %q (want one of %v)", name, PlannerNames())
 	}
-	return nil, fmt.Errorf("baselines: unknown planner %q (want one of %v)", name, PlannerNames())
+	// Every baseline is lent the tiers Switchyard's controller has: with
+	// cfg.SleepOnRelease its scale-down sleeps and its scale-up wakes
+	// (control.WithSleepTier), in every shell that builds it here.
+	p, err = control.WithSleepTier(p, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("baselines: planner %s: %w", name, err)
+	}
+	return p, nil
 }
 
 // plannerPool is one configured pool with its modelled replica and the

@@ -49,7 +49,9 @@ type Autoscale struct {
 	// baselines.PlannerNames (Dynamo's planner in throughput or load mode,
 	// llm-d's Workload Variant Autoscaler, the HPA on KEDA's JetStream lag).
 	// Every planner runs on the same fleet, started and drained the same
-	// way, with the same cold-start costs.
+	// way, with the same cold-start costs, and with Control.SleepOnRelease
+	// the same sleeping tier: a baseline's scale-down sleeps and its rise
+	// wakes (control.WithSleepTier, applied by baselines.NewPlanner).
 	Planner string
 	// ShiftModels lets GPUs change model (control.Config.ShiftModels):
 	// with no Pools, every GPU type of the fleet × every model it serves

@@ -242,3 +242,51 @@ func TestAutoscaleAssignsRoles(t *testing.T) {
 		t.Errorf("roles changed without AssignRoles")
 	}
 }
+
+// A planner baseline is lent the sleeping tier Switchyard's controller
+// has (control.WithSleepTier): with SleepOnRelease its scale-down puts a
+// replica to sleep, and its next rise within the prior hold wakes that
+// sleeper where without the tier it cold-starts one. Bursts of 15 s every
+// 40 s fall and return inside one hold (32 s for llama-3.1-8b on an H100),
+// so bursts after the first are served by wakes. Dynamo's load planner
+// is the baseline that scales down within seconds of a fall (the HPA's
+// five-minute window holds through these gaps: its tier goes unused here).
+func TestAutoscaleBaselineWakesASleeperOnTheNextRise(t *testing.T) {
+	tr := repeatTrace(11, 0.5, 60, 15, 40, 480)
+	const name = "dynamo-load"
+	type out struct {
+		started, wakes, sleeps int
+		gpuH                   float64
+	}
+	runOne := func(sleep bool) out {
+		var o out
+		cfg := Config{GPUs: []GPUSpec{{GPU: "h100", Count: 1, TP: 1}}, Model: "llama-3.1-8b", Seed: 3,
+			Autoscale: &Autoscale{Min: 1, Max: 8, Planner: name, OnDecision: func(_ time.Duration, d control.Decision) {
+				// The tier's own commands, not wakes by work placed on a sleeper.
+				for _, w := range d.Warmth {
+					switch w.State {
+					case schemas.WeightHot:
+						o.wakes++
+					case schemas.WeightSleeping:
+						o.sleeps++
+					}
+				}
+			}}}
+		cfg.Autoscale.Control.SleepOnRelease = sleep
+		res := run(t, cfg, tr, "switchyard")
+		o.started, o.gpuH = res.Autoscale.Started, res.GPUHours
+		t.Logf("sleep-on-release %v: started %d, sleep commands %d, wake commands %d, GPU-h %.3f, attainment %.4f",
+			sleep, o.started, o.sleeps, o.wakes, o.gpuH, res.SLOAttainment)
+		return o
+	}
+	released, slept := runOne(false), runOne(true)
+	if released.sleeps != 0 || released.wakes != 0 {
+		t.Fatalf("without SleepOnRelease the baseline slept %d and woke %d replicas", released.sleeps, released.wakes)
+	}
+	if slept.sleeps == 0 || slept.wakes == 0 {
+		t.Fatalf("with SleepOnRelease the baseline slept %d and woke %d replicas: its scale-down should sleep and its next rise wake", slept.sleeps, slept.wakes)
+	}
+	if slept.started >= released.started {
+		t.Fatalf("with SleepOnRelease %d cold starts, without %d: wakes should replace some", slept.started, released.started)
+	}
+}
