@@ -115,7 +115,7 @@ func delayTerm(p *Placer, c *cand, r *Request) {
 //     short requests had (the 0.90 bar 5.188× → 4.0×; for critical only,
 //     4.757×): docs/benchmarks.md, "Long critical prompts".
 //
-// The scan bounds those workers with the floor.
+// The scan bounds each worker with this same prediction (Placer.decode).
 func decodeTerm(p *Placer, c *cand, r *Request) {
 	c.t.DecodeSeconds = p.decode(c.c, r, c.h, p.view.held[c.i], cachedTokens(p, c.h, c.i, r))
 }
