@@ -310,17 +310,12 @@ func TestLoadOfAStateFirstSeenMidPlacement(t *testing.T) {
 	}
 }
 
-// variedFleet is the synthetic fleet with a fifth of its workers changed
-// in the ways the synthetic one never is: draining, stale, no KV capacity
-// reported, their own load-time estimates, no price of their own, TP 2, a
-// GPU the cost model does not know, or an architecture without FP8.
-func variedFleet(t *testing.T, seed uint64) (*fleet.Fleet, []Request) {
-	t.Helper()
-	return variedFleetNamed(t, seed, nil)
-}
-
-// variedFleetNamed is variedFleet with its GPU and model names replaced
-// by rename's (rooflineNames: for perf's predictor).
+// variedFleetNamed is the synthetic fleet with a fifth of its workers
+// changed in the ways the synthetic one never is: draining, stale, no KV
+// capacity reported, their own load-time estimates, no price of their own,
+// TP 2, a GPU the cost model does not know, or an architecture without
+// FP8; its GPU and model names replaced by rename's (rooflineNames: for
+// perf's predictor).
 func variedFleetNamed(t *testing.T, seed uint64, rename map[string]string) (*fleet.Fleet, []Request) {
 	t.Helper()
 	name := func(s string) string {
