@@ -254,8 +254,11 @@ type planned struct {
 
 // Engine is one replica's scheduler. It is not safe for concurrent use.
 type Engine struct {
-	cfg     Config
-	rep     perf.Replica
+	cfg Config
+	rep perf.Replica
+	// model is rep's step formula, built once: the engine asks it every
+	// step, and more than once in a step a cap is binding.
+	model   perf.StepModel
 	kv      *kvPool
 	running []*seq
 	waiting []*seq // FIFO; preempted sequences go to the front
@@ -341,6 +344,7 @@ func New(cfg Config) (*Engine, error) {
 	return &Engine{
 		cfg:     cfg,
 		rep:     cfg.Replica,
+		model:   cfg.Replica.StepModel(),
 		kv:      newKVPool(cfg.KVBlocks),
 		byID:    make(map[string]*seq),
 		holds:   make(map[string]*seq),
@@ -770,7 +774,7 @@ func (e *Engine) chunk(s *seq, budget int) int {
 	fits := func(m int) bool {
 		b := e.cur
 		addTo(&b, s, m, false)
-		return e.rep.StepSeconds(b) <= e.capSec
+		return e.model.Step(b) <= e.capSec
 	}
 	if fits(n) {
 		return n

@@ -47,7 +47,7 @@ func (e *Engine) step(now time.Time) Step {
 		return *out
 	}
 	b := e.planned(k)
-	sec := e.rep.StepSeconds(b)
+	sec := e.model.Step(b)
 	dur := time.Duration(math.Round(sec * float64(time.Second)))
 	out.Batch, out.Duration, out.GPUSeconds = b, dur, sec*float64(e.rep.TP)
 	e.attribute(out.GPUSeconds)

@@ -232,72 +232,24 @@ func (r Replica) KVBlocks(blockSize int, memUtil float64) int {
 // PricePerHour is the replica's on-demand price: all TP GPUs.
 func (r Replica) PricePerHour() float64 { return r.GPU.PricePerHour * float64(r.TP) }
 
-// StepSeconds is the duration of one engine iteration running b.
+// StepSeconds is the duration of one engine iteration running b: the
+// replica's StepModel asked once. A caller that asks many times (the
+// simulated engine, every step) keeps the StepModel instead, since
+// building it is most of one question's cost.
 func (r *Replica) StepSeconds(b Batch) float64 {
-	m := r.Model
-	tp := float64(r.TP)
-	k := max(b.SpecTokens, 0)
-	decodeQ := b.DecodeSeqs * (1 + k)
-	n := float64(b.PrefillTokens + decodeQ)
-	nseq := b.DecodeSeqs
-	if b.PrefillTokens > 0 {
-		nseq += max(b.PrefillSeqs, 1)
-	}
-	if n <= 0 {
-		return 0
-	}
-	F := r.flops()
-	B := r.bandwidth()
-	w := r.weightBytesPerParam()
-	nqhd := float64(m.Heads * m.HeadDim)
-	// kvBytesPerElem is the weights' element size (see its comment): one
-	// dtype lookup serves both.
-	kvTokLayer := 2 * float64(m.KVHeads*m.HeadDim) * w / r.kvShards()
-
-	pl := m.LinearParamsPerLayer() / tp
-	// Attention FLOPs per layer: causal prefill over new tokens n with c
-	// already cached is 4·n·(c + n/2)·nq·hd per sequence; split evenly over
-	// the prefill sequences. Decode (and spec verification) is 4·c per query
-	// token.
-	ps := float64(max(b.PrefillSeqs, 1))
-	pn, pc := float64(b.PrefillTokens), float64(b.PrefillContext)
-	attnFLOPs := 4*nqhd*(pn*pc/ps+pn*pn/(2*ps)) + 4*nqhd*float64(1+k)*float64(b.DecodeContextTokens)
-	tc := 2*pl*n/F + attnFLOPs/(tp*r.GPU.BF16TFLOPS*1e12*etaAttn)
-	kvRead := float64(b.PrefillContext+b.DecodeContextTokens) * kvTokLayer
-	kvWrite := n * kvTokLayer
-	tm := pl*w/(B*r.GPU.EtaB) + kvRead/(B*etaKV) + kvWrite/(B*r.GPU.EtaB)
-	layer := hypot(tc, tm) + perLayerSeconds
-	if r.TP > 1 {
-		// Two all-reduces of the activations (N·d·2 bytes) per layer.
-		layer += 2 * (r.GPU.AllReduceLatencyUs*1e-6 + n*float64(m.Hidden)*2/(r.GPU.AllReduceGBps*1e9))
-	}
-	// LM head: V·d weights read once, 2·V·d FLOPs per sequence sampled.
-	vd := float64(m.Vocab * m.Hidden)
-	logitRows := float64(nseq + b.DecodeSeqs*k)
-	head := hypot(vd*w/(tp*B*r.GPU.EtaB), 2*vd*logitRows/(tp*F))
-	o := r.overhead()
-	t := float64(m.Layers)*layer + head + perStepSeconds + o.perSeq*float64(b.DecodeSeqs)
-	if k > 0 && b.DraftLayers > 0 && b.DecodeSeqs > 0 {
-		// Each draft token is one draft forward at the decode batch.
-		dn := float64(b.DecodeSeqs)
-		dtc := 2 * pl * dn / F
-		dtm := pl * w / (B * r.GPU.EtaB)
-		t += float64(k) * b.DraftLayers * (hypot(dtc, dtm) + perLayerSeconds)
-	}
-	return max(t, o.minStep)
+	m := r.StepModel()
+	return m.Step(b)
 }
 
-// stepModel is StepSeconds with the per-replica factors of its formula
-// evaluated once: the predictor keeps one per replica it caches, since
-// its cost questions (some hundred per placement) each re-derived them
-// and looked the engine's overheads and the dtype's size up by string
-// (BenchmarkPredictorByName 131-168 -> 61-65 ns). Each factor is a
-// subexpression of StepSeconds' formula grouped as Go evaluates it (left
-// to right), so that a step costs the same to the last bit, which the
-// tests check. StepSeconds keeps its own form: building the factors on
-// every call made it a quarter slower for the callers that hold a
-// Replica (the simulated engine).
-type stepModel struct {
+// StepModel is the one formula of a step's duration (gpu-model.md): a
+// replica's factors of it evaluated once, and Step the per-batch rest.
+// The predictor keeps one per replica it caches and the simulated engine
+// one for its replica, since their questions (some hundred per placement,
+// one per engine step) each re-derived the factors and looked the
+// engine's overheads and the dtype's size up by string
+// (BenchmarkPredictorByName 131-168 -> 61-65 ns). The zero value is not
+// a model: build it with Replica.StepModel.
+type StepModel struct {
 	f         float64 // flops: dense FLOP/s at the dtype, derated
 	twoPL     float64 // 2 · linear params per layer and GPU
 	fourNQHD  float64 // 4 · query heads · head dim
@@ -318,8 +270,8 @@ type stepModel struct {
 	minStep   float64
 }
 
-// stepModel evaluates r's factors of StepSeconds.
-func (r *Replica) stepModel() stepModel {
+// StepModel evaluates r's factors of the step formula.
+func (r *Replica) StepModel() StepModel {
 	m := r.Model
 	tp := float64(r.TP)
 	F := r.flops()
@@ -329,7 +281,7 @@ func (r *Replica) stepModel() stepModel {
 	pl := m.LinearParamsPerLayer() / tp
 	vd := float64(m.Vocab * m.Hidden)
 	o := r.overhead()
-	return stepModel{
+	return StepModel{
 		f:     F,
 		twoPL: 2 * pl, fourNQHD: 4 * nqhd,
 		attnDen: tp * r.GPU.BF16TFLOPS * 1e12 * etaAttn,
@@ -345,8 +297,8 @@ func (r *Replica) stepModel() stepModel {
 	}
 }
 
-// step is StepSeconds(b).
-func (c *stepModel) step(b Batch) float64 {
+// Step is the duration of one engine iteration running b.
+func (c *StepModel) Step(b Batch) float64 {
 	k := max(b.SpecTokens, 0)
 	decodeQ := b.DecodeSeqs * (1 + k)
 	n := float64(b.PrefillTokens + decodeQ)
@@ -400,12 +352,12 @@ func (r *Replica) PrefillSeconds(newTokens, cachedTokens int) float64 {
 	return r.StepSeconds(Batch{PrefillTokens: newTokens, PrefillContext: max(cachedTokens, 0), PrefillSeqs: 1})
 }
 
-// prefill is Replica.PrefillSeconds from the replica's stepModel.
-func (c *stepModel) prefill(newTokens, cachedTokens int) float64 {
+// prefill is Replica.PrefillSeconds from the replica's StepModel.
+func (c *StepModel) prefill(newTokens, cachedTokens int) float64 {
 	if newTokens <= 0 {
 		return 0
 	}
-	return c.step(Batch{PrefillTokens: newTokens, PrefillContext: max(cachedTokens, 0), PrefillSeqs: 1})
+	return c.Step(Batch{PrefillTokens: newTokens, PrefillContext: max(cachedTokens, 0), PrefillSeqs: 1})
 }
 
 // DecodeStepSeconds is one decode iteration of batch sequences with mean
@@ -417,12 +369,12 @@ func (r *Replica) DecodeStepSeconds(batch, meanContext int) float64 {
 	return r.StepSeconds(Batch{DecodeSeqs: batch, DecodeContextTokens: batch * max(meanContext, 0)})
 }
 
-// decodeStep is Replica.DecodeStepSeconds from the replica's stepModel.
-func (c *stepModel) decodeStep(batch, meanContext int) float64 {
+// decodeStep is Replica.DecodeStepSeconds from the replica's StepModel.
+func (c *StepModel) decodeStep(batch, meanContext int) float64 {
 	if batch <= 0 {
 		return 0
 	}
-	return c.step(Batch{DecodeSeqs: batch, DecodeContextTokens: batch * max(meanContext, 0)})
+	return c.Step(Batch{DecodeSeqs: batch, DecodeContextTokens: batch * max(meanContext, 0)})
 }
 
 // SteadyState estimates steady-state serving of batch concurrent sequences,

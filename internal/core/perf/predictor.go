@@ -41,8 +41,8 @@ type replicaKey struct {
 
 type replicaEntry struct {
 	r Replica
-	// step is r's stepModel, for the prefill and decode questions.
-	step stepModel
+	// step is r's StepModel, for the prefill and decode questions.
+	step StepModel
 	ok   bool
 	// gen is the catalog's generation when a failed entry was built: a
 	// model learned since (catalog.Learn) may make the key valid.
@@ -95,7 +95,7 @@ func (p *Predictor) replica(gpu, model, dtype string, tp int) *replicaEntry {
 	}
 	e = &replicaEntry{r: r, ok: err == nil, gen: gen}
 	if e.ok {
-		e.step = e.r.stepModel()
+		e.step = e.r.StepModel()
 	}
 	p.rep[k] = e
 	if e.ok {
