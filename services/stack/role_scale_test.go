@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -59,7 +60,12 @@ func TestScalerStartsRoleWorkers(t *testing.T) {
 	st := startStack(t, Config{SpeedUp: 100, Fleet: []WorkerSpec{
 		{GPU: "h100", Model: "llama-3.1-8b", Dtype: "bf16", TP: 1, Role: schemas.RolePrefill},
 	}, Control: &ControlConfig{Min: 2, Max: 2, Control: fast}})
+	// The scaler may have added its worker already, and WorkerIDs is a
+	// map's order: the fleet's own worker is the first one numbered
+	// (AddWorker), w1 (a clean-clone CI run read w2 as the first and
+	// failed on w1's heartbeat, which has no link).
 	first := st.WorkerIDs()
+	slices.Sort(first)
 	nc, err := st.Connect("role-scale-test")
 	if err != nil {
 		t.Fatal(err)

@@ -213,10 +213,14 @@ func TestCollectAnswersAtOnce(t *testing.T) {
 	js := bustest.StartProvisioned(t, subjects.StreamOptions{}).JS
 	rec := Record{ID: "b", Tenant: "acme", Created: time.Now(), Requests: 4}
 	items := []Item{{RequestID: "b-1"}, {RequestID: "b-2"}, {RequestID: "b-3"}, {RequestID: "b-4"}}
-	publish := func(id string) {
+	publishErr := func(id string) error {
 		res := schemas.Result{ID: id, Tenant: "acme", Status: schemas.StatusOK}
 		// Finishers publish on sy.final; RESULTS stores it as sy.result.
-		if _, err := js.Publish(ctx, subjects.Final("acme", id), schemas.MustMarshal(schemas.JSON, res)); err != nil {
+		_, err := js.Publish(ctx, subjects.Final("acme", id), schemas.MustMarshal(schemas.JSON, res))
+		return err
+	}
+	publish := func(id string) {
+		if err := publishErr(id); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -243,16 +247,25 @@ func TestCollectAnswersAtOnce(t *testing.T) {
 	}
 	// Following: the last result arrives while it waits, and it returns
 	// with it rather than at the end of a fetch.
+	// The stream delivers the result to Collect before the publisher has
+	// its ack, so the test waits for the publish too: returning first
+	// cancelled ctx under the publish (a clean-clone CI run: "context
+	// canceled" from a t.Fatal in this goroutine after the test ended).
+	published := make(chan error, 1)
 	go func() {
 		time.Sleep(100 * time.Millisecond)
-		publish("b-4")
+		published <- publishErr("b-4")
 	}()
 	start = time.Now()
 	got, err := Collect(ctx, js, rec, items, true, nil)
+	took := time.Since(start)
+	if perr := <-published; perr != nil {
+		t.Fatal(perr)
+	}
 	if err != nil || len(got) != 4 {
 		t.Fatalf("follow: %d results, %v", len(got), err)
 	}
-	if took := time.Since(start); took > 900*time.Millisecond {
+	if took > 900*time.Millisecond {
 		t.Fatalf("follow returned %s after the start, want soon after the last result (100 ms)", took)
 	}
 }
