@@ -346,13 +346,11 @@ func hypot(a, b float64) float64 { return math.Sqrt(a*a + b*b) }
 // PrefillSeconds is the time to prefill newTokens on top of cachedTokens
 // already in KV, alone on the replica, in one step (no chunking).
 func (r *Replica) PrefillSeconds(newTokens, cachedTokens int) float64 {
-	if newTokens <= 0 {
-		return 0
-	}
-	return r.StepSeconds(Batch{PrefillTokens: newTokens, PrefillContext: max(cachedTokens, 0), PrefillSeqs: 1})
+	m := r.StepModel()
+	return m.prefill(newTokens, cachedTokens)
 }
 
-// prefill is Replica.PrefillSeconds from the replica's StepModel.
+// prefill is Replica.PrefillSeconds, for a caller that keeps the model.
 func (c *StepModel) prefill(newTokens, cachedTokens int) float64 {
 	if newTokens <= 0 {
 		return 0
@@ -363,13 +361,12 @@ func (c *StepModel) prefill(newTokens, cachedTokens int) float64 {
 // DecodeStepSeconds is one decode iteration of batch sequences with mean
 // context meanContext.
 func (r *Replica) DecodeStepSeconds(batch, meanContext int) float64 {
-	if batch <= 0 {
-		return 0
-	}
-	return r.StepSeconds(Batch{DecodeSeqs: batch, DecodeContextTokens: batch * max(meanContext, 0)})
+	m := r.StepModel()
+	return m.decodeStep(batch, meanContext)
 }
 
-// decodeStep is Replica.DecodeStepSeconds from the replica's StepModel.
+// decodeStep is Replica.DecodeStepSeconds, for a caller that keeps the
+// model.
 func (c *StepModel) decodeStep(batch, meanContext int) float64 {
 	if batch <= 0 {
 		return 0
