@@ -109,10 +109,9 @@ func (t *sleepTier) Decide(in Inputs) Decision {
 		}
 		state := hb.Models[0].State
 		if it, ok := t.intents[hb.WorkerID]; ok {
-			if state == it.state || in.Now.Sub(it.at) > intentTTL {
+			var spent bool
+			if state, spent = commandedState(state, it.state, it.at, in.Now); spent {
 				delete(t.intents, hb.WorkerID)
-			} else {
-				state = it.state
 			}
 		}
 		if state == schemas.WeightSleeping {
@@ -212,6 +211,5 @@ func (t *sleepTier) carry(tp *tierPool, rd *ReplicaDecision, hot, asleep []*sche
 
 func (t *sleepTier) warm(d *Decision, now time.Time, hb *schemas.Heartbeat, from, to, reason string) {
 	t.intents[hb.WorkerID] = tierIntent{state: to, at: now}
-	d.Warmth = append(d.Warmth, WarmthDecision{Worker: hb.WorkerID, Model: hb.Models[0].Name, State: to, Reason: reason})
-	d.change(KindWarmth, hb.WorkerID, from, to, reason)
+	d.warmth(hb.WorkerID, hb.Models[0].Name, from, to, reason)
 }

@@ -82,13 +82,9 @@ func (c *Controller) decideWarmth(ws []schemas.Heartbeat, byPool map[string][]*s
 				continue
 			}
 			st := c.workers[hb.WorkerID]
-			state := hb.Models[0].State
-			if st.intent != "" {
-				if state == st.intent || in.Now.Sub(st.intentAt) > intentTTL {
-					st.intent = ""
-				} else {
-					state = st.intent
-				}
+			state, spent := commandedState(hb.Models[0].State, st.intent, st.intentAt, in.Now)
+			if spent {
+				st.intent = ""
 			}
 			switch state {
 			case schemas.WeightHot, schemas.WeightLoading:
@@ -185,8 +181,27 @@ func (c *Controller) decideWarmth(ws []schemas.Heartbeat, byPool map[string][]*s
 // heartbeat confirms it; after that the command is considered lost.
 const intentTTL = 15 * time.Second
 
+// commandedState is the weight state a worker is taken to be in: intent,
+// the state last commanded at at, until its heartbeat reports it or
+// intentTTL passes (spent: the intent is done with), else the reported
+// one. The Controller and the baselines' sleeping tier both read it.
+func commandedState(reported, intent string, at, now time.Time) (state string, spent bool) {
+	switch {
+	case intent == "":
+		return reported, false
+	case reported == intent || now.Sub(at) > intentTTL:
+		return reported, true
+	}
+	return intent, false
+}
+
 func (c *Controller) warm(d *Decision, st *workerState, now time.Time, worker, model, from, to, reason string) {
 	st.intent, st.intentAt = to, now
+	d.warmth(worker, model, from, to, reason)
+}
+
+// warmth records a warmth command and its change.
+func (d *Decision) warmth(worker, model, from, to, reason string) {
 	d.Warmth = append(d.Warmth, WarmthDecision{Worker: worker, Model: model, State: to, Reason: reason})
 	d.change(KindWarmth, worker, from, to, reason)
 }
