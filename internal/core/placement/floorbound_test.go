@@ -63,21 +63,7 @@ func TestBoundsHoldWhereTheDecodeIsPricedFromTheFloor(t *testing.T) {
 		if r.Priority == schemas.PriorityCritical && a.OK() {
 			critical++
 		}
-		for g, members := range pruned.view.members {
-			cl := &pruned.classes[g/bands/decodeBuckets]
-			if cl.epoch != pruned.epoch || len(members) == 0 {
-				continue
-			}
-			lo := g / bands % decodeBuckets
-			bound := pruned.groupBound(cl, &pruned.view.groups[g], lo)
-			bucket := pruned.groupBound(cl, &pruned.view.buckets[g/bands], lo)
-			for _, w := range members {
-				if lb := pruned.refinedBound(int32(w), r); !(bound <= lb) || !(bucket <= lb) {
-					t.Fatalf("request %d (%s, %d tokens) group %d: bound %v (its bucket's %v) over worker %d's %v", i, r.Priority, r.PromptTokens, g, bound, bucket, w, lb)
-				}
-				compared++
-			}
-		}
+		compared += checkGroupBounds(t, pruned, i, r)
 		aw, at := a.Worker, a.Terms
 		b := all.Place(f, r, now)
 		if aw != b.Worker || at != b.Terms {

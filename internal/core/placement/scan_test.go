@@ -484,22 +484,7 @@ func TestGroupBoundIsUnderItsWorkers(t *testing.T) {
 				if r.Priority == "" {
 					continue
 				}
-				for g, members := range p.view.members {
-					cl := &p.classes[g/bands/decodeBuckets]
-					if cl.epoch != p.epoch || len(members) == 0 {
-						continue
-					}
-					lo := g / bands % decodeBuckets
-					bound := p.groupBound(cl, &p.view.groups[g], lo)
-					bucket := p.groupBound(cl, &p.view.buckets[g/bands], lo)
-					for _, w := range members {
-						lb := p.refinedBound(int32(w), r)
-						if !(bound <= lb) || !(bucket <= lb) {
-							t.Fatalf("request %d group %d (%s): bound %v (its bucket's %v) over worker %d's %v", i, g, cl.gpu, bound, bucket, w, lb)
-						}
-						compared++
-					}
-				}
+				compared += checkGroupBounds(t, p, i, r)
 			}
 			if compared < 10000 {
 				t.Fatalf("only %d comparisons", compared)
@@ -637,4 +622,28 @@ func TestQueueOrdersFollowTheFleet(t *testing.T) {
 			}
 		}
 	}
+}
+
+// checkGroupBounds checks, after p placed request i (r), that no group's
+// bound nor its decode bucket's is over the refined bound of any of its
+// members, and returns how many it compared.
+func checkGroupBounds(t *testing.T, p *Placer, i int, r *Request) int {
+	t.Helper()
+	compared := 0
+	for g, members := range p.view.members {
+		cl := &p.classes[g/bands/decodeBuckets]
+		if cl.epoch != p.epoch || len(members) == 0 {
+			continue
+		}
+		lo := g / bands % decodeBuckets
+		bound := p.groupBound(cl, &p.view.groups[g], lo)
+		bucket := p.groupBound(cl, &p.view.buckets[g/bands], lo)
+		for _, w := range members {
+			if lb := p.refinedBound(int32(w), r); !(bound <= lb) || !(bucket <= lb) {
+				t.Fatalf("request %d (%s, %d tokens) group %d (%s): bound %v (its bucket's %v) over worker %d's %v", i, r.Priority, r.PromptTokens, g, cl.gpu, bound, bucket, w, lb)
+			}
+			compared++
+		}
+	}
+	return compared
 }
