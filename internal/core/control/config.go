@@ -172,9 +172,13 @@ type Config struct {
 
 	// Forecast smoothing per interval: level (default one interval over
 	// the pool's lead time, 0.064 for llama-3.1-8b on an H100) and trend
-	// (default 0.2) gains of Holt's method, and the trend's damping per
-	// interval when forecasting over the lead time (default 0.8; 1 is
-	// undamped).
+	// gains of Holt's method, and the trend's damping per interval when
+	// forecasting over the lead time (default 0.8; 1 is undamped). The
+	// trend gain, when not set, is the one at which the level gain's
+	// recursion is critically damped (criticalTrendGain, about 0.0165 at
+	// a level gain of 0.064): a larger one makes the forecast ring and,
+	// after a fall, read below the demand still arriving. A TrendGain set
+	// here is used as given, whatever the level gain.
 	LevelGain, TrendGain, TrendDamping float64
 	// HeadroomZ and BurstWindow size the headroom for arrival noise: the
 	// scaler plans for the forecast rate plus HeadroomZ standard
@@ -294,7 +298,6 @@ func (c *Config) fill() {
 		c.MaxDownStep = 1
 	}
 	deff(&c.Tolerance, 0.1)
-	deff(&c.TrendGain, 0.2)
 	if c.TrendDamping == 0 {
 		c.TrendDamping = 0.8
 	}

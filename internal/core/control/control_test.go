@@ -236,7 +236,10 @@ func TestForecastLeadsARamp(t *testing.T) {
 		f.resize(last.Replicas[0].Desired)
 	}
 	r := last.Replicas[0]
-	if r.Forecast <= r.ArrivalRate*1.1 {
+	// Critically damped (criticalTrendGain), the trend is taken up over
+	// about two lead times: after 40 intervals it leads by 5 %, where the
+	// ringing gain 0.2 led by 11 %.
+	if r.Forecast <= r.ArrivalRate*1.03 {
 		t.Errorf("forecast %.1f does not lead the arrival rate %.1f on a ramp", r.Forecast, r.ArrivalRate)
 	}
 }

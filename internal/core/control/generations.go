@@ -67,8 +67,15 @@ type genGroup struct {
 	model string
 	idx   []int // into Controller.pools
 	// arrivals are the group's summed arrivals per decision, for its
-	// burst rate.
+	// burst rate; fc the forecast of their rate. The group forecasts its
+	// whole flow rather than adding its pools' forecasts: when the split
+	// moves demand from one generation to another, the pool losing it
+	// reads a fall and the one taking it a rise, and their summed trends
+	// read a swing in demand that did not change (the split then
+	// oscillated, the taking pool's trend overshooting to 7.2 req/s
+	// against 5).
 	arrivals []arrival
+	fc       holt
 	// chosen is the fleet the split last chose (nil before the first);
 	// rent the saving accrued by the cheaper recomposition next, which is
 	// adopted once the rent pays for its replicas' cold starts.
@@ -160,12 +167,15 @@ func (c *Controller) sizeGenerations(g *genGroup, reads []poolRead, in Inputs) {
 	var sum arrival
 	measured, load, sloBump := false, false, false
 	desiredC := 0.0
+	var slowest *poolState
 	for k, i := range g.idx {
 		ps, r := c.pools[i], reads[i].r
 		gens[k] = c.priceGeneration(ps, r, in.Mix)
 		plan += r.plan
 		backlog += r.backlog
-		lead = max(lead, r.lead)
+		if slowest == nil || r.lead > lead {
+			slowest, lead = ps, r.lead
+		}
 		if gens[k].capU > 0 {
 			reqSeconds = min(reqSeconds, r.pm.requestSeconds)
 		}
@@ -180,6 +190,16 @@ func (c *Controller) sizeGenerations(g *genGroup, reads []poolRead, in Inputs) {
 	}
 	if measured {
 		g.arrivals = append(g.arrivals, sum)
+		if sum.dt > 0 {
+			// Smoothed on the time scale of the group's longest lead:
+			// the replica slowest to start is the one a forecast too
+			// quick would order in vain.
+			a := c.levelGain(slowest)
+			g.fc.observe(sum.n/sum.dt, a, c.trendGain(a))
+		}
+	}
+	if g.fc.init {
+		_, plan = c.forecastAt(&g.fc, lead)
 	}
 	g.arrivals = trimArrivals(g.arrivals, lead)
 	if math.IsInf(reqSeconds, 1) {

@@ -283,13 +283,25 @@ func TestGroupReleasesTheReplicaItMovedOff(t *testing.T) {
 			t.Fatalf("decision %d: the l40s was released while its replacement was still loading: %s", i, reason(ds[i], "l40s"))
 		}
 	}
-	// Once the replacement serves, the fleet is one H100 within two lead
-	// times (load plus an interval each: the split may order an A100 on
-	// the way up), not after the L40S's own zero window (5 minutes).
-	by := serving + 2*(int(load/(2*time.Second))+1)
-	for i := by; i < len(ds); i++ {
+	// The split may order an A100 on the way up, while the forecast is
+	// still climbing to 1.2 req/s, and then the H100 that serves it all.
+	// Once the H100 serves, the fleet is that H100 alone within one lead
+	// time (load plus an interval), not after the L40S's or the A100's own
+	// zero window (5 minutes).
+	lead := int(load/(2*time.Second)) + 1
+	h100At := -1
+	for i := ordered; i < len(ds) && h100At < 0; i++ {
+		if sizes(ds[i])["h100"] > 0 {
+			h100At = i
+		}
+	}
+	if h100At < 0 || h100At+2*lead >= len(ds) {
+		t.Fatalf("no h100 ordered in time (decision %d of %d): %s", h100At, len(ds), reason(ds[len(ds)-1], "h100"))
+	}
+	h100Serves := h100At + lead
+	for i := h100Serves + lead; i < len(ds); i++ {
 		if s := sizes(ds[i]); s["l40s"] != 0 || s["a100-80g"] != 0 || s["h100"] != 1 {
-			t.Fatalf("decision %d (%ds after the first replacement serves): %v, want one h100 alone: %s", i, 2*(i-serving), s, reason(ds[i], "l40s"))
+			t.Fatalf("decision %d (%ds after the h100 serves): %v, want one h100 alone: %s", i, 2*(i-h100Serves), s, reason(ds[i], "l40s"))
 		}
 	}
 }

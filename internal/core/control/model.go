@@ -205,6 +205,30 @@ func (h *holt) observe(x, alpha, beta float64) {
 	h.trend = beta*(h.level-prev) + (1-beta)*h.trend
 }
 
+// criticalTrendGain is the trend gain at which Holt's recursion with level
+// gain alpha is critically damped. Written over the state (level, trend),
+// one interval without new information is the matrix
+//
+//	[1−α      1−α ]
+//	[−αβ    1−αβ ]
+//
+// with trace 2 − α − αβ and determinant 1 − α, so its roots are real
+// when (2 − α − αβ)² ≥ 4(1 − α), that is αβ ≤ (1 − √(1−α))², and they
+// meet, both at r = √(1−α), at β = (1 − r)/(1 + r). Above it the roots are
+// complex and the forecast rings: the default 0.2 at α = 0.064 swung with
+// a period of about 57 intervals, and after a steep fall the trend carried
+// the level below zero while a fifth of the peak still arrived (issue 30).
+// At the critical gain the estimate settles as fast as it can without
+// ringing (for α = 0.064, β ≈ 0.0165); a smaller β is overdamped, slower
+// to take up a ramp and no steadier.
+func criticalTrendGain(alpha float64) float64 {
+	if alpha <= 0 {
+		return 0
+	}
+	r := math.Sqrt(max(0, 1-alpha))
+	return (1 - r) / (1 + r)
+}
+
 // at forecasts steps intervals ahead, never below zero.
 func (h *holt) at(steps float64) float64 { return math.Max(0, h.level+h.trend*steps) }
 

@@ -153,7 +153,8 @@ func (c *Controller) observeArrivals(ps *poolState, now time.Time, done, load, u
 				// Measured over the role pools' flow (phases.go).
 				arrived = ps.phase.arrived
 			}
-			ps.fc.observe(arrived/dt, c.levelGain(ps), c.cfg.TrendGain)
+			a := c.levelGain(ps)
+			ps.fc.observe(arrived/dt, a, c.trendGain(a))
 			ps.arrivals = append(ps.arrivals, arrival{n: arrived, dt: dt})
 			ps.arrivedNow, ps.arrivedOK = arrival{n: arrived, dt: dt}, true
 		}
@@ -200,9 +201,7 @@ func (c *Controller) recommend(ps *poolState, in Inputs, live int, load, backlog
 	// bursts that were over before they loaded.
 	loadS := c.startSeconds(ps)
 	lead := loadS + c.cfg.Interval.Seconds()
-	horizon := lead / c.cfg.Interval.Seconds()
-	rate := max(0, ps.fc.level)
-	plan := max(rate, ps.fc.damped(horizon, c.cfg.TrendDamping))
+	rate, plan := c.forecastAt(&ps.fc, lead)
 	// Headroom for arrival noise: plan for the HeadroomZ quantile of a
 	// Poisson rate over the burst window rather than its mean, so a small
 	// fleet keeps proportionally more spare capacity than a large one.
@@ -442,6 +441,22 @@ func (c *Controller) levelGain(ps *poolState) float64 {
 	}
 	iv := c.cfg.Interval.Seconds()
 	return min(1, iv/(c.startSeconds(ps)+iv))
+}
+
+// forecastAt is a forecast's rate now and its plan at lead seconds ahead,
+// the trend damped over the lead (never below the rate now).
+func (c *Controller) forecastAt(fc *holt, lead float64) (rate, plan float64) {
+	rate = max(0, fc.level)
+	return rate, max(rate, fc.damped(lead/c.cfg.Interval.Seconds(), c.cfg.TrendDamping))
+}
+
+// trendGain is the forecast's trend gain for level gain a: TrendGain when
+// set, else the critically damped one (criticalTrendGain).
+func (c *Controller) trendGain(a float64) float64 {
+	if c.cfg.TrendGain > 0 {
+		return c.cfg.TrendGain
+	}
+	return criticalTrendGain(a)
 }
 
 // downWindow is the pool's scale-down stabilization window: DownWindow
