@@ -59,6 +59,9 @@ type poolState struct {
 	// sleepWant is how many of the pool's replicas the scaler keeps asleep
 	// instead of releasing them (Config.SleepOnRelease, sleep.go).
 	sleepWant int
+	// demandWokeAt is when the router last woke one of the pool's
+	// sleepers by placing work on it (decideWarmth).
+	demandWokeAt time.Time
 	// phase is a pool with a fixed role's share of the role pools' flow at
 	// this decision (phases.go); roleAt the last role change decided in a
 	// pool of whole requests (decideRoles).
@@ -90,6 +93,11 @@ type workerState struct {
 	budgetAt   time.Time
 	idleSince  time.Time
 	sleepSince time.Time
+	// sawAsleep is a heartbeat that reported the worker asleep since it
+	// was last hot; demandWoke a worker woken by a request placed on it
+	// while it slept (no wake commanded): its level was needed, so it is
+	// not put back to sleep until it has idled SleepAfter.
+	sawAsleep, demandWoke bool
 	// intent is the weight state last commanded, trusted over a lagging
 	// heartbeat until the heartbeat shows it or intentTTL passes.
 	intent   string

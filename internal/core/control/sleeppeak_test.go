@@ -115,3 +115,86 @@ func dropSleeper(hbs []schemas.Heartbeat) []schemas.Heartbeat {
 	}
 	return hbs[:len(hbs)-1]
 }
+
+// A replica kept asleep that the router wakes by placing work on it (no
+// wake commanded) has had its level asked for: it is not put back to
+// sleep while it serves, nor until it has idled SleepAfter, and no other
+// replica sleeps in its place. The rule before re-slept it at the next
+// decision, and the router woke it again (rise-fall-repeat with
+// --sleep-on-release: one H100 slept four times in 52 s).
+func TestDemandWokenReplicaStaysAwake(t *testing.T) {
+	c := newCtl(t, Pool{GPU: "h100", Model: model, Min: 1, Max: 8}, func(c *Config) { c.SleepOnRelease = true })
+	ps := c.pools[0]
+	ps.started, ps.desired, ps.firstAt = true, 4, t0
+	ps.levels = make([]level, 8)
+	sudden := gap{seconds: 100, sudden: true, misses: 20}
+	for k := 1; k <= 4; k++ {
+		ps.levels[k-1].needed = true
+		if k >= 2 {
+			ps.levels[k-1].gaps = []gap{sudden, sudden}
+		}
+	}
+	hbs := (&fleet{n: 4}).heartbeats(0, 0)
+	apply := func(d Decision) (slept []string) {
+		for _, w := range d.Warmth {
+			for j := range hbs {
+				if hbs[j].WorkerID == w.Worker {
+					hbs[j].Models[0].State = w.State
+					if w.State == schemas.WeightSleeping {
+						slept = append(slept, w.Worker)
+					}
+				}
+			}
+		}
+		return slept
+	}
+	now := t0
+	woken := ""
+	for i := 0; i < 120 && woken == ""; i++ {
+		now = now.Add(c.cfg.Interval)
+		if s := apply(c.Decide(Inputs{Now: now, Workers: hbs})); len(s) > 0 {
+			woken = s[0]
+		}
+	}
+	if woken == "" {
+		t.Fatal("setup: no replica was put to sleep")
+	}
+	// Its sleep is confirmed, then the router places work on it.
+	now = now.Add(c.cfg.Interval)
+	apply(c.Decide(Inputs{Now: now, Workers: hbs}))
+	wantBefore := ps.sleepWant
+	var w *schemas.Heartbeat
+	for j := range hbs {
+		if hbs[j].WorkerID == woken {
+			w = &hbs[j]
+		}
+	}
+	w.Models[0].State, w.Running = schemas.WeightHot, 2
+	wokeAt := now.Add(c.cfg.Interval)
+	now = wokeAt
+	if s := apply(c.Decide(Inputs{Now: now, Workers: hbs})); len(s) > 0 {
+		t.Fatalf("the decision after the demand wake put %v to sleep (sleepWant %d, was %d)", s, ps.sleepWant, wantBefore)
+	}
+	if ps.sleepWant != wantBefore-1 {
+		t.Fatalf("sleepWant %d after a demand wake, want the %d still asleep", ps.sleepWant, wantBefore-1)
+	}
+	// It serves for a while, then idles: not re-slept within SleepAfter.
+	for i := 0; i < 10; i++ {
+		now = now.Add(c.cfg.Interval)
+		for _, s := range apply(c.Decide(Inputs{Now: now, Workers: hbs})) {
+			if s == woken || now.Sub(wokeAt) < c.cfg.SleepAfter {
+				t.Fatalf("%s slept %s after %s was woken by demand, while it serves", s, now.Sub(wokeAt), woken)
+			}
+		}
+	}
+	w.Running = 0
+	idleFrom := now
+	for now.Sub(idleFrom) < c.cfg.SleepAfter-c.cfg.Interval {
+		now = now.Add(c.cfg.Interval)
+		for _, s := range apply(c.Decide(Inputs{Now: now, Workers: hbs})) {
+			if s == woken {
+				t.Fatalf("%s re-slept %s into its idle, before SleepAfter %s", woken, now.Sub(idleFrom), c.cfg.SleepAfter)
+			}
+		}
+	}
+}

@@ -89,7 +89,12 @@ func (c *Controller) decideWarmth(ws []schemas.Heartbeat, byPool map[string][]*s
 			switch state {
 			case schemas.WeightHot, schemas.WeightLoading:
 				hot = append(hot, hb)
-				st.sleepSince = time.Time{}
+				if st.sawAsleep && st.intent == "" {
+					// Woken by demand, not by a command: the router
+					// placed work on it, so its level is needed.
+					st.demandWoke, ps.demandWokeAt = true, in.Now
+				}
+				st.sleepSince, st.sawAsleep = time.Time{}, false
 				if hb.Running+hb.Waiting == 0 {
 					if st.idleSince.IsZero() {
 						st.idleSince = in.Now
@@ -97,7 +102,12 @@ func (c *Controller) decideWarmth(ws []schemas.Heartbeat, byPool map[string][]*s
 				} else {
 					st.idleSince = time.Time{}
 				}
+				if st.demandWoke && !st.idleSince.IsZero() && in.Now.Sub(st.idleSince) >= c.cfg.SleepAfter {
+					st.demandWoke = false
+				}
 			case schemas.WeightSleeping:
+				st.demandWoke = false
+				st.sawAsleep = st.sawAsleep || hb.Models[0].State == schemas.WeightSleeping
 				asleep = append(asleep, hb)
 				if st.sleepSince.IsZero() {
 					st.sleepSince = in.Now
@@ -116,7 +126,7 @@ func (c *Controller) decideWarmth(ws []schemas.Heartbeat, byPool map[string][]*s
 			switch {
 			case wake != math.MaxInt && wake > 0:
 				wake--
-				st.sleepSince = time.Time{}
+				st.sleepSince, st.sawAsleep = time.Time{}, false
 				c.warm(d, st, in.Now, hb.WorkerID, model, schemas.WeightSleeping, schemas.WeightHot,
 					fmt.Sprintf("wake: %d replicas needed, %d hot; waking takes %.1fs, a cold start %.1fs", need, len(hot), ps.rep.LoadSeconds(schemas.WeightSleeping), c.startSeconds(ps)))
 			case in.Now.Sub(st.sleepSince) >= c.cfg.UnloadAfter:
@@ -158,6 +168,20 @@ func (c *Controller) decideWarmth(ws []schemas.Heartbeat, byPool map[string][]*s
 		// with sequences running sleeps once they finish, placement
 		// meanwhile sees it hot; the command is repeated if no heartbeat
 		// confirms it within intentTTL).
+		// A demand wake (the router placed work on a sleeper) says the
+		// hot replicas were too few: for SleepAfter no other replica
+		// sleeps in its place, and the scaler keeps asleep only those
+		// still asleep.
+		if !ps.demandWokeAt.IsZero() && in.Now.Sub(ps.demandWokeAt) < c.cfg.SleepAfter {
+			still := 0
+			for _, hb := range asleep {
+				if c.workers[hb.WorkerID].intent != schemas.WeightHot {
+					still++
+				}
+			}
+			ps.sleepWant = min(ps.sleepWant, still)
+			continue
+		}
 		byLoad := slices.Clone(hot)
 		sort.SliceStable(byLoad, func(i, j int) bool { return byLoad[i].Running+byLoad[i].Waiting < byLoad[j].Running+byLoad[j].Waiting })
 		for _, hb := range byLoad {
@@ -165,7 +189,7 @@ func (c *Controller) decideWarmth(ws []schemas.Heartbeat, byPool map[string][]*s
 				break
 			}
 			st := c.workers[hb.WorkerID]
-			if hb.Models[0].State != schemas.WeightHot || st.intent != "" {
+			if hb.Models[0].State != schemas.WeightHot || st.intent != "" || st.demandWoke {
 				continue
 			}
 			asleep = append(asleep, hb)
