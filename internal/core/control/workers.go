@@ -76,44 +76,7 @@ func (c *Controller) decideBudget(hb *schemas.Heartbeat, st *workerState, rep pe
 func (c *Controller) decideWarmth(ws []schemas.Heartbeat, byPool map[string][]*schemas.Heartbeat, d *Decision, in Inputs) {
 	for _, rd := range d.Replicas {
 		ps := c.byKey[rd.Pool]
-		var hot, asleep []*schemas.Heartbeat
-		for _, hb := range byPool[rd.Pool] {
-			if hb.Draining || len(hb.Models) == 0 {
-				continue
-			}
-			st := c.workers[hb.WorkerID]
-			state, spent := commandedState(hb.Models[0].State, st.intent, st.intentAt, in.Now)
-			if spent {
-				st.intent = ""
-			}
-			switch state {
-			case schemas.WeightHot, schemas.WeightLoading:
-				hot = append(hot, hb)
-				if st.sawAsleep && st.intent == "" {
-					// Woken by demand, not by a command: the router
-					// placed work on it, so its level is needed.
-					st.demandWoke, ps.demandWokeAt = true, in.Now
-				}
-				st.sleepSince, st.sawAsleep = time.Time{}, false
-				if hb.Running+hb.Waiting == 0 {
-					if st.idleSince.IsZero() {
-						st.idleSince = in.Now
-					}
-				} else {
-					st.idleSince = time.Time{}
-				}
-				if st.demandWoke && !st.idleSince.IsZero() && in.Now.Sub(st.idleSince) >= c.cfg.SleepAfter {
-					st.demandWoke = false
-				}
-			case schemas.WeightSleeping:
-				st.demandWoke = false
-				st.sawAsleep = st.sawAsleep || hb.Models[0].State == schemas.WeightSleeping
-				asleep = append(asleep, hb)
-				if st.sleepSince.IsZero() {
-					st.sleepSince = in.Now
-				}
-			}
-		}
+		hot, asleep := c.warmthOf(ps, byPool[rd.Pool], in.Now)
 		need := rd.Raw
 		wake := math.MaxInt
 		if need > len(hot) {
@@ -135,69 +98,120 @@ func (c *Controller) decideWarmth(ws []schemas.Heartbeat, byPool map[string][]*s
 					fmt.Sprintf("unload: asleep and unneeded for %s", c.cfg.UnloadAfter))
 			}
 		}
-		// Only replicas beyond what the damped fleet size keeps may sleep:
-		// a sleeping replica still holds its GPU, and any request placed on
-		// it waits for the wake, so sleeping one the fleet still counts on
-		// trades latency for nothing (in a one-model pool, the HBM it frees
-		// has no other use). And while the pool can still shrink, the
-		// scaler releases surplus replicas instead: sleeping them would keep
-		// paying for GPUs the drain is about to give back, and requests
-		// placed on them meanwhile would wait for a wake. Sleep is for a
-		// pool held at its floor.
-		keep := max(need, rd.Desired, 1)
-		surplus := len(hot) - keep
-		if rd.Desired > ps.Min {
-			surplus = 0
-		}
-		sort.Slice(hot, func(i, j int) bool { return hot[i].WorkerID > hot[j].WorkerID })
-		for _, hb := range hot {
-			if surplus <= 0 {
-				break
-			}
-			st := c.workers[hb.WorkerID]
-			if st.idleSince.IsZero() || in.Now.Sub(st.idleSince) < c.cfg.SleepAfter || hb.Models[0].State != schemas.WeightHot || st.intent != "" {
-				continue
-			}
-			surplus--
-			st.idleSince = time.Time{}
-			c.warm(d, st, in.Now, hb.WorkerID, hb.Models[0].Name, schemas.WeightHot, schemas.WeightSleeping,
-				fmt.Sprintf("sleep: idle %s while %d hot replicas exceed the %d kept", c.cfg.SleepAfter, len(hot), keep))
-		}
-		// Replicas the scaler keeps asleep instead of releasing them
-		// (sleep.go): the least loaded hot ones go to sleep (a worker
-		// with sequences running sleeps once they finish, placement
-		// meanwhile sees it hot; the command is repeated if no heartbeat
-		// confirms it within intentTTL).
-		// A demand wake (the router placed work on a sleeper) says the
-		// hot replicas were too few: for SleepAfter no other replica
-		// sleeps in its place, and the scaler keeps asleep only those
-		// still asleep.
-		if !ps.demandWokeAt.IsZero() && in.Now.Sub(ps.demandWokeAt) < c.cfg.SleepAfter {
-			still := 0
-			for _, hb := range asleep {
-				if c.workers[hb.WorkerID].intent != schemas.WeightHot {
-					still++
-				}
-			}
-			ps.sleepWant = min(ps.sleepWant, still)
+		c.sleepSurplus(ps, rd, hot, d, in.Now)
+		c.sleepKept(ps, rd, hot, asleep, d, in.Now)
+	}
+}
+
+// warmthOf sorts a pool's serving workers into hot (or loading) and
+// asleep, as commanded or reported (commandedState), and keeps each
+// worker's idle and asleep clocks. A worker reported hot after a heartbeat
+// reported it asleep, with no wake commanded, was woken by demand: the
+// router placed work on it.
+func (c *Controller) warmthOf(ps *poolState, hbs []*schemas.Heartbeat, now time.Time) (hot, asleep []*schemas.Heartbeat) {
+	for _, hb := range hbs {
+		if hb.Draining || len(hb.Models) == 0 {
 			continue
 		}
-		byLoad := slices.Clone(hot)
-		sort.SliceStable(byLoad, func(i, j int) bool { return byLoad[i].Running+byLoad[i].Waiting < byLoad[j].Running+byLoad[j].Waiting })
-		for _, hb := range byLoad {
-			if len(asleep) >= ps.sleepWant {
-				break
-			}
-			st := c.workers[hb.WorkerID]
-			if hb.Models[0].State != schemas.WeightHot || st.intent != "" || st.demandWoke {
-				continue
-			}
-			asleep = append(asleep, hb)
-			st.idleSince = time.Time{}
-			c.warm(d, st, in.Now, hb.WorkerID, hb.Models[0].Name, schemas.WeightHot, schemas.WeightSleeping,
-				fmt.Sprintf("sleep instead of release: %d replicas kept, %d needed; asleep in host memory it wakes in %.1fs, a cold start takes %.1fs; its GPU stays held",
-					rd.Desired, rd.Raw, ps.rep.LoadSeconds(schemas.WeightSleeping), c.startSeconds(ps)))
+		st := c.workers[hb.WorkerID]
+		state, spent := commandedState(hb.Models[0].State, st.intent, st.intentAt, now)
+		if spent {
+			st.intent = ""
 		}
+		switch state {
+		case schemas.WeightHot, schemas.WeightLoading:
+			hot = append(hot, hb)
+			if st.sawAsleep && st.intent == "" {
+				st.demandWoke, ps.demandWokeAt = true, now
+			}
+			st.sleepSince, st.sawAsleep = time.Time{}, false
+			switch {
+			case hb.Running+hb.Waiting > 0:
+				st.idleSince = time.Time{}
+			case st.idleSince.IsZero():
+				st.idleSince = now
+			}
+			if st.demandWoke && !st.idleSince.IsZero() && now.Sub(st.idleSince) >= c.cfg.SleepAfter {
+				st.demandWoke = false
+			}
+		case schemas.WeightSleeping:
+			st.demandWoke = false
+			st.sawAsleep = st.sawAsleep || hb.Models[0].State == schemas.WeightSleeping
+			asleep = append(asleep, hb)
+			if st.sleepSince.IsZero() {
+				st.sleepSince = now
+			}
+		}
+	}
+	return hot, asleep
+}
+
+// sleepSurplus puts to sleep the hot replicas beyond what the damped
+// fleet size keeps, once idle SleepAfter. Only those may sleep: a sleeping
+// replica still holds its GPU, and any request placed on it waits for the
+// wake, so sleeping one the fleet still counts on trades latency for
+// nothing (in a one-model pool, the HBM it frees has no other use). And
+// while the pool can still shrink, the scaler releases surplus replicas
+// instead: sleeping them would keep paying for GPUs the drain is about to
+// give back, and requests placed on them meanwhile would wait for a wake.
+// Sleep is for a pool held at its floor.
+func (c *Controller) sleepSurplus(ps *poolState, rd ReplicaDecision, hot []*schemas.Heartbeat, d *Decision, now time.Time) {
+	keep := max(rd.Raw, rd.Desired, 1)
+	surplus := len(hot) - keep
+	if rd.Desired > ps.Min {
+		surplus = 0
+	}
+	sort.Slice(hot, func(i, j int) bool { return hot[i].WorkerID > hot[j].WorkerID })
+	for _, hb := range hot {
+		if surplus <= 0 {
+			break
+		}
+		st := c.workers[hb.WorkerID]
+		if st.idleSince.IsZero() || now.Sub(st.idleSince) < c.cfg.SleepAfter || hb.Models[0].State != schemas.WeightHot || st.intent != "" {
+			continue
+		}
+		surplus--
+		st.idleSince = time.Time{}
+		c.warm(d, st, now, hb.WorkerID, hb.Models[0].Name, schemas.WeightHot, schemas.WeightSleeping,
+			fmt.Sprintf("sleep: idle %s while %d hot replicas exceed the %d kept", c.cfg.SleepAfter, len(hot), keep))
+	}
+}
+
+// sleepKept puts to sleep the replicas the scaler keeps asleep instead of
+// releasing them (sleep.go): the least loaded hot ones (a worker with
+// sequences running sleeps once they finish, placement meanwhile sees it
+// hot; the command is repeated if no heartbeat confirms it within
+// intentTTL). A demand wake says the hot replicas were too few: for
+// SleepAfter after one no other replica sleeps in its place, and the
+// scaler keeps asleep only those still asleep; the woken worker itself
+// stays awake until it has idled SleepAfter.
+func (c *Controller) sleepKept(ps *poolState, rd ReplicaDecision, hot, asleep []*schemas.Heartbeat, d *Decision, now time.Time) {
+	if !ps.demandWokeAt.IsZero() && now.Sub(ps.demandWokeAt) < c.cfg.SleepAfter {
+		still := 0
+		for _, hb := range asleep {
+			if c.workers[hb.WorkerID].intent != schemas.WeightHot {
+				still++
+			}
+		}
+		ps.sleepWant = min(ps.sleepWant, still)
+		return
+	}
+	n := len(asleep)
+	byLoad := slices.Clone(hot)
+	sort.SliceStable(byLoad, func(i, j int) bool { return byLoad[i].Running+byLoad[i].Waiting < byLoad[j].Running+byLoad[j].Waiting })
+	for _, hb := range byLoad {
+		if n >= ps.sleepWant {
+			break
+		}
+		st := c.workers[hb.WorkerID]
+		if hb.Models[0].State != schemas.WeightHot || st.intent != "" || st.demandWoke {
+			continue
+		}
+		n++
+		st.idleSince = time.Time{}
+		c.warm(d, st, now, hb.WorkerID, hb.Models[0].Name, schemas.WeightHot, schemas.WeightSleeping,
+			fmt.Sprintf("sleep instead of release: %d replicas kept, %d needed; asleep in host memory it wakes in %.1fs, a cold start takes %.1fs; its GPU stays held",
+				rd.Desired, rd.Raw, ps.rep.LoadSeconds(schemas.WeightSleeping), c.startSeconds(ps)))
 	}
 }
 
