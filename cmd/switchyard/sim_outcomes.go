@@ -41,6 +41,13 @@ type outcomeLine struct {
 	ITLMs float64 `json:"itl_ms,omitempty"`
 	// HeldReason: why the router first held it unplaced (sim.Outcome).
 	HeldReason string `json:"held_reason,omitempty"`
+	// Workflow steps: the workflow, this step's place in it, and the
+	// whole workflow's deadline (seconds after its first step's arrival),
+	// so a late workflow can be read step by step.
+	Workflow          string  `json:"workflow,omitempty"`
+	WorkflowStep      int     `json:"workflow_step,omitempty"`
+	WorkflowSteps     int     `json:"workflow_steps,omitempty"`
+	WorkflowDeadlineS float64 `json:"workflow_deadline_s,omitempty"`
 }
 
 // decisionLine is one control decision as `sim --decisions` writes it:
@@ -114,6 +121,9 @@ func (o *jsonLines) record(policy string, scale float64) func(sim.Outcome) {
 			DeadlineS: out.Request.Deadline.Seconds(), ITLMs: out.ITL * 1000}
 		if !out.Placed.IsZero() {
 			l.PlacedS = secs(out.Placed)
+		}
+		if w := out.Request.Workflow; w != nil {
+			l.Workflow, l.WorkflowStep, l.WorkflowSteps, l.WorkflowDeadlineS = w.ID, w.Step, w.Of, w.Deadline.Seconds()
 		}
 		o.mu.Lock()
 		defer o.mu.Unlock()

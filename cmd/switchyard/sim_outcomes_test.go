@@ -135,3 +135,68 @@ func TestSimDecisionsFile(t *testing.T) {
 		t.Fatalf("file: %d decisions, %d scale-ups; summary %+v", len(lines), ups, as)
 	}
 }
+
+// TestSimOutcomesWorkflows: on agentic traffic each outcome names its
+// workflow, its step and the workflow's deadline, enough to recount from
+// the file alone which workflows succeeded (every step ok, the last done
+// within the deadline of the first's arrival) and get the summary's
+// tasks_succeeded.
+func TestSimOutcomesWorkflows(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "outcomes.jsonl")
+	var out bytes.Buffer
+	err := runSim(context.Background(), []string{"--format", "agentic", "--workflows-per-sec", "1.5", "--gen-duration", "1m",
+		"--gpus", "h100:1", "--policies", "switchyard", "--json", "--outcomes", path}, &out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type wf struct {
+		steps, of      int
+		first, lastEnd float64
+		deadline       float64
+		allOK          bool
+	}
+	wfs := map[string]*wf{}
+	for _, raw := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
+		var l outcomeLine
+		if err := json.Unmarshal(raw, &l); err != nil {
+			t.Fatalf("line %q: %v", raw, err)
+		}
+		if l.Workflow == "" || l.WorkflowStep < 1 || l.WorkflowStep > l.WorkflowSteps || l.WorkflowDeadlineS <= 0 {
+			t.Fatalf("agentic outcome without its workflow: %+v", l)
+		}
+		w := wfs[l.Workflow]
+		if w == nil {
+			w = &wf{of: l.WorkflowSteps, deadline: l.WorkflowDeadlineS, allOK: true}
+			wfs[l.Workflow] = w
+		}
+		w.steps++
+		w.allOK = w.allOK && l.Status == "ok"
+		if l.WorkflowStep == 1 {
+			w.first = l.SubmittedS
+		}
+		w.lastEnd = max(w.lastEnd, l.DoneS)
+	}
+	ok := 0
+	for _, w := range wfs {
+		if w.steps == w.of && w.allOK && w.lastEnd-w.first <= w.deadline {
+			ok++
+		}
+	}
+	lines := bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n"))
+	var sum struct {
+		Policies []struct {
+			Tasks          int `json:"tasks"`
+			TasksSucceeded int `json:"tasks_succeeded"`
+		} `json:"policies"`
+	}
+	if err := json.Unmarshal(lines[len(lines)-1], &sum); err != nil || len(sum.Policies) != 1 {
+		t.Fatalf("summary line: %v", err)
+	}
+	if p := sum.Policies[0]; p.Tasks != len(wfs) || p.TasksSucceeded != ok {
+		t.Fatalf("file: %d workflows, %d succeeded; summary %d tasks, %d succeeded", len(wfs), ok, p.Tasks, p.TasksSucceeded)
+	}
+}
