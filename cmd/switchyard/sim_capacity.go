@@ -140,9 +140,10 @@ func runCapacity(ctx context.Context, stdout io.Writer, runs []sim.CapacityRun, 
 		fmt.Fprintf(stdout, "  %-14s %s\n", c.Name, strings.Join(kv, ", "))
 	}
 	type diag struct {
-		Name    string               `json:"name"`
-		Scale   float64              `json:"rate_scale"`
-		Classes []sim.ClassDiagnosis `json:"classes"`
+		Name      string                  `json:"name"`
+		Scale     float64                 `json:"rate_scale"`
+		Classes   []sim.ClassDiagnosis    `json:"classes"`
+		Workflows []sim.WorkflowDiagnosis `json:"workflows,omitempty"`
 	}
 	var diags []diag
 	if o.diagnose > 0 {
@@ -153,17 +154,32 @@ func runCapacity(ctx context.Context, stdout io.Writer, runs []sim.CapacityRun, 
 		tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "policy\tclass\tmodel\tGPU\treqs\tmet\tmiss TTFT\tmiss TPOT\tfailed\tshed\twait mean ms\twait p99 ms\tTTFT p99 ms\tITL mean ms\tITL p99 ms\tcodes\t")
 		for _, p := range policies {
-			_, ds, err := sim.Diagnose(first.Config, first.Trace.Scale(o.diagnose).Window(dw), p)
+			_, dg, err := sim.Diagnose(first.Config, first.Trace.Scale(o.diagnose).Window(dw), p)
 			if err != nil {
 				return err
 			}
-			diags = append(diags, diag{p, o.diagnose, ds})
-			for _, d := range ds {
+			diags = append(diags, diag{p, o.diagnose, dg.Classes, dg.Workflows})
+			for _, d := range dg.Classes {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.0f\t%.0f\t%.1f\t%.1f\t%s\t\n", p, d.Class, d.Model, d.Pool, d.Requests, d.Met,
 					d.MissTTFT, d.MissTPOT, d.Failed, d.Shed, d.QueueWaitMeanMs, d.QueueWaitP99Ms, d.TTFTP99Ms, d.ITLMeanMs, d.ITLP99Ms, codesText(d.Codes))
 			}
 		}
 		tw.Flush()
+		if len(diags) > 0 && len(diags[0].Workflows) > 0 {
+			// A workflow can miss while each of its steps meets its SLO: its
+			// late time, split into the parts it is made of, names the one
+			// that outgrew the deadline.
+			fmt.Fprintf(stdout, "\nlate workflows by class at %g× (per late workflow, mean seconds; decode@1 is the same decodes alone on their GPUs):\n", o.diagnose)
+			tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(tw, "policy\tclass\tworkflows\tmet\tlate\tbroken\tdeadline\telapsed\toverrun p50\twait\tTTFT\tdecode\tdecode@1\ttool gaps\tlate steps by GPU\t")
+			for _, dg := range diags {
+				for _, w := range dg.Workflows {
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%.1f\t%.1f\t%.1f%%\t%.2f\t%.2f\t%.1f\t%.1f\t%.1f\t%s\t\n", dg.Name, w.Class, w.Workflows, w.Succeeded, w.Late, w.Broken,
+						w.LateDeadlineS, w.LateElapsedS, 100*w.LateOverrunP50, w.LateWaitS, w.LateTTFTS, w.LateDecodeS, w.LateDecode1S, w.LateToolGapS, codesText(w.LateStepsByPool))
+				}
+			}
+			tw.Flush()
+		}
 	}
 	if o.json {
 		// Each row is the policy's sim.PolicyCapacity (its contract fields

@@ -761,14 +761,23 @@ type ClassDiagnosis struct {
 	Codes map[string]int `json:"codes,omitempty"`
 }
 
+// Diagnosis is one run's outcomes broken down: requests by class and GPU
+// type, and workflows by class (none on traffic without workflows).
+type Diagnosis struct {
+	Classes   []ClassDiagnosis    `json:"classes"`
+	Workflows []WorkflowDiagnosis `json:"workflows,omitempty"`
+}
+
 // Diagnose runs policy on tr and breaks its outcomes down by class and
 // GPU type: which class misses, on which generation, and whether by
-// queueing (wait), first token or inter-token latency.
-func Diagnose(cfg Config, tr *traces.Trace, policy string) (*Result, []ClassDiagnosis, error) {
+// queueing (wait), first token or inter-token latency; and, on agentic
+// traffic, which part of a late workflow's time outgrew its deadline.
+func Diagnose(cfg Config, tr *traces.Trace, policy string) (*Result, Diagnosis, error) {
 	pol, err := NewPolicy(policy, perf.NewPredictor(nil))
 	if err != nil {
-		return nil, nil, err
+		return nil, Diagnosis{}, err
 	}
+	wd := newWorkflowDiagnoser(&cfg)
 	type acc struct {
 		d               ClassDiagnosis
 		wait, ttft, itl []float64
@@ -793,6 +802,7 @@ func Diagnose(cfg Config, tr *traces.Trace, policy string) (*Result, []ClassDiag
 		if prev != nil {
 			prev(o)
 		}
+		wd.observe(o)
 		pool := "-"
 		if o.Worker != "" {
 			pool = o.Worker
@@ -844,7 +854,7 @@ func Diagnose(cfg Config, tr *traces.Trace, policy string) (*Result, []ClassDiag
 	}
 	res, err := Run(cfg, tr, pol)
 	if err != nil {
-		return nil, nil, err
+		return nil, Diagnosis{}, err
 	}
 	var out []ClassDiagnosis
 	for _, a := range by {
@@ -871,5 +881,5 @@ func Diagnose(cfg Config, tr *traces.Trace, policy string) (*Result, []ClassDiag
 		}
 		return out[i].Pool < out[j].Pool
 	})
-	return res, out, nil
+	return res, Diagnosis{Classes: out, Workflows: wd.summary()}, nil
 }

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"math"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -383,13 +384,16 @@ func TestBoundScale(t *testing.T) {
 func TestDiagnoseAddsUp(t *testing.T) {
 	tr := capacityTrace(t, 200).Scale(4)
 	cfg := Config{GPUs: []GPUSpec{{GPU: "h100", Count: 1}, {GPU: "l40s", Count: 1}}, Model: "llama-3.1-8b"}
-	res, ds, err := Diagnose(cfg, tr, "switchyard")
+	res, dg, err := Diagnose(cfg, tr, "switchyard")
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(dg.Workflows) != 0 {
+		t.Errorf("workflow rows %+v on a trace without workflows", dg.Workflows)
+	}
 	var reqs, met, missed int
 	pools := map[string]bool{}
-	for _, d := range ds {
+	for _, d := range dg.Classes {
 		reqs += d.Requests
 		met += d.Met
 		missed += d.MissTTFT + d.MissTPOT + d.Failed + d.Shed
@@ -403,6 +407,46 @@ func TestDiagnoseAddsUp(t *testing.T) {
 	}
 	if !pools["h100"] || !pools["l40s"] {
 		t.Errorf("pools %v: want both GPU types", pools)
+	}
+}
+
+// TestDiagnoseWorkflows: on agentic traffic the workflow rows account for
+// every workflow and every task the run counts as succeeded, and a late
+// workflow's time splits into the parts it is made of: wait, TTFT, decode
+// and tool gaps add up to its elapsed time (each step runs after the one
+// before it), its decode is no faster than the same decode alone on its
+// GPU, and it overran its deadline.
+func TestDiagnoseWorkflows(t *testing.T) {
+	tr := traces.Agentic(traces.AgenticConfig{Seed: 1, Duration: time.Minute, WorkflowsPerSec: 1.5})
+	cfg := Config{GPUs: []GPUSpec{{GPU: "h100", Count: 1}}, Model: "llama-3.1-8b"}
+	res, dg, err := Diagnose(cfg, tr, "switchyard")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wfs, ok, late int
+	for _, w := range dg.Workflows {
+		wfs += w.Workflows
+		ok += w.Succeeded
+		late += w.Late
+		if w.Succeeded+w.Late+w.Broken != w.Workflows {
+			t.Errorf("%+v does not add up", w)
+		}
+		if w.Late == 0 {
+			continue
+		}
+		parts := w.LateWaitS + w.LateTTFTS + w.LateDecodeS + w.LateToolGapS
+		if math.Abs(parts-w.LateElapsedS) > 0.01*w.LateElapsedS {
+			t.Errorf("%s: wait+ttft+decode+gaps %.2f s against elapsed %.2f s", w.Class, parts, w.LateElapsedS)
+		}
+		if w.LateDecode1S <= 0 || w.LateDecode1S > w.LateDecodeS*1.001 || w.LateElapsedS <= w.LateDeadlineS || w.LateOverrunP50 <= 0 {
+			t.Errorf("%s: implausible late breakdown %+v", w.Class, w)
+		}
+	}
+	if wfs != res.Tasks || ok != res.TasksSucceeded {
+		t.Errorf("diagnosis %d workflows %d succeeded, result %d/%d", wfs, ok, res.Tasks, res.TasksSucceeded)
+	}
+	if late == 0 {
+		t.Errorf("no late workflow on one H100 at 1.5 workflows/s: the test no longer exercises the breakdown")
 	}
 }
 
