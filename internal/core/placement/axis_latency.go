@@ -118,7 +118,11 @@ func latencyPrepare(p *Placer, _ *fleet.Fleet, r *Request) {
 	if tpot > 0 && (r.OutputTokens > 1 || r.Phase == schemas.PhaseDecode) {
 		rp.tpotTarget = tpot
 	}
-	if rp.ceilingYields && !math.IsInf(rp.ttftIn, 1) {
+	rp.shortYields = false
+	if n := p.opts.QueueCeilingYieldsUnder[r.Priority]; n > 0 && !math.IsInf(rp.queueCeiling, 1) && r.PromptTokens <= n {
+		rp.shortYields = true
+	}
+	if (rp.ceilingYields || rp.shortYields) && !math.IsInf(rp.ttftIn, 1) {
 		// The priority axis's ceiling yields to the target (firstTokenInTime):
 		// a queue alone over both still rejects.
 		rp.boundQueueCeiling = max(rp.boundQueueCeiling, rp.ttftIn)

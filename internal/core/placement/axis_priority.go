@@ -49,11 +49,12 @@ func priorityFilter(p *Placer, c *cand, r *Request, _ uint64) Reason {
 }
 
 // firstTokenInTime: r is a workflow step whose class's queue ceiling
-// yields to its TTFT target, and c's worker is predicted to start it in
-// time for it. A target already past (or none, the latency axis off)
+// yields to its TTFT target, or a prompt short enough for its class's
+// Options.QueueCeilingYieldsUnder, and c's worker is predicted to start
+// it in time for it. A target already past (or none, the latency axis off)
 // yields nothing.
 func firstTokenInTime(p *Placer, c *cand, r *Request) bool {
-	return p.rp.ceilingYields && r.Workflow != nil && !math.IsInf(p.rp.ttftIn, 1) &&
+	return (p.rp.ceilingYields && r.Workflow != nil || p.rp.shortYields) && !math.IsInf(p.rp.ttftIn, 1) &&
 		c.t.QueueSeconds+c.t.LoadSeconds+c.t.PrefillSeconds <= p.rp.ttftIn
 }
 

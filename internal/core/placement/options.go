@@ -76,6 +76,19 @@ type Options struct {
 	// interactive; a nil map means the default, an empty one no class).
 	// See the priority axis and DefaultQueueCeilingYields.
 	QueueCeilingYields map[string]bool
+	// QueueCeilingYieldsUnder is, per class, the prompt size in tokens at
+	// or under which a request (in a workflow or not) joins a worker over
+	// its class's queue ceiling wherever its first token is still predicted
+	// within its target there. Such a prompt's prefill fits one step's
+	// chunk, so once started it cannot run ahead of a higher class's
+	// waiting prefill for more than a step; held in the router behind the
+	// ceiling instead, a short standard or batch prompt waits for the long
+	// ones to drain and misses a target it could have met. Nil (the
+	// default) yields for no class: the policy "switchyard-short-yield"
+	// sets standard and batch to ChunkTokens. Off by default until the
+	// controller counts the demand it moves into engine queues (see
+	// docs/benchmarks.md, "Short prompts past the queue ceiling").
+	QueueCeilingYieldsUnder map[string]int
 	// Reclaim lists the classes whose requests may count KV blocks held by
 	// strictly lower classes as theirs to take, as the engine lets them
 	// (see the headroom axis); default critical only. A nil map means the

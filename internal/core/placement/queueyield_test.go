@@ -56,3 +56,51 @@ func TestQueueCeilingYieldsToAStepsTarget(t *testing.T) {
 		})
 	}
 }
+
+// TestQueueCeilingYieldsToAShortPrompt: with QueueCeilingYieldsUnder, a
+// standard prompt of one chunk or less over the queue ceiling is placed,
+// in a workflow or not, while its first token is predicted within its
+// target there; a longer prompt, a short one the queue would make late,
+// and a short one without the option are held (priority_reserve).
+func TestQueueCeilingYieldsToAShortPrompt(t *testing.T) {
+	standard := func(prompt int, ttft time.Duration) *Request {
+		r := req(schemas.PriorityStandard)
+		r.PromptTokens, r.TTFTTarget = prompt, ttft
+		return r
+	}
+	short := func(o *Options) {
+		o.QueueCeilingYieldsUnder = map[string]int{schemas.PriorityStandard: DefaultChunkTokens}
+	}
+	cases := []struct {
+		name string
+		r    *Request
+		opts func(*Options)
+		want Reason // ReasonNone: placed
+	}{
+		{"a short prompt in time joins the queue", standard(2000, 10*time.Second), short, ReasonNone},
+		{"a prompt over one chunk waits", standard(DefaultChunkTokens+16, 10*time.Second), short, ReasonPriorityReserve},
+		{"a short prompt the queue would make late waits", standard(2000, 1500*time.Millisecond), short, ReasonPriorityReserve},
+		{"without the option a short prompt waits", standard(2000, 10*time.Second), nil, ReasonPriorityReserve},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o := testOpts()
+			if c.opts != nil {
+				c.opts(&o)
+			}
+			d := place(t, build(spec{gpu: "fast", queued: 20000}), c.r, o)
+			if c.want == ReasonNone {
+				if !d.OK() {
+					t.Fatalf("held: %v", d.Rejections[0].Reason)
+				}
+				if q := d.Terms.QueueSeconds; q <= DefaultQueueCeiling[schemas.PriorityStandard] {
+					t.Fatalf("queue_s %.2f: the case must be over the ceiling", q)
+				}
+				return
+			}
+			if d.OK() || len(d.Rejections) != 1 || d.Rejections[0].Reason != c.want {
+				t.Fatalf("worker %s, rejections %v: want one %v", winner(d), d.Rejections, c.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,34 @@
+package sim
+
+import (
+	"testing"
+
+	"github.com/switchyard-ai/switchyard/internal/core/routing"
+	"github.com/switchyard-ai/switchyard/schemas"
+)
+
+// TestShortPromptsPastTheQueueCeiling: on the Mooncake conversation slice
+// at twice its rate on two H100s, where every worker's prefill queue is
+// over the lower classes' ceiling most of the time, the
+// switchyard-short-yield policy places the short standard and batch
+// prompts the default holds in the router until they miss, so those
+// classes and the whole meet more, and critical loses nothing.
+func TestShortPromptsPastTheQueueCeiling(t *testing.T) {
+	tr := mooncakeSlice(t, 400).Scale(2)
+	cfg := Config{GPUs: []GPUSpec{{GPU: "h100", Count: 2}}, Model: "llama-3.1-8b"}
+	held := run(t, cfg, tr, "switchyard")
+	yielded := run(t, cfg, tr, routing.PolicyShortYield)
+	at := func(r *Result, class string) float64 { return r.ByPriority[class].SLOAttainment }
+	for _, class := range []string{schemas.PriorityStandard, schemas.PriorityBatch} {
+		if at(yielded, class) <= at(held, class) {
+			t.Errorf("%s: %.3f with short prompts yielded, %.3f held", class, at(yielded, class), at(held, class))
+		}
+	}
+	if yielded.SLOAttainment <= held.SLOAttainment || at(yielded, schemas.PriorityCritical) < at(held, schemas.PriorityCritical) {
+		t.Errorf("overall %.3f against %.3f, critical %.3f against %.3f", yielded.SLOAttainment, held.SLOAttainment,
+			at(yielded, schemas.PriorityCritical), at(held, schemas.PriorityCritical))
+	}
+	t.Logf("held: overall %.3f, critical %.3f, standard %.3f, batch %.3f; yielded: %.3f, %.3f, %.3f, %.3f",
+		held.SLOAttainment, at(held, schemas.PriorityCritical), at(held, schemas.PriorityStandard), at(held, schemas.PriorityBatch),
+		yielded.SLOAttainment, at(yielded, schemas.PriorityCritical), at(yielded, schemas.PriorityStandard), at(yielded, schemas.PriorityBatch))
+}
