@@ -35,25 +35,7 @@ func TestQueueCeilingYieldsToAStepsTarget(t *testing.T) {
 		{"no class yields", interactive(5*time.Second, true), noYield, ReasonPriorityReserve},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			o := testOpts()
-			if c.opts != nil {
-				c.opts(&o)
-			}
-			d := place(t, build(spec{gpu: "fast", queued: 20000}), c.r, o)
-			if c.want == ReasonNone {
-				if !d.OK() {
-					t.Fatalf("held: %v", d.Rejections[0].Reason)
-				}
-				if q := d.Terms.QueueSeconds; q <= DefaultQueueCeiling[schemas.PriorityInteractive] {
-					t.Fatalf("queue_s %.2f: the case must be over the ceiling", q)
-				}
-				return
-			}
-			if d.OK() || len(d.Rejections) != 1 || d.Rejections[0].Reason != c.want {
-				t.Fatalf("worker %s, rejections %v: want one %v", winner(d), d.Rejections, c.want)
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { overCeiling(t, c.r, c.opts, c.want) })
 	}
 }
 
@@ -83,24 +65,30 @@ func TestQueueCeilingYieldsToAShortPrompt(t *testing.T) {
 		{"without the option a short prompt waits", standard(2000, 10*time.Second), nil, ReasonPriorityReserve},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			o := testOpts()
-			if c.opts != nil {
-				c.opts(&o)
-			}
-			d := place(t, build(spec{gpu: "fast", queued: 20000}), c.r, o)
-			if c.want == ReasonNone {
-				if !d.OK() {
-					t.Fatalf("held: %v", d.Rejections[0].Reason)
-				}
-				if q := d.Terms.QueueSeconds; q <= DefaultQueueCeiling[schemas.PriorityStandard] {
-					t.Fatalf("queue_s %.2f: the case must be over the ceiling", q)
-				}
-				return
-			}
-			if d.OK() || len(d.Rejections) != 1 || d.Rejections[0].Reason != c.want {
-				t.Fatalf("worker %s, rejections %v: want one %v", winner(d), d.Rejections, c.want)
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { overCeiling(t, c.r, c.opts, c.want) })
+	}
+}
+
+// overCeiling places r on one worker with a 2 s prefill queue, over every
+// class's 0.5 s queue ceiling, and checks it is placed (want ReasonNone)
+// or held for want alone.
+func overCeiling(t *testing.T, r *Request, opts func(*Options), want Reason) {
+	t.Helper()
+	o := testOpts()
+	if opts != nil {
+		opts(&o)
+	}
+	d := place(t, build(spec{gpu: "fast", queued: 20000}), r, o)
+	if want == ReasonNone {
+		if !d.OK() {
+			t.Fatalf("held: %v", d.Rejections[0].Reason)
+		}
+		if q := d.Terms.QueueSeconds; q <= DefaultQueueCeiling[r.Priority] {
+			t.Fatalf("queue_s %.2f: the case must be over the ceiling", q)
+		}
+		return
+	}
+	if d.OK() || len(d.Rejections) != 1 || d.Rejections[0].Reason != want {
+		t.Fatalf("worker %s, rejections %v: want one %v", winner(d), d.Rejections, want)
 	}
 }
