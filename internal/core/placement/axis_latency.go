@@ -118,10 +118,8 @@ func latencyPrepare(p *Placer, _ *fleet.Fleet, r *Request) {
 	if tpot > 0 && (r.OutputTokens > 1 || r.Phase == schemas.PhaseDecode) {
 		rp.tpotTarget = tpot
 	}
-	rp.shortYields = false
-	if n := p.opts.QueueCeilingYieldsUnder[r.Priority]; n > 0 && !math.IsInf(rp.queueCeiling, 1) && r.PromptTokens <= n {
-		rp.shortYields = true
-	}
+	n := p.opts.QueueCeilingYieldsUnder[r.Priority]
+	rp.shortYields = n > 0 && r.PromptTokens <= n && !math.IsInf(rp.queueCeiling, 1)
 	if (rp.ceilingYields || rp.shortYields) && !math.IsInf(rp.ttftIn, 1) {
 		// The priority axis's ceiling yields to the target (firstTokenInTime):
 		// a queue alone over both still rejects.

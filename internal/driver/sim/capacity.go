@@ -803,13 +803,7 @@ func Diagnose(cfg Config, tr *traces.Trace, policy string) (*Result, Diagnosis, 
 			prev(o)
 		}
 		wd.observe(o)
-		pool := "-"
-		if o.Worker != "" {
-			pool = o.Worker
-			if i := strings.LastIndexByte(pool, '-'); i > 0 {
-				pool = pool[:i]
-			}
-		}
+		pool := poolOf(o.Worker)
 		model := o.Request.Model
 		if model == "" {
 			model = cfg.Model

@@ -29,8 +29,8 @@ type WorkflowDiagnosis struct {
 	// time from the first step's arrival to the last step's end, and that
 	// time split into queue wait (submission to placement), TTFT, decode
 	// and tool gaps (a step's end to the next step's arrival).
-	// DecodeBatch1S is what the same decodes would take alone on the GPUs
-	// that ran them (the roofline step at batch 1): decode_s above it is
+	// LateDecode1S is what the same decodes would take alone on the GPUs
+	// that ran them (the roofline step at batch 1): LateDecodeS above it is
 	// the price of the batch they shared.
 	LateDeadlineS   float64        `json:"late_deadline_s,omitempty"`
 	LateElapsedS    float64        `json:"late_elapsed_s,omitempty"`
@@ -93,25 +93,33 @@ func (d *workflowDiagnoser) observe(o Outcome) {
 		st.decode = max(st.done-st.placed-o.TTFT, 0)
 		if g, ok := d.poolSpec(o.Worker); ok {
 			st.pool = g.GPU
-			model := g.Model
-			if model = firstNonEmpty(o.Request.Model, model, d.cfg.Model); model != "" {
-				if s := d.pred.DecodeSeconds(g.GPU, model, firstNonEmpty(d.cfg.Dtype, "bf16"), max(g.TP, 1), o.Request.OutputTokens-1, 1, o.Request.PromptTokens); !math.IsInf(s, 0) {
-					st.decode1 = s
-				}
+			model, dtype := firstNonEmpty(o.Request.Model, g.Model, d.cfg.Model), firstNonEmpty(d.cfg.Dtype, "bf16")
+			alone := d.pred.DecodeSeconds(g.GPU, model, dtype, max(g.TP, 1), o.Request.OutputTokens-1, 1, o.Request.PromptTokens)
+			if !math.IsInf(alone, 0) {
+				st.decode1 = alone
 			}
 		}
 	}
 	s.steps[w.Step] = st
 }
 
-// poolSpec is the GPUSpec of the pool a worker (named GPU-NN) belongs to.
-func (d *workflowDiagnoser) poolSpec(worker string) (GPUSpec, bool) {
-	i := strings.LastIndexByte(worker, '-')
-	if i <= 0 {
-		return GPUSpec{}, false
+// poolOf is the GPU type of the pool a worker named GPU-NN belongs to;
+// "-" for none (never placed).
+func poolOf(worker string) string {
+	if worker == "" {
+		return "-"
 	}
+	if i := strings.LastIndexByte(worker, '-'); i > 0 {
+		return worker[:i]
+	}
+	return worker
+}
+
+// poolSpec is the GPUSpec of the pool a worker belongs to.
+func (d *workflowDiagnoser) poolSpec(worker string) (GPUSpec, bool) {
+	pool := poolOf(worker)
 	for _, g := range d.cfg.GPUs {
-		if g.GPU == worker[:i] {
+		if g.GPU == pool {
 			return g, true
 		}
 	}
@@ -164,7 +172,9 @@ func (d *workflowDiagnoser) summary() []WorkflowDiagnosis {
 		r := &a.row
 		r.LateDeadlineS += s.deadline
 		r.LateElapsedS += end - first
-		a.overruns = append(a.overruns, (end-first)/s.deadline-1)
+		if s.deadline > 0 {
+			a.overruns = append(a.overruns, (end-first)/s.deadline-1)
+		}
 		if r.LateStepsByPool == nil {
 			r.LateStepsByPool = map[string]int{}
 		}
@@ -198,10 +208,14 @@ func (d *workflowDiagnoser) summary() []WorkflowDiagnosis {
 		}
 		out = append(out, r)
 	}
-	rank := map[string]int{}
-	for i, p := range schemas.Priorities {
-		rank[p] = i
+	// A class the schema does not know (a workflow whose first step never
+	// resolved) sorts last.
+	rank := func(class string) int {
+		if r := schemas.PriorityRank(class); r >= 0 {
+			return r
+		}
+		return len(schemas.Priorities)
 	}
-	sort.Slice(out, func(i, j int) bool { return rank[out[i].Class] < rank[out[j].Class] })
+	sort.Slice(out, func(i, j int) bool { return rank(out[i].Class) < rank(out[j].Class) })
 	return out
 }
