@@ -17,6 +17,8 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/testkit/waitfor"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/client"
+
+	"github.com/switchyard-ai/switchyard/internal/adapter/freeport"
 )
 
 // syncBuffer is a bytes.Buffer that a running command writes while the
@@ -38,15 +40,15 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// freeAddr is a loopback address with a port nothing listens on now.
+// freeAddr is a loopback address with a port nothing listens on now,
+// outside the ephemeral range.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 // running is `switchyard up` and `switchyard gateway` started in-process
@@ -62,42 +64,55 @@ func startUpAndGateway(t *testing.T, upArgs ...string) running {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	r := running{upMetrics: freeAddr(t), gatewayMetrics: freeAddr(t)}
-	natsAddr := freeAddr(t)
-	r.natsURL = "nats://" + natsAddr
-	var upOut, gwOut syncBuffer
-	upErr := make(chan error, 1)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		upErr <- runUp(ctx, append([]string{"--listen", natsAddr, "--metrics", r.upMetrics}, upArgs...), &upOut)
-	}()
-	waitfor.True(t, "up to serve", 30*time.Second, func() bool {
-		select {
-		case err := <-upErr:
-			t.Fatalf("up exited: %v", err)
-		default:
-		}
-		return strings.Contains(upOut.String(), "metrics: http://")
+	var r running
+	startOnFreePorts(t, ctx, &wg, "up", "metrics: http://", func(out io.Writer) error {
+		natsAddr := freeAddr(t)
+		r.natsURL, r.upMetrics = "nats://"+natsAddr, freeAddr(t)
+		return runUp(ctx, append([]string{"--listen", natsAddr, "--metrics", r.upMetrics}, upArgs...), out)
 	})
-	gwAddr := freeAddr(t)
-	r.gatewayURL = "http://" + gwAddr
-	gwErr := make(chan error, 1)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		gwErr <- runGateway(ctx, []string{"--nats", r.natsURL, "--listen", gwAddr, "--metrics", r.gatewayMetrics,
-			"--tenants", "testdata/up_tenants.json"}, &gwOut)
-	}()
-	waitfor.True(t, "the gateway to serve", 30*time.Second, func() bool {
-		select {
-		case err := <-gwErr:
-			t.Fatalf("gateway exited: %v", err)
-		default:
-		}
-		return strings.Contains(gwOut.String(), "OpenAI-compatible API on")
+	startOnFreePorts(t, ctx, &wg, "gateway", "OpenAI-compatible API on", func(out io.Writer) error {
+		gwAddr := freeAddr(t)
+		r.gatewayURL, r.gatewayMetrics = "http://"+gwAddr, freeAddr(t)
+		return runGateway(ctx, []string{"--nats", r.natsURL, "--listen", gwAddr, "--metrics", r.gatewayMetrics,
+			"--tenants", "testdata/up_tenants.json"}, out)
 	})
 	return r
+}
+
+// startOnFreePorts runs one command until its output shows ready. A port
+// freeAddr found free can be taken before the command binds it (any
+// outgoing connection may get it as its local port), so a start that fails
+// with "address already in use" is tried again on new ports.
+func startOnFreePorts(t *testing.T, ctx context.Context, wg *sync.WaitGroup, name, ready string, run func(io.Writer) error) {
+	t.Helper()
+	const tries = 5
+	for try := 1; ; try++ {
+		var out syncBuffer
+		exited := make(chan error, 1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			exited <- run(&out)
+		}()
+		var exitErr error
+		stopped := false
+		waitfor.True(t, name+" to serve", 30*time.Second, func() bool {
+			select {
+			case exitErr = <-exited:
+				stopped = true
+				return true
+			default:
+			}
+			return strings.Contains(out.String(), ready)
+		})
+		if !stopped {
+			return
+		}
+		if exitErr == nil || !strings.Contains(exitErr.Error(), "address already in use") || try == tries {
+			t.Fatalf("%s exited: %v", name, exitErr)
+		}
+		t.Logf("%s: a port was taken before it bound (%v); trying new ports", name, exitErr)
+	}
 }
 
 func chat(t *testing.T, r running, key string, headers map[string]string) (int, string) {

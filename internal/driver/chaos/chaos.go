@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -26,6 +25,8 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/adapter/bus"
 	"github.com/switchyard-ai/switchyard/internal/adapter/trail"
 	"github.com/switchyard-ai/switchyard/loadgen/tally"
+
+	"github.com/switchyard-ai/switchyard/internal/adapter/freeport"
 )
 
 // Roles a kill can hit.
@@ -673,12 +674,13 @@ func (r *run) connected(name string) bool {
 	return false
 }
 
-// freePort returns a loopback port that was free a moment ago.
+// freePort returns a loopback port that was free a moment ago, outside
+// the ephemeral range so the drill's own connections cannot take it
+// before nats-server binds it.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Port()
 	if err != nil {
-		return 0, fmt.Errorf("chaos: free port: %w", err)
+		return 0, fmt.Errorf("chaos: %w", err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return p, nil
 }

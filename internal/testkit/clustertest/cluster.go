@@ -9,13 +9,14 @@ package clustertest
 import (
 	"context"
 	"fmt"
-	"net"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/switchyard-ai/switchyard/internal/adapter/freeport"
 )
 
 // Cluster is a JetStream cluster of in-process servers on loopback.
@@ -23,21 +24,21 @@ type Cluster struct {
 	Nodes []*server.Server
 }
 
-// freePorts reserves n loopback ports. They are released before the
-// servers bind them, which is racy in principle but fine on a test host.
+// freePorts picks n distinct loopback ports outside the ephemeral range
+// (see freeport); another explicit bind could still take one before the
+// servers bind them.
 func freePorts(n int) ([]int, error) {
-	ports := make([]int, n)
-	ls := make([]net.Listener, n)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports := make([]int, 0, n)
+	seen := map[int]bool{}
+	for len(ports) < n {
+		p, err := freeport.Port()
 		if err != nil {
 			return nil, fmt.Errorf("reserve port: %w", err)
 		}
-		ls[i] = l
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-	}
-	for _, l := range ls {
-		l.Close()
+		if !seen[p] {
+			seen[p] = true
+			ports = append(ports, p)
+		}
 	}
 	return ports, nil
 }

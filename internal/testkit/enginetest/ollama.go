@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +26,8 @@ import (
 
 	"github.com/switchyard-ai/switchyard/internal/adapter/backend/openai"
 	"github.com/switchyard-ai/switchyard/internal/adapter/gguf"
+
+	"github.com/switchyard-ai/switchyard/internal/adapter/freeport"
 )
 
 // OllamaVersion is the pinned release; .ci/install-tools.sh installs it.
@@ -149,15 +150,15 @@ func Start(ctx context.Context, o Options) (*Ollama, error) {
 	return s, nil
 }
 
-// freePort asks the kernel for an unused loopback port. Another process
-// could take it before ollama binds it; Start then fails loudly.
+// freePort is a loopback port outside the ephemeral range (see
+// freeport). Another process could still bind it before ollama does;
+// Start then fails loudly.
 func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
-		return "", fmt.Errorf("enginetest: free port: %w", err)
+		return "", fmt.Errorf("enginetest: %w", err)
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return addr, nil
 }
 
 func (s *Ollama) env() []string {

@@ -10,13 +10,14 @@ import (
 	"context"
 	"fmt"
 	"github.com/switchyard-ai/switchyard/internal/driver/chaos"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/switchyard-ai/switchyard/internal/adapter/freeport"
 )
 
 // Build compiles cmd/switchyard into dir and returns the binary's path.
@@ -31,15 +32,9 @@ func Build(ctx context.Context, moduleRoot, dir string) (string, error) {
 	return bin, nil
 }
 
-// FreePort returns a loopback port that was free a moment ago.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// FreePort returns a loopback port that was free a moment ago, outside
+// the ephemeral range so no outgoing connection takes it meanwhile.
+func FreePort() (int, error) { return freeport.Port() }
 
 // Proc is one running process with its output in a log file.
 type Proc struct {
