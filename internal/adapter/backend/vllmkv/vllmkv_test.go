@@ -18,6 +18,8 @@ import (
 	"github.com/switchyard-ai/switchyard/internal/adapter/backend/vllmkv/vllmkvtest"
 	"github.com/switchyard-ai/switchyard/internal/core/tokens"
 	"github.com/switchyard-ai/switchyard/schemas"
+
+	"github.com/switchyard-ai/switchyard/internal/adapter/freeport"
 )
 
 // prompt is n token ids as a real tokenizer gives them (Llama 3's BOS
@@ -603,12 +605,11 @@ func warmUpRank(t *testing.T, p *vllmkvtest.Publisher, rec *recorder, rank int) 
 func freePortPair(t *testing.T, a, b int) int {
 	t.Helper()
 	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		p, err := freeport.Port()
 		if err != nil {
 			t.Fatal(err)
 		}
-		base := l.Addr().(*net.TCPAddr).Port - a
-		l.Close()
+		base := p - a
 		if base <= 0 || base+b > 65535 {
 			continue
 		}
