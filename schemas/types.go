@@ -423,6 +423,12 @@ type Heartbeat struct {
 	// counts only a request's own class and higher as work ahead of it; a
 	// heartbeat without it is read as all of QueuedTokens ahead of everyone.
 	QueuedTokensByClass map[string]int `json:"queued_tokens_by_class,omitempty"`
+	// WaitingByClass splits Waiting by priority class (absent classes have
+	// none). The engine admits in class order, so admission's queue-depth
+	// shedding counts only a request's own class and higher as waiting
+	// ahead of it; a heartbeat without it (a real engine, whose metrics do
+	// not split its queue) is read as all of Waiting ahead of everyone.
+	WaitingByClass map[string]int `json:"waiting_by_class,omitempty"`
 	// KVBlocksByClass splits the KV blocks in use (KVBlocksTotal −
 	// KVBlocksFree) by the class of the running sequences holding them; a
 	// block several sequences share counts once, under the highest class

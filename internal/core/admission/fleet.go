@@ -203,6 +203,12 @@ func (f *FleetView) Load(pending map[string]int, now time.Time) Load {
 		l.Slots += w.slots()
 		l.FreeSlots += w.free()
 		l.WorkerWaiting += w.last.Waiting
+		for c, n := range w.last.WaitingByClass {
+			if l.WorkerWaitingByClass == nil {
+				l.WorkerWaitingByClass = map[string]int{}
+			}
+			l.WorkerWaitingByClass[c] += n
+		}
 		if w.last.KVBlocksTotal > 0 && w.last.KVBlocksByClass != nil {
 			kvTotal += w.last.KVBlocksTotal
 			if kvByClass == nil {

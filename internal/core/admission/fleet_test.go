@@ -40,6 +40,16 @@ func TestFleetViewLoadAndPrice(t *testing.T) {
 	if p := f.MeanPrice(later); p != 2.5 {
 		t.Fatalf("mean price %v of an h100 at 4 and an l40s at 1, want 2.5", p)
 	}
+	// Engines' waiting requests by class add up across workers; a worker
+	// without the split adds to the total only.
+	wa, wb := hb("a", "h100", 20, later, 4), hb("b", "l40s", 40, later, 1)
+	wa.Waiting, wa.WaitingByClass = 5, map[string]int{schemas.PriorityBatch: 3, schemas.PriorityCritical: 2}
+	wb.Waiting, wb.WaitingByClass = 4, map[string]int{schemas.PriorityBatch: 4}
+	f.Observe(wa, later)
+	f.Observe(wb, later)
+	if l := f.Load(nil, later); l.WorkerWaiting != 9 || l.WorkerWaitingByClass[schemas.PriorityBatch] != 7 || l.WorkerWaitingByClass[schemas.PriorityCritical] != 2 {
+		t.Fatalf("waiting %d by class %v, want 9 with batch 7, critical 2", l.WorkerWaiting, l.WorkerWaitingByClass)
+	}
 	// A worker that stops sending heartbeats leaves the fleet.
 	f.Observe(hb("a", "h100", 21, later.Add(5*time.Second), 4), later.Add(5*time.Second))
 	if p := f.MeanPrice(later.Add(5 * time.Second)); p != 4 {

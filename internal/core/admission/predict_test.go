@@ -183,6 +183,38 @@ func TestWaitCountsOnlyTheExcessOverIdleSlots(t *testing.T) {
 	}
 }
 
+// TestEngineWaitingOfLowerClassesIsNotAhead: engines admit in class
+// order, so with no idle slot a request waits behind the engines' waiting
+// requests of its own class and higher only; waiting that no heartbeat
+// attributes to a class stays ahead of everyone.
+func TestEngineWaitingOfLowerClassesIsNotAhead(t *testing.T) {
+	var s Shedder
+	full := func(byClass map[string]int) Load {
+		return Load{Slots: 64, FreeSlots: 0, WorkerWaiting: 409, WorkerWaitingByClass: byClass, RequestsPerSec: 10}
+	}
+	split := map[string]int{schemas.PriorityBatch: 400, schemas.PriorityStandard: 9}
+	cases := []struct {
+		name  string
+		class string
+		load  Load
+		want  time.Duration
+	}{
+		{"critical behind a batch backlog in the engines", schemas.PriorityCritical, full(split), 100 * time.Millisecond},
+		{"standard behind its own class's waiting", schemas.PriorityStandard, full(split), time.Second},
+		{"batch behind all of it", schemas.PriorityBatch, full(split), 41 * time.Second},
+		{"waiting no heartbeat attributes is ahead of critical", schemas.PriorityCritical, full(map[string]int{schemas.PriorityBatch: 400}), time.Second},
+		{"no split at all: everything ahead", schemas.PriorityCritical, full(nil), 41 * time.Second},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w, known := s.Wait(c.class, c.load)
+			if !known || w != c.want {
+				t.Fatalf("wait %v known %v, want %v", w, known, c.want)
+			}
+		})
+	}
+}
+
 func TestContextWindow(t *testing.T) {
 	ts := permissiveTenants(t)
 	window := func(m string) int {

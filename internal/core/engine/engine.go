@@ -196,6 +196,11 @@ type State struct {
 	KVBlocksCached int // blocks holding a prefix hash (referenced or not)
 	Running        int
 	Waiting        int
+	// WaitingByPriority splits Waiting by Sequence.Priority. The engine
+	// admits in class order, so only a request's own class and higher
+	// wait ahead of it for a slot; admission's queue-depth shedding counts
+	// no others.
+	WaitingByPriority [NumPriorities]int
 	// QueuedTokens is prompt tokens not yet computed (waiting and mid-prefill).
 	QueuedTokens int
 	// QueuedTokensByPriority splits QueuedTokens by Sequence.Priority
@@ -556,6 +561,13 @@ func (st *State) KVClassMap(m map[string]int) map[string]int {
 	return classMap(m, &st.KVBlocksByPriority)
 }
 
+// WaitingClassMap writes the State's nonzero WaitingByPriority into m
+// keyed by class name (schemas.Heartbeat.WaitingByClass), reusing m as
+// ClassMap does.
+func (st *State) WaitingClassMap(m map[string]int) map[string]int {
+	return classMap(m, &st.WaitingByPriority)
+}
+
 func classMap(m map[string]int, byRank *[NumPriorities]int) map[string]int {
 	clear(m)
 	for rank, n := range byRank {
@@ -590,6 +602,7 @@ func (e *Engine) State() State {
 		}
 	}
 	for _, s := range e.waiting {
+		st.WaitingByPriority[priorityIndex(s.Priority)]++
 		if s.Transferred && !s.admitted {
 			continue // its KV arrives computed: nothing to prefill
 		}

@@ -501,6 +501,14 @@ func TestStateSplitsQueuedTokensByPriority(t *testing.T) {
 	if got, want := e.State().QueuedTokensByPriority, [NumPriorities]int{1000, 0, 300, 2400}; got != want {
 		t.Errorf("before any step: %v, want %v", got, want)
 	}
+	if st := e.State(); st.WaitingByPriority != [NumPriorities]int{1, 0, 1, 2} || st.Waiting != 4 {
+		t.Errorf("before any step: waiting %d split %v, want 4 as [1 0 1 2]", st.Waiting, st.WaitingByPriority)
+	}
+	var hb schemas.Heartbeat
+	e.FillHeartbeat(&hb)
+	if want := map[string]int{schemas.PriorityCritical: 1, schemas.PriorityStandard: 1, schemas.PriorityBatch: 2}; !reflect.DeepEqual(hb.WaitingByClass, want) {
+		t.Errorf("heartbeat waiting_by_class %v, want %v", hb.WaitingByClass, want)
+	}
 	e.Step(t0)
 	st := e.State()
 	sum := 0

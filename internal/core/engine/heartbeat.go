@@ -39,6 +39,7 @@ func (e *Engine) FillHeartbeat(hb *schemas.Heartbeat) {
 	hb.Utilization, hb.TokensPerSec, hb.SpecDecode = st.Utilization, st.TokensPerSec, st.SpecDecode
 	hb.Running, hb.Waiting, hb.QueuedTokens, hb.MaxBatch = st.Running, st.Waiting, st.QueuedTokens, st.MaxBatch
 	hb.QueuedTokensByClass = st.ClassMap(hb.QueuedTokensByClass)
+	hb.WaitingByClass = st.WaitingClassMap(hb.WaitingByClass)
 	hb.KVBlocksByClass = st.KVClassMap(hb.KVBlocksByClass)
 	hb.PricePerHour = e.rep.PricePerHour()
 	// load_s is the time to serve from where the weights are (the router's
