@@ -44,12 +44,21 @@ type Request struct {
 	Model string
 }
 
+// InTime reports whether a workflow that took elapsed from its first
+// step's arrival to its last step's end finished within its deadline; one
+// without a deadline always has. The simulator's task count and its
+// late-workflow diagnosis both judge by it.
+func (w *Workflow) InTime(elapsed time.Duration) bool {
+	return w.Deadline <= 0 || elapsed <= w.Deadline
+}
+
 // Workflow places a request in a multi-step agentic task.
 type Workflow struct {
 	ID   string
 	Step int // 1-based
 	Of   int
-	// Deadline is the whole workflow's budget from its first step's arrival.
+	// Deadline is the whole workflow's budget from its first step's arrival;
+	// 0 is none, and the workflow is then never late (InTime).
 	Deadline time.Duration
 	// Prev is the index in Trace.Requests of the step this one waits for
 	// (-1 for the first step), and ToolGap the tool-call time between that

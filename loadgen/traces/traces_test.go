@@ -224,3 +224,20 @@ func TestMooncakeSliceRebased(t *testing.T) {
 		t.Errorf("rules %q do not say the slice was rebased", tr.Rules)
 	}
 }
+
+func TestWorkflowInTime(t *testing.T) {
+	cases := []struct {
+		deadline, elapsed time.Duration
+		want              bool
+	}{
+		{10 * time.Second, 9 * time.Second, true},
+		{10 * time.Second, 10 * time.Second, true},
+		{10 * time.Second, 11 * time.Second, false},
+		{0, time.Hour, true}, // no deadline: never late
+	}
+	for _, c := range cases {
+		if got := (&Workflow{Deadline: c.deadline}).InTime(c.elapsed); got != c.want {
+			t.Errorf("deadline %v elapsed %v: %v, want %v", c.deadline, c.elapsed, got, c.want)
+		}
+	}
+}

@@ -475,3 +475,31 @@ func TestRejectionNames(t *testing.T) {
 func findCapacity(ctx context.Context, cfg Config, tr *traces.Trace, window time.Duration, policies []string, s CapacitySearch) ([]PolicyCapacity, error) {
 	return FindCapacitySeeds(ctx, []CapacityRun{{Config: cfg, Trace: tr, Window: window}}, policies, s)
 }
+
+// TestWorkflowWithoutDeadlineIsNeverLate: a workflow with no deadline
+// succeeds when its steps do, in the result's task count and in the
+// late-workflow diagnosis alike (traces.Workflow.InTime, one rule).
+func TestWorkflowWithoutDeadlineIsNeverLate(t *testing.T) {
+	tr := traces.Agentic(traces.AgenticConfig{Seed: 1, Duration: time.Minute, WorkflowsPerSec: 1.5})
+	for i := range tr.Requests {
+		tr.Requests[i].Workflow.Deadline = 0
+	}
+	cfg := Config{GPUs: []GPUSpec{{GPU: "h100", Count: 1}}, Model: "llama-3.1-8b"}
+	res, dg, err := Diagnose(cfg, tr, "switchyard")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wfs, ok, broken int
+	for _, w := range dg.Workflows {
+		wfs, ok, broken = wfs+w.Workflows, ok+w.Succeeded, broken+w.Broken
+		if w.Late != 0 {
+			t.Errorf("%s: %d late workflows without a deadline", w.Class, w.Late)
+		}
+	}
+	if wfs != res.Tasks || ok != res.TasksSucceeded || ok+broken != wfs {
+		t.Errorf("diagnosis %d workflows, %d succeeded, %d broken; result %d/%d", wfs, ok, broken, res.Tasks, res.TasksSucceeded)
+	}
+	if res.TasksSucceeded == 0 {
+		t.Errorf("no workflow succeeded: %+v", res)
+	}
+}

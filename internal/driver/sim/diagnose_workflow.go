@@ -4,9 +4,11 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/switchyard-ai/switchyard/internal/core/perf"
 	"github.com/switchyard-ai/switchyard/internal/core/stats"
+	"github.com/switchyard-ai/switchyard/loadgen/traces"
 	"github.com/switchyard-ai/switchyard/schemas"
 )
 
@@ -63,6 +65,7 @@ type workflowSeen struct {
 	class    string
 	of       int
 	deadline float64
+	wf       traces.Workflow // for InTime, the one rule of lateness
 	steps    map[int]workflowStep
 }
 
@@ -77,7 +80,7 @@ func (d *workflowDiagnoser) observe(o Outcome) {
 	}
 	s := d.wfs[w.ID]
 	if s == nil {
-		s = &workflowSeen{of: w.Of, deadline: w.Deadline.Seconds(), steps: map[int]workflowStep{}}
+		s = &workflowSeen{of: w.Of, deadline: w.Deadline.Seconds(), wf: *w, steps: map[int]workflowStep{}}
 		d.wfs[w.ID] = s
 	}
 	if w.Step == 1 {
@@ -164,7 +167,7 @@ func (d *workflowDiagnoser) summary() []WorkflowDiagnosis {
 		case !okAll:
 			a.row.Broken++
 			continue
-		case end-first <= s.deadline:
+		case s.wf.InTime(time.Duration((end - first) * float64(time.Second))):
 			a.row.Succeeded++
 			continue
 		}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"sort"
+	"time"
 
 	"github.com/switchyard-ai/switchyard/internal/core/routing"
 	"github.com/switchyard-ai/switchyard/internal/core/stats"
@@ -152,7 +153,7 @@ func (r *runner) result(name string) *Result {
 			for r.tr.Requests[first].Workflow.Prev >= 0 {
 				first = int32(r.tr.Requests[first].Workflow.Prev)
 			}
-			if st.doneAt-r.reqs[first].submitAt <= int64(w.Deadline) && !r.wfFail[w.ID] {
+			if w.InTime(time.Duration(st.doneAt-r.reqs[first].submitAt)) && !r.wfFail[w.ID] {
 				wfOK[w.ID] = true
 			}
 		}
