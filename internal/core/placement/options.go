@@ -77,9 +77,11 @@ type Options struct {
 	// See the priority axis and DefaultQueueCeilingYields.
 	QueueCeilingYields map[string]bool
 	// QueueCeilingYieldsUnder is, per class, the prompt size in tokens at
-	// or under which a request (in a workflow or not) joins a worker over
-	// its class's queue ceiling wherever its first token is still predicted
-	// within its target there. Such a prompt's prefill fits one step's
+	// or under which a request outside a workflow joins a worker over its
+	// class's queue ceiling wherever its first token is still predicted
+	// within its target there and the worker's batch keeps half its slots
+	// for higher classes (see firstTokenInTime). Workflow steps keep the
+	// ceiling: yielding them cost agentic-overload its high bar. Such a prompt's prefill fits one step's
 	// chunk, so once started it cannot run ahead of a higher class's
 	// waiting prefill for more than a step; held in the router behind the
 	// ceiling instead, a short standard or batch prompt waits for the long

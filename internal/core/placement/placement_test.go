@@ -55,13 +55,14 @@ func (testCost) PricePerHour(gpu string, _ int) float64 {
 var now = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 
 type spec struct {
-	gpu, arch       string
-	state           string // model residency; "" = hot
-	kvFree, kvTotal int
-	running, queued int
-	hbmTotal        uint64
-	draining        bool
-	seenAgo         time.Duration
+	gpu, arch         string
+	state             string // model residency; "" = hot
+	kvFree, kvTotal   int
+	running, queued   int
+	waiting, maxBatch int
+	hbmTotal          uint64
+	draining          bool
+	seenAgo           time.Duration
 }
 
 func build(specs ...spec) *fleet.Fleet {
@@ -89,6 +90,7 @@ func build(specs ...spec) *fleet.Fleet {
 			HBMTotalBytes: s.hbmTotal, HBMFreeBytes: 40 << 30,
 			KVBlocksTotal: s.kvTotal, KVBlocksFree: s.kvFree, BlockSize: 16,
 			Models: models, Running: s.running, QueuedTokens: s.queued, Draining: s.draining,
+			Waiting: s.waiting, MaxBatch: s.maxBatch,
 		}, now.Add(-s.seenAgo))
 	}
 	return f

@@ -40,16 +40,21 @@ func TestQueueCeilingYieldsToAStepsTarget(t *testing.T) {
 }
 
 // TestQueueCeilingYieldsToAShortPrompt: with QueueCeilingYieldsUnder, a
-// standard prompt of one chunk or less over the queue ceiling is placed,
-// in a workflow or not, while its first token is predicted within its
-// target there; a longer prompt, a short one the queue would make late,
-// and a short one without the option are held (priority_reserve).
+// standard prompt of one chunk or less outside a workflow, over the queue
+// ceiling, is placed while its first token is predicted within its target
+// there and the worker's batch, with it and those waiting, fills at most
+// half its slots; a longer prompt, a short one the queue would make late,
+// a short workflow step, a short one onto a batch past half its slots, and
+// a short one without the option are held (priority_reserve).
 func TestQueueCeilingYieldsToAShortPrompt(t *testing.T) {
 	standard := func(prompt int, ttft time.Duration) *Request {
 		r := req(schemas.PriorityStandard)
 		r.PromptTokens, r.TTFTTarget = prompt, ttft
 		return r
 	}
+	step := withWorkflow(standard(2000, 10*time.Second), 2, 4, 0)
+	spare := spec{gpu: "fast", queued: 20000, running: 2, waiting: 1, maxBatch: 8}  // 2 + 1 + 1 of 8
+	filled := spec{gpu: "fast", queued: 20000, running: 3, waiting: 1, maxBatch: 8} // 3 + 1 + 1 of 8
 	short := func(o *Options) {
 		o.QueueCeilingYieldsUnder = map[string]int{schemas.PriorityStandard: DefaultChunkTokens}
 	}
@@ -62,10 +67,22 @@ func TestQueueCeilingYieldsToAShortPrompt(t *testing.T) {
 		{"a short prompt in time joins the queue", standard(2000, 10*time.Second), short, ReasonNone},
 		{"a prompt over one chunk waits", standard(DefaultChunkTokens+16, 10*time.Second), short, ReasonPriorityReserve},
 		{"a short prompt the queue would make late waits", standard(2000, 1500*time.Millisecond), short, ReasonPriorityReserve},
+		{"a short workflow step waits", step, short, ReasonPriorityReserve},
 		{"without the option a short prompt waits", standard(2000, 10*time.Second), nil, ReasonPriorityReserve},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { overCeiling(t, c.r, c.opts, c.want) })
+	}
+	slots := []struct {
+		name string
+		w    spec
+		want Reason
+	}{
+		{"half the batch slots or fewer: joins", spare, ReasonNone},
+		{"past half the batch slots: waits", filled, ReasonPriorityReserve},
+	}
+	for _, c := range slots {
+		t.Run(c.name, func(t *testing.T) { overCeilingOn(t, c.w, standard(2000, 10*time.Second), short, c.want) })
 	}
 }
 
@@ -74,11 +91,18 @@ func TestQueueCeilingYieldsToAShortPrompt(t *testing.T) {
 // or held for want alone.
 func overCeiling(t *testing.T, r *Request, opts func(*Options), want Reason) {
 	t.Helper()
+	overCeilingOn(t, spec{gpu: "fast", queued: 20000}, r, opts, want)
+}
+
+// overCeilingOn is overCeiling on the worker w (its queue over the
+// ceiling too).
+func overCeilingOn(t *testing.T, w spec, r *Request, opts func(*Options), want Reason) {
+	t.Helper()
 	o := testOpts()
 	if opts != nil {
 		opts(&o)
 	}
-	d := place(t, build(spec{gpu: "fast", queued: 20000}), r, o)
+	d := place(t, build(w), r, o)
 	if want == ReasonNone {
 		if !d.OK() {
 			t.Fatalf("held: %v", d.Rejections[0].Reason)
