@@ -14,11 +14,10 @@ import (
 	"time"
 
 	"github.com/switchyard-ai/switchyard/internal/adapter/bus"
+	"github.com/switchyard-ai/switchyard/internal/adapter/freeport"
 	"github.com/switchyard-ai/switchyard/internal/testkit/waitfor"
 	"github.com/switchyard-ai/switchyard/schemas"
 	"github.com/switchyard-ai/switchyard/services/client"
-
-	"github.com/switchyard-ai/switchyard/internal/adapter/freeport"
 )
 
 // syncBuffer is a bytes.Buffer that a running command writes while the
@@ -65,34 +64,34 @@ func startUpAndGateway(t *testing.T, upArgs ...string) running {
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	var r running
-	startOnFreePorts(t, ctx, &wg, "up", "metrics: http://", func(out io.Writer) error {
-		natsAddr := freeAddr(t)
-		r.natsURL, r.upMetrics = "nats://"+natsAddr, freeAddr(t)
-		return runUp(ctx, append([]string{"--listen", natsAddr, "--metrics", r.upMetrics}, upArgs...), out)
+	up := startOnFreePorts(t, &wg, "up", "metrics: http://", func(out io.Writer, addrs [2]string) error {
+		return runUp(ctx, append([]string{"--listen", addrs[0], "--metrics", addrs[1]}, upArgs...), out)
 	})
-	startOnFreePorts(t, ctx, &wg, "gateway", "OpenAI-compatible API on", func(out io.Writer) error {
-		gwAddr := freeAddr(t)
-		r.gatewayURL, r.gatewayMetrics = "http://"+gwAddr, freeAddr(t)
-		return runGateway(ctx, []string{"--nats", r.natsURL, "--listen", gwAddr, "--metrics", r.gatewayMetrics,
+	r.natsURL, r.upMetrics = "nats://"+up[0], up[1]
+	gw := startOnFreePorts(t, &wg, "gateway", "OpenAI-compatible API on", func(out io.Writer, addrs [2]string) error {
+		return runGateway(ctx, []string{"--nats", r.natsURL, "--listen", addrs[0], "--metrics", addrs[1],
 			"--tenants", "testdata/up_tenants.json"}, out)
 	})
+	r.gatewayURL, r.gatewayMetrics = "http://"+gw[0], gw[1]
 	return r
 }
 
-// startOnFreePorts runs one command until its output shows ready. A port
-// freeAddr found free can be taken before the command binds it (any
-// outgoing connection may get it as its local port), so a start that fails
-// with "address already in use" is tried again on new ports.
-func startOnFreePorts(t *testing.T, ctx context.Context, wg *sync.WaitGroup, name, ready string, run func(io.Writer) error) {
+// startOnFreePorts runs one command on two free loopback addresses until
+// its output shows ready, and returns the addresses it serves on. A port
+// freeAddr found free can still be bound by another process before the
+// command binds it, so a start that fails with "address already in use"
+// is tried again on new ones.
+func startOnFreePorts(t *testing.T, wg *sync.WaitGroup, name, ready string, run func(out io.Writer, addrs [2]string) error) [2]string {
 	t.Helper()
 	const tries = 5
 	for try := 1; ; try++ {
+		addrs := [2]string{freeAddr(t), freeAddr(t)}
 		var out syncBuffer
 		exited := make(chan error, 1)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			exited <- run(&out)
+			exited <- run(&out, addrs)
 		}()
 		var exitErr error
 		stopped := false
@@ -106,7 +105,7 @@ func startOnFreePorts(t *testing.T, ctx context.Context, wg *sync.WaitGroup, nam
 			return strings.Contains(out.String(), ready)
 		})
 		if !stopped {
-			return
+			return addrs
 		}
 		if exitErr == nil || !strings.Contains(exitErr.Error(), "address already in use") || try == tries {
 			t.Fatalf("%s exited: %v", name, exitErr)

@@ -17,6 +17,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // lowest is the bottom of the range ports are drawn from: above the
@@ -48,24 +49,23 @@ func Addr() (string, error) {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), nil
 }
 
-// ephemeralStart is the first port of the kernel's ephemeral range: Linux
-// publishes it; elsewhere the IANA range's start (49152) is assumed, and
-// Linux's default (32768) when the file is unreadable or implausible.
-func ephemeralStart() int {
+// ephemeralStart is the first port of the kernel's ephemeral range, read
+// once: Linux publishes it; where it cannot be read (or is implausibly
+// low) Linux's default, 32768, is assumed, which is also below the IANA
+// range other systems use.
+var ephemeralStart = sync.OnceValue(func() int {
+	const linuxDefault = 32768
 	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
 	if err != nil {
-		if _, statErr := os.Stat("/proc"); statErr != nil {
-			return 49152
-		}
-		return 32768
+		return linuxDefault
 	}
 	fields := strings.Fields(string(b))
 	if len(fields) == 0 {
-		return 32768
+		return linuxDefault
 	}
 	start, err := strconv.Atoi(fields[0])
 	if err != nil || start <= lowest+1000 {
-		return 32768
+		return linuxDefault
 	}
 	return start
-}
+})

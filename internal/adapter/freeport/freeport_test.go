@@ -27,29 +27,3 @@ func TestPortIsBelowTheEphemeralRangeAndBindable(t *testing.T) {
 		l.Close()
 	}
 }
-
-// TestPortSkipsABoundPort: a port someone listens on is never handed out.
-func TestPortSkipsABoundPort(t *testing.T) {
-	var held []net.Listener
-	defer func() {
-		for _, l := range held {
-			l.Close()
-		}
-	}()
-	taken := map[int]bool{}
-	for range 50 {
-		p, err := Port()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if taken[p] {
-			t.Fatalf("port %d handed out while a listener holds it", p)
-		}
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-		if err != nil {
-			t.Fatalf("bind %d: %v", p, err)
-		}
-		held = append(held, l)
-		taken[p] = true
-	}
-}

@@ -59,7 +59,7 @@ func priorityFilter(p *Placer, c *cand, r *Request, _ uint64) Reason {
 // yields nothing.
 func firstTokenInTime(p *Placer, c *cand, r *Request) bool {
 	step := p.rp.ceilingYields && r.Workflow != nil
-	short := p.rp.shortYields && r.Workflow == nil && slotsToSpare(c)
+	short := p.rp.shortYields && slotsToSpare(c)
 	return (step || short) && !math.IsInf(p.rp.ttftIn, 1) &&
 		c.t.QueueSeconds+c.t.LoadSeconds+c.t.PrefillSeconds <= p.rp.ttftIn
 }

@@ -80,16 +80,17 @@ type Options struct {
 	// or under which a request outside a workflow joins a worker over its
 	// class's queue ceiling wherever its first token is still predicted
 	// within its target there and the worker's batch keeps half its slots
-	// for higher classes (see firstTokenInTime). Workflow steps keep the
-	// ceiling: yielding them cost agentic-overload its high bar. Such a prompt's prefill fits one step's
-	// chunk, so once started it cannot run ahead of a higher class's
-	// waiting prefill for more than a step; held in the router behind the
-	// ceiling instead, a short standard or batch prompt waits for the long
-	// ones to drain and misses a target it could have met. Nil (the
-	// default) yields for no class: the policy "switchyard-short-yield"
-	// sets standard and batch to ChunkTokens. Off by default until the
-	// controller counts the demand it moves into engine queues (see
-	// docs/benchmarks.md, "Short prompts past the queue ceiling").
+	// for higher classes (see firstTokenInTime). Such a prompt's prefill
+	// fits one step's chunk, so once started it cannot run ahead of a
+	// higher class's waiting prefill for more than a step; held in the
+	// router behind the ceiling instead, a short standard or batch prompt
+	// waits for the long ones to drain and misses a target it could have
+	// met. Workflow steps keep the ceiling: yielding them cost
+	// agentic-overload its high bar. Nil (the default) yields for no
+	// class: the policy "switchyard-short-yield" sets standard and batch
+	// to ChunkTokens. Off by default until the controller counts the
+	// demand it moves into engine queues (see docs/benchmarks.md, "Short
+	// prompts past the queue ceiling").
 	QueueCeilingYieldsUnder map[string]int
 	// Reclaim lists the classes whose requests may count KV blocks held by
 	// strictly lower classes as theirs to take, as the engine lets them

@@ -211,9 +211,10 @@ type reqParams struct {
 	// ceilingYields: the queue ceiling yields to the TTFT target
 	// (Options.QueueCeilingYields).
 	ceilingYields bool
-	// shortYields: the request's prompt is within its class's
-	// Options.QueueCeilingYieldsUnder, so the queue ceiling yields to its
-	// TTFT target, in a workflow or not.
+	// shortYields: the request is outside a workflow and its prompt
+	// within its class's Options.QueueCeilingYieldsUnder, so the queue
+	// ceiling yields to its TTFT target where the worker has batch slots
+	// to spare (firstTokenInTime).
 	shortYields bool
 	// rank is the highest class rank whose queued and booked prompt
 	// tokens are ahead of the request: its own (schemas.PriorityRank),

@@ -23,10 +23,9 @@ import (
 	"time"
 
 	"github.com/switchyard-ai/switchyard/internal/adapter/bus"
+	"github.com/switchyard-ai/switchyard/internal/adapter/freeport"
 	"github.com/switchyard-ai/switchyard/internal/adapter/trail"
 	"github.com/switchyard-ai/switchyard/loadgen/tally"
-
-	"github.com/switchyard-ai/switchyard/internal/adapter/freeport"
 )
 
 // Roles a kill can hit.
@@ -365,9 +364,11 @@ func (r *run) startNATS(ctx context.Context) error {
 	ps := make([]ports, n)
 	for i := range ps {
 		for _, p := range []*int{&ps[i].client, &ps[i].cluster, &ps[i].http} {
-			v, err := freePort()
+			// Below the ephemeral range: the drill's own connections
+			// cannot take it before nats-server binds it.
+			v, err := freeport.Port()
 			if err != nil {
-				return err
+				return fmt.Errorf("chaos: %w", err)
 			}
 			*p = v
 		}
@@ -672,15 +673,4 @@ func (r *run) connected(name string) bool {
 		}
 	}
 	return false
-}
-
-// freePort returns a loopback port that was free a moment ago, outside
-// the ephemeral range so the drill's own connections cannot take it
-// before nats-server binds it.
-func freePort() (int, error) {
-	p, err := freeport.Port()
-	if err != nil {
-		return 0, fmt.Errorf("chaos: %w", err)
-	}
-	return p, nil
 }

@@ -25,9 +25,8 @@ import (
 	"time"
 
 	"github.com/switchyard-ai/switchyard/internal/adapter/backend/openai"
-	"github.com/switchyard-ai/switchyard/internal/adapter/gguf"
-
 	"github.com/switchyard-ai/switchyard/internal/adapter/freeport"
+	"github.com/switchyard-ai/switchyard/internal/adapter/gguf"
 )
 
 // OllamaVersion is the pinned release; .ci/install-tools.sh installs it.
@@ -136,9 +135,11 @@ func Start(ctx context.Context, o Options) (*Ollama, error) {
 	}
 	s.Addr = o.Addr
 	if s.Addr == "" {
-		addr, err := freePort()
+		// Another process could still bind it before ollama does; start
+		// then fails loudly.
+		addr, err := freeport.Addr()
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("enginetest: %w", err)
 		}
 		s.Addr = addr
 	}
@@ -148,17 +149,6 @@ func Start(ctx context.Context, o Options) (*Ollama, error) {
 		return nil, err
 	}
 	return s, nil
-}
-
-// freePort is a loopback port outside the ephemeral range (see
-// freeport). Another process could still bind it before ollama does;
-// Start then fails loudly.
-func freePort() (string, error) {
-	addr, err := freeport.Addr()
-	if err != nil {
-		return "", fmt.Errorf("enginetest: %w", err)
-	}
-	return addr, nil
 }
 
 func (s *Ollama) env() []string {

@@ -9,7 +9,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/switchyard-ai/switchyard/internal/driver/chaos"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/switchyard-ai/switchyard/internal/adapter/freeport"
+	"github.com/switchyard-ai/switchyard/internal/driver/chaos"
 )
 
 // Build compiles cmd/switchyard into dir and returns the binary's path.

@@ -16,10 +16,9 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/switchyard-ai/switchyard/internal/adapter/backend/vllmkv/vllmkvtest"
+	"github.com/switchyard-ai/switchyard/internal/adapter/freeport"
 	"github.com/switchyard-ai/switchyard/internal/core/tokens"
 	"github.com/switchyard-ai/switchyard/schemas"
-
-	"github.com/switchyard-ai/switchyard/internal/adapter/freeport"
 )
 
 // prompt is n token ids as a real tokenizer gives them (Llama 3's BOS
