@@ -404,9 +404,13 @@ type Heartbeat struct {
 
 	Models []ModelState `json:"models"`
 
-	Running        int       `json:"running"`
-	Waiting        int       `json:"waiting"`
-	QueuedTokens   int       `json:"queued_tokens"` // prompt tokens not yet prefilled
+	Running      int `json:"running"`
+	Waiting      int `json:"waiting"`
+	QueuedTokens int `json:"queued_tokens"` // prompt tokens not yet prefilled
+	// Prefilling is how many of Running have not produced their first
+	// token (their prompt is still being prefilled); 0 where the engine
+	// does not say.
+	Prefilling     int       `json:"prefilling,omitempty"`
 	MaxBatch       int       `json:"max_batch"`
 	TokensPerSec   float64   `json:"tokens_per_s"`
 	SpecDecode     bool      `json:"spec_decode"`

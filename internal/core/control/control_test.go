@@ -366,3 +366,33 @@ func TestShedTightensOnlyAtMax(t *testing.T) {
 		t.Fatalf("relax %+v", shed)
 	}
 }
+
+// TestPrefillingCountsAsBacklog: running sequences that have not had
+// their first token (the heartbeat's prefilling) are backlog beside the
+// engine's waiting ones, as a short-prompt policy admits them to the
+// batch past a full prefill queue instead of holding them in the router.
+func TestPrefillingCountsAsBacklog(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		waiting, prefilling int
+		wantBacklog         int
+	}{
+		{"none", 0, 0, 0},
+		{"waiting only", 30, 0, 60},
+		{"prefilling only", 0, 30, 60},
+		{"both", 10, 20, 60},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCtl(t, Pool{GPU: "h100", Model: model, Min: 1, Max: 20}, nil)
+			f := &fleet{n: 2}
+			hbs := f.heartbeats(40, tc.waiting)
+			for i := range hbs {
+				hbs[i].Prefilling = tc.prefilling
+			}
+			d := c.Decide(Inputs{Now: t0, Workers: hbs})
+			if got := d.Replicas[0].Backlog; got != tc.wantBacklog {
+				t.Errorf("backlog %d, want %d", got, tc.wantBacklog)
+			}
+		})
+	}
+}

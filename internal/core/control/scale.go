@@ -126,7 +126,7 @@ func (c *Controller) countWorkers(hbs []*schemas.Heartbeat) (live, inSystem, wai
 			live++
 		}
 		inSystem += hb.Running + hb.Waiting
-		waiting += hb.Waiting
+		waiting += hb.Waiting + hb.Prefilling
 		st := c.workers[hb.WorkerID]
 		if st == nil {
 			st = &workerState{}

@@ -201,6 +201,12 @@ type State struct {
 	// wait ahead of it for a slot; admission's queue-depth shedding counts
 	// no others.
 	WaitingByPriority [NumPriorities]int
+	// Prefilling is the running sequences whose prompt is not all computed
+	// yet: admitted to the batch, still waiting for their first token.
+	// A prompt admitted past a full prefill queue (the short-yield policy
+	// dispatches such prompts) waits here rather than in Waiting, so the
+	// autoscaler counts these as backlog too.
+	Prefilling int
 	// QueuedTokens is prompt tokens not yet computed (waiting and mid-prefill).
 	QueuedTokens int
 	// QueuedTokensByPriority splits QueuedTokens by Sequence.Priority
@@ -597,6 +603,7 @@ func (e *Engine) State() State {
 	}
 	for _, s := range e.running {
 		if !s.decoding {
+			st.Prefilling++
 			st.QueuedTokens += s.total() - s.computed
 			st.QueuedTokensByPriority[priorityIndex(s.Priority)] += s.total() - s.computed
 		}

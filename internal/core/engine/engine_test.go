@@ -629,3 +629,28 @@ func TestKVClassMap(t *testing.T) {
 		t.Errorf("nothing held allocated %v", m3)
 	}
 }
+
+// TestStateReportsPrefilling: the heartbeat says how many running
+// sequences still wait for their first token (prefilling): a long prompt
+// admitted beside a short one is counted until its last chunk, the short
+// one not once it decodes.
+func TestStateReportsPrefilling(t *testing.T) {
+	e := newEngine(t, Config{TokenBudget: 256, CriticalStepTime: -1})
+	for _, s := range []Sequence{seqOf("short", 1, 100, 50), seqOf("long", 2, 4000, 3)} {
+		if err := e.Add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var hb schemas.Heartbeat
+	now := t0.Add(e.Step(t0).Duration) // the short prompt whole, a chunk of the long one
+	e.FillHeartbeat(&hb)
+	if hb.Running != 2 || hb.Prefilling != 1 || hb.Waiting != 0 {
+		t.Fatalf("after one step: running %d, prefilling %d, waiting %d; want 2, 1 (the long prompt), 0", hb.Running, hb.Prefilling, hb.Waiting)
+	}
+	for e.State().Prefilling > 0 {
+		now = now.Add(e.Step(now).Duration)
+	}
+	if st := e.State(); st.Running != 2 {
+		t.Fatalf("the long prompt prefilled: running %d, want both still decoding", st.Running)
+	}
+}
