@@ -119,7 +119,7 @@ func latencyPrepare(p *Placer, _ *fleet.Fleet, r *Request) {
 		rp.tpotTarget = tpot
 	}
 	n := p.opts.QueueCeilingYieldsUnder[r.Priority]
-	rp.shortYields = n > 0 && r.PromptTokens <= n && r.Workflow == nil && !math.IsInf(rp.queueCeiling, 1)
+	rp.shortYields = n > 0 && r.PromptTokens <= n && r.Workflow == nil && r.HigherWaiting == 0 && !math.IsInf(rp.queueCeiling, 1)
 	if (rp.ceilingYields || rp.shortYields) && !math.IsInf(rp.ttftIn, 1) {
 		// The priority axis's ceiling yields to the target (firstTokenInTime):
 		// a queue alone over both still rejects.

@@ -66,13 +66,16 @@ func firstTokenInTime(p *Placer, c *cand, r *Request) bool {
 
 // shortYieldSlotShare is the share of a worker's batch slots a short
 // prompt may fill past the queue ceiling, counting the batch it joins and
-// the requests waiting there. The engine preempts for KV blocks, not for
-// slots, so a higher-class request finding the batch full waits for a
-// sequence to finish: on mixed-fleet-conversation (6.169×, seed 2) short
-// prompts filling the L40S and A100 batches left critical at 0.796 (50
-// expired unplaced, 62 late); up to a full batch 0.917, up to half 0.980
-// (overall 0.281 → 0.563, the default's 0.586), while Mooncake synthetic
-// at 2.828× keeps its gain (0.723 → 0.818, seed 1).
+// the requests waiting there. The engine does preempt a lower class for a
+// higher one's slot, but a batch full of decodes makes every step long,
+// and while a critical sequence decodes the step cap (engine.Config.
+// CriticalStepTime) leaves a prefill only what those decodes do not use,
+// one block a step once they fill it: on
+// mixed-fleet-conversation (6.169×, seed 2) short prompts filling the L40S
+// and A100 batches left critical at 0.796 (50 expired unplaced, 62 late);
+// up to a full batch 0.917, up to half 0.980 (overall 0.281 → 0.563, the
+// default's 0.586), while Mooncake synthetic at 2.828× keeps its gain
+// (0.723 → 0.818, seed 1).
 const shortYieldSlotShare = 0.5
 
 // slotsToSpare: c's worker, with r in its batch and its waiting requests,

@@ -60,6 +60,11 @@ type Request struct {
 	// Source is, for a decode leg, the prefill worker holding the KV
 	// (its fleet.Worker.Link is where the transfer starts).
 	Source string
+	// HigherWaiting is how many requests of classes above Priority wait
+	// in the router's queue as this one is placed (the router core sets
+	// it; zero where unknown). A short prompt yields past its class's
+	// queue ceiling (Options.QueueCeilingYieldsUnder) only when none do.
+	HigherWaiting int
 }
 
 // FromAdmitted builds a Request from the admitter's envelope. The expected

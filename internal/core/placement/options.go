@@ -86,11 +86,14 @@ type Options struct {
 	// router behind the ceiling instead, a short standard or batch prompt
 	// waits for the long ones to drain and misses a target it could have
 	// met. Workflow steps keep the ceiling: yielding them cost
-	// agentic-overload its high bar. Nil (the default) yields for no
-	// class: the policy "switchyard-short-yield" sets standard and batch
-	// to ChunkTokens. Off by default until the controller counts the
-	// demand it moves into engine queues (see docs/benchmarks.md, "Short
-	// prompts past the queue ceiling").
+	// agentic-overload its high bar. Nor does a prompt yield while a
+	// higher class waits in the router (Request.HigherWaiting): it would
+	// take the capacity that class is held for. Nil (the default) yields
+	// for no class: the policy "switchyard-short-yield" sets interactive,
+	// standard and batch to ChunkTokens. Off by default: under autoscaling
+	// the demand it moves out of the router's queue reaches the controller
+	// only a heartbeat later (see docs/benchmarks.md, "Short prompts past
+	// the queue ceiling" and the sections after it).
 	QueueCeilingYieldsUnder map[string]int
 	// Reclaim lists the classes whose requests may count KV blocks held by
 	// strictly lower classes as theirs to take, as the engine lets them

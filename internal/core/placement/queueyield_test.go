@@ -44,8 +44,9 @@ func TestQueueCeilingYieldsToAStepsTarget(t *testing.T) {
 // ceiling, is placed while its first token is predicted within its target
 // there and the worker's batch, with it and those waiting, fills at most
 // half its slots; a longer prompt, a short one the queue would make late,
-// a short workflow step, a short one onto a batch past half its slots, and
-// a short one without the option are held (priority_reserve).
+// a short workflow step, a short one onto a batch past half its slots, one
+// while a higher class waits in the router, and a short one without the
+// option are held (priority_reserve).
 func TestQueueCeilingYieldsToAShortPrompt(t *testing.T) {
 	standard := func(prompt int, ttft time.Duration) *Request {
 		r := req(schemas.PriorityStandard)
@@ -53,6 +54,8 @@ func TestQueueCeilingYieldsToAShortPrompt(t *testing.T) {
 		return r
 	}
 	step := withWorkflow(standard(2000, 10*time.Second), 2, 4, 0)
+	behindHigher := standard(2000, 10*time.Second)
+	behindHigher.HigherWaiting = 1
 	spare := spec{gpu: "fast", queued: 20000, running: 2, waiting: 1, maxBatch: 8}  // 2 + 1 + 1 of 8
 	filled := spec{gpu: "fast", queued: 20000, running: 3, waiting: 1, maxBatch: 8} // 3 + 1 + 1 of 8
 	short := func(o *Options) {
@@ -68,6 +71,7 @@ func TestQueueCeilingYieldsToAShortPrompt(t *testing.T) {
 		{"a prompt over one chunk waits", standard(DefaultChunkTokens+16, 10*time.Second), short, ReasonPriorityReserve},
 		{"a short prompt the queue would make late waits", standard(2000, 1500*time.Millisecond), short, ReasonPriorityReserve},
 		{"a short workflow step waits", step, short, ReasonPriorityReserve},
+		{"a short prompt waits behind a higher class in the router", behindHigher, short, ReasonPriorityReserve},
 		{"without the option a short prompt waits", standard(2000, 10*time.Second), nil, ReasonPriorityReserve},
 	}
 	for _, c := range cases {

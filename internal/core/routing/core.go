@@ -70,6 +70,10 @@ type Core struct {
 	held    map[string]*Held
 	acts    []Action
 	expired []queue.Item[*Held]
+	// passBlocked counts, per priority rank, the requests a queue pass has
+	// offered and left blocked so far: out of the queue for the pass, still
+	// waiting in the router (higherWaiting).
+	passBlocked []int
 	// placedOn remembers each dispatched request until its result
 	// releases it: for outstanding-work policies, breaker outcomes, and
 	// re-placing the work of a worker that died.
@@ -153,7 +157,8 @@ func New(cfg Config) *Core {
 	}
 	return &Core{cfg: cfg, fleet: fleet.New(cfg.Fleet), q: queue.NewWith[*Held](disc), held: map[string]*Held{},
 		placedOn: map[string]*inflight{}, breakers: breaker.NewSet(cfg.Breaker), budget: retry.NewBudget(cfg.Retry),
-		approxKV: map[string]bool{}, preciseKV: map[string]bool{}, gate: gate, pools: map[string]poolSeen{}, warm: map[string]*warmup{}}
+		approxKV: map[string]bool{}, preciseKV: map[string]bool{}, gate: gate, pools: map[string]poolSeen{}, warm: map[string]*warmup{},
+		passBlocked: make([]int, len(schemas.Priorities))}
 }
 
 // Fleet is the core's view of the fleet, for a caller that reads it

@@ -26,8 +26,13 @@ func (c *Core) placeReady(now time.Time) {
 	if c.q.Len() == 0 {
 		return
 	}
+	clear(c.passBlocked)
 	c.expired = c.q.Pass(now, c.cfg.MaxBlocked, c.expired[:0], func(it queue.Item[*Held]) queue.Outcome {
-		return c.place(it, now)
+		out := c.place(it, now)
+		if r := schemas.PriorityRank(it.Payload.Adm.Priority); out == queue.Blocked && r >= 0 {
+			c.passBlocked[r]++
+		}
+		return out
 	})
 	for _, it := range c.expired {
 		h := it.Payload
@@ -48,6 +53,7 @@ func (c *Core) place(it queue.Item[*Held], now time.Time) queue.Outcome {
 		return queue.Answered // cancelled or answered while queued
 	}
 	req := placement.FromAdmitted(&h.Adm, "", h.Adm.WorkflowStartedAt)
+	req.HigherWaiting = c.higherWaiting(h.Adm.Priority)
 	if c.gate != nil {
 		v := c.gate.Gate(c.fleet, &req, it.Enqueued, c.q.LenClass(h.Adm.Priority)+1, now)
 		if v.Reject != nil {
@@ -118,6 +124,16 @@ func (c *Core) place(it queue.Item[*Held], now time.Time) queue.Outcome {
 // arrives. Shorter, and a worker or engine restart (a second or two) would
 // fail the requests that arrived meanwhile.
 const DeadAfter = 10 * time.Second
+
+// higherWaiting is how many requests of classes above class wait in the
+// router now: queued, or offered and left blocked earlier in this pass.
+func (c *Core) higherWaiting(class string) int {
+	n := 0
+	for r := range min(schemas.PriorityRank(class), len(c.passBlocked)) {
+		n += c.q.LenClass(schemas.Priorities[r]) + c.passBlocked[r]
+	}
+	return n
+}
 
 // silentFor is how long since the router last heard from any worker that
 // advertises model (not draining); effectively forever when none does.

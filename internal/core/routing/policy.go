@@ -27,15 +27,16 @@ func CatalogWeights(cat *catalog.Catalog) func(model, dtype string) uint64 {
 }
 
 // PolicyShortYield is the placer with Options.QueueCeilingYieldsUnder set
-// for standard and batch (PolicyNamed).
+// for interactive, standard and batch (PolicyNamed).
 const PolicyShortYield = "switchyard-short-yield"
 
 // PolicyNamed returns a fresh placement policy by name: "switchyard" (the
 // seven-axis placer with the catalog's weight sizes), "switchyard-no-<axis>"
 // (the same with one axis switched off, for ablations),
-// "switchyard-short-yield" (the same with standard and batch prompts of
-// one chunk or less placed past the queue ceiling when their first token
-// is in time: placement.Options.QueueCeilingYieldsUnder), or any baseline.
+// "switchyard-short-yield" (the same with interactive, standard and batch
+// prompts of one chunk or less placed past the queue ceiling when their
+// first token is in time and no higher class waits in the router:
+// placement.Options.QueueCeilingYieldsUnder), or any baseline.
 // The live router, replay and the simulator all build their policy here,
 // so a replay with the recorded name runs exactly the recorded policy and
 // a simulated figure is the shipped policy's.
@@ -44,7 +45,8 @@ func PolicyNamed(name string, cat *catalog.Catalog, cost placement.CostModel) (p
 		return placement.New(cost, placement.Options{WeightBytes: CatalogWeights(cat)}), nil
 	}
 	if name == PolicyShortYield {
-		under := map[string]int{schemas.PriorityStandard: placement.DefaultChunkTokens, schemas.PriorityBatch: placement.DefaultChunkTokens}
+		under := map[string]int{schemas.PriorityInteractive: placement.DefaultChunkTokens,
+			schemas.PriorityStandard: placement.DefaultChunkTokens, schemas.PriorityBatch: placement.DefaultChunkTokens}
 		return placement.New(cost, placement.Options{WeightBytes: CatalogWeights(cat), QueueCeilingYieldsUnder: under}), nil
 	}
 	if axis, ok := strings.CutPrefix(name, "switchyard-no-"); ok {

@@ -10,9 +10,10 @@ import (
 // TestShortPromptsPastTheQueueCeiling: on the Mooncake conversation slice
 // at twice its rate on two H100s, where every worker's prefill queue is
 // over the lower classes' ceiling most of the time, the
-// switchyard-short-yield policy places the short standard and batch
-// prompts the default holds in the router until they miss, so those
-// classes and the whole meet more, and critical loses nothing.
+// switchyard-short-yield policy places the short prompts the default
+// holds in the router until they miss (interactive, standard and batch,
+// each while no higher class waits there), so standard and batch and the
+// whole meet more, and critical loses nothing.
 func TestShortPromptsPastTheQueueCeiling(t *testing.T) {
 	tr := mooncakeSlice(t, 400).Scale(2)
 	cfg := Config{GPUs: []GPUSpec{{GPU: "h100", Count: 2}}, Model: "llama-3.1-8b"}
