@@ -62,8 +62,11 @@ type Request struct {
 	Source string
 	// HigherWaiting is how many requests of classes above Priority wait
 	// in the router's queue as this one is placed (the router core sets
-	// it; zero where unknown). A short prompt yields past its class's
-	// queue ceiling (Options.QueueCeilingYieldsUnder) only when none do.
+	// it; zero where unknown), of any model: the queue keeps no count per
+	// model, so on a multi-model fleet a higher class held for one model
+	// stops another model's short prompts yielding too. A short prompt
+	// yields past its class's queue ceiling (Options.QueueCeilingYieldsUnder)
+	// only when none do.
 	HigherWaiting int
 }
 
