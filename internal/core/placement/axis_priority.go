@@ -68,9 +68,9 @@ func firstTokenInTime(p *Placer, c *cand, r *Request) bool {
 // prompt may fill past the queue ceiling, counting the batch it joins and
 // the requests waiting there. The engine does preempt a lower class for a
 // higher one's slot, but a batch full of decodes makes every step long,
-// and while a critical sequence decodes the step cap (engine.Config.
-// CriticalStepTime) leaves a prefill only what those decodes do not use,
-// one block a step once they fill it: on
+// and while a critical sequence decodes the step cap
+// (engine.Config.CriticalStepTime) leaves a prefill only what those
+// decodes do not use, one block a step once they fill it. On
 // mixed-fleet-conversation (6.169×, seed 2) short prompts filling the L40S
 // and A100 batches left critical at 0.796 (50 expired unplaced, 62 late);
 // up to a full batch 0.917, up to half 0.980 (overall 0.281 → 0.563, the
