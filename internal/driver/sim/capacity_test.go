@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-ai/switchyard/internal/core/perf"
 	"github.com/switchyard-ai/switchyard/loadgen/traces"
 	"github.com/switchyard-ai/switchyard/schemas"
 )
@@ -377,6 +378,33 @@ func TestBoundScale(t *testing.T) {
 		t.Errorf("bound %g over %+v: want the scarcer model's, qwen on one L40S", b, models)
 	}
 	t.Logf("h100:1 bound %g×; multi-model %+v", h1, models)
+}
+
+// TestBoundPricesWholePromptAttention: however thinly the bound slices a
+// long prompt beside the decodes, it cannot complete those prompts faster
+// than a replica prefills them alone, whose attention runs over the whole
+// prompt (the sliver alone priced a 12k-token prompt's attention at a
+// sixth).
+func TestBoundPricesWholePromptAttention(t *testing.T) {
+	cfg := Config{GPUs: []GPUSpec{{GPU: "h100", Count: 1}}, Model: "llama-3.1-8b"}
+	cfg.fill()
+	rep, err := perf.NewReplica(cfg.Catalog, "h100", "llama-3.1-8b", cfg.Dtype, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name                   string
+		prompt, cached, output float64
+	}{
+		{"a 30k-token prompt, long answers", 30000, 0, 200},
+		{"a 12k-token prompt over a 4k prefix", 12000, 4000, 200},
+	} {
+		u := tc.prompt - tc.cached
+		alone := 1 / rep.PrefillSeconds(int(u), int(tc.cached))
+		if got := rooflineRate(&rep, cfg, tc.prompt, u, tc.output); got > alone*1.001 {
+			t.Errorf("%s: the bound completes %.3f/s, faster than prefilling alone (%.3f/s)", tc.name, got, alone)
+		}
+	}
 }
 
 // TestDiagnoseAddsUp: the class × GPU breakdown accounts for every issued
