@@ -155,10 +155,11 @@ func RPC(kind, target string) string { return join(Prefix, "rpc", kind, target) 
 // KV snapshot: sy.rpc.kvsnap.<worker>.
 func KVSnapshotRequest(worker string) string { return RPC("kvsnap", worker) }
 
-// PeerBookings is sy.rpc.book.<router>: the bookings an active-active
-// router made, published (core NATS, never stored) for its peers to count
-// until a heartbeat absorbs them. A lost message costs at most one
-// heartbeat's worth of double booking, never a request.
+// PeerBookings is sy.rpc.book.<router>: the bookings a router made,
+// published (core NATS, never stored) for its active-active peers and the
+// controller to count until a heartbeat absorbs them. A lost message costs
+// at most one heartbeat's worth of double booking, or of a dispatch the
+// controller does not see, never a request.
 func PeerBookings(router string) string { return RPC("book", router) }
 
 // PeerBookingsAll matches every router's bookings.

@@ -73,6 +73,9 @@ type Controller struct {
 	// poolModel names a model as the pools do.
 	queued    queuedBook
 	poolModel func(string) string
+	// booked is the routers' dispatches no heartbeat counts yet
+	// (booked.go).
+	booked *bookedBook
 }
 
 type hbSeen struct {
@@ -103,7 +106,7 @@ func New(sh *svc.Shell, cfg Config) (*Controller, error) {
 		return nil, fmt.Errorf("controller: shift models: planner %s does not move GPUs between models; only %s does", cfg.Planner, control.PlannerSwitchyard)
 	}
 	c := &Controller{sh: sh, cfg: cfg, ctl: ctl, own: own, hbs: map[string]hbSeen{}, desired: map[string]int{}, recent: control.Recent{Window: cfg.SLOWindow},
-		poolModel: poolModels(cfg.Control.Pools, cfg.Control.Catalog)}
+		poolModel: poolModels(cfg.Control.Pools, cfg.Control.Catalog), booked: newBookedBook()}
 	for _, p := range cfg.Control.Pools {
 		key := p.Key()
 		c.desired[key] = -1
@@ -170,6 +173,11 @@ func (c *Controller) Run(ctx context.Context) error {
 		return err
 	}
 	defer stopQueued()
+	stopBooked, err := c.booked.follow(c.sh.NC, c.sh.Now)
+	if err != nil {
+		return err
+	}
+	defer stopBooked()
 	c.sh.Log.Info("controller starting", "interval", c.cfg.Control.Interval, "pools", len(c.cfg.Control.Pools))
 	t := time.NewTicker(c.cfg.Control.Interval)
 	defer t.Stop()
@@ -188,9 +196,11 @@ func (c *Controller) onHeartbeat(m *nats.Msg) {
 	if err := svc.Decode(m.Header, m.Data, &hb); err != nil || hb.WorkerID == "" {
 		return
 	}
+	now := c.sh.Now()
 	c.mu.Lock()
-	c.hbs[hb.WorkerID] = hbSeen{hb: hb, at: c.sh.Now()}
+	c.hbs[hb.WorkerID] = hbSeen{hb: hb, at: now}
 	c.mu.Unlock()
+	c.booked.heartbeat(&hb, now)
 }
 
 func (c *Controller) onResult(m *nats.Msg) {
@@ -198,6 +208,7 @@ func (c *Controller) onResult(m *nats.Msg) {
 	if err := svc.Decode(m.Header, m.Data, &r); err != nil {
 		return
 	}
+	c.booked.release(r.ID)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	// Shed and rejected requests count as misses: the tenant did not get
@@ -235,6 +246,7 @@ func (c *Controller) inputs(ctx context.Context) control.Inputs {
 	for id, s := range c.hbs {
 		if now.Sub(s.at) > c.cfg.StaleAfter {
 			delete(c.hbs, id)
+			c.booked.forget(id)
 			continue
 		}
 		in.Workers = append(in.Workers, s.hb)
@@ -243,6 +255,7 @@ func (c *Controller) inputs(ctx context.Context) control.Inputs {
 	in.Mix = c.recent.Mix()
 	in.Unserved = c.unserved
 	c.mu.Unlock()
+	in.Booked = c.booked.byWorker()
 	if c.cfg.Starting != nil {
 		in.Starting = c.cfg.Starting()
 	}

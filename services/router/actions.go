@@ -116,9 +116,9 @@ func (r *Router) dispatch(ctx context.Context, in routing.Input, a routing.Actio
 	case r.acks <- pendingAck{fut: fut, msg: msg, adm: h.Adm}:
 	case <-ctx.Done():
 	}
-	if r.cfg.ActiveActive {
-		r.peerOut = append(r.peerOut, a.Booking)
-	}
+	// Published with or without peers: the controller counts a dispatch
+	// by its booking until the worker's heartbeat does (its booked.go).
+	r.peerOut = append(r.peerOut, a.Booking)
 	r.sh.Metrics.GetOrCreatePrometheusHistogramExt(`switchyard_router_queue_seconds`, queueWaitBuckets).Update(in.At.Sub(h.Adm.SubmittedAt).Seconds())
 	r.dispatchedCounter(h.Adm.Priority, a.GPU).Inc()
 	ev, _ := routing.EventFor(in, a)

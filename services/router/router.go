@@ -119,8 +119,9 @@ type Router struct {
 	// journal message for nearly every input, every peer's booking and
 	// release and every heartbeat among them.
 	jbatchSince time.Time
-	// peerOut gathers the bookings of a flush's dispatches, published to
-	// the peer routers in one core-NATS message (ActiveActive only).
+	// peerOut gathers the bookings of a flush's dispatches, published in
+	// one core-NATS message to the peer routers (ActiveActive) and the
+	// controller (always), and with peers the releases of results.
 	peerOut []routing.PeerBooking
 	// peerIn gathers the peers' bookings and releases as they arrive, under
 	// peerMu, until the decision loop takes them all as one InPeerBooking

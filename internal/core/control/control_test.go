@@ -2,6 +2,7 @@ package control
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -364,6 +365,39 @@ func TestShedTightensOnlyAtMax(t *testing.T) {
 	}
 	if len(shed) != 2 || shed[1].Margin != 1.5 {
 		t.Fatalf("relax %+v", shed)
+	}
+}
+
+// TestBookedCountsAsArrivals: requests the routers dispatched since the
+// workers' last heartbeats are arrivals, in the system and waiting, at the
+// decision that sees them booked, not a heartbeat later: a burst placed at
+// once left the router's queue before any heartbeat counted it.
+func TestBookedCountsAsArrivals(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		booked      map[string]int
+		wantBacklog int
+		wantRate    float64 // requests a second at the second decision, within 1 %
+	}{
+		{"nothing booked", nil, 0, 0},
+		{"a burst booked on both", map[string]int{"w00": 30, "w01": 30}, 60, 60 / 2.0},
+		{"booked on a worker not in the pool", map[string]int{"elsewhere": 30}, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCtl(t, Pool{GPU: "h100", Model: model, Min: 1, Max: 20}, nil)
+			f := &fleet{n: 2}
+			c.Decide(Inputs{Now: t0, Workers: f.heartbeats(0, 0)})
+			// The same heartbeats a 2 s interval later: the burst is only booked.
+			now := t0.Add(2 * time.Second)
+			d := c.Decide(Inputs{Now: now, Workers: f.heartbeats(0, 0), Booked: tc.booked})
+			rd := d.Replicas[0]
+			if rd.Backlog != tc.wantBacklog {
+				t.Errorf("backlog %d, want %d", rd.Backlog, tc.wantBacklog)
+			}
+			if math.Abs(rd.ArrivalRate-tc.wantRate) > 0.01*tc.wantRate+1e-9 {
+				t.Errorf("arrival rate %.3f/s, want %.3f/s", rd.ArrivalRate, tc.wantRate)
+			}
+		})
 	}
 }
 

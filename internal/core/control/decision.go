@@ -63,6 +63,14 @@ type Inputs struct {
 	// Starting is replicas per pool key that were started but have not
 	// heartbeated yet; they count as provisioned.
 	Starting map[string]int
+	// Booked is, by worker ID, the requests routers dispatched to the
+	// worker that its latest heartbeat does not show yet (the bookings a
+	// heartbeat has not absorbed: fleet.Worker.BookedRequests). A request
+	// dispatched at once leaves the router's queue before any heartbeat
+	// counts it, so without them a burst's first decision reads only the
+	// share the routers held: at a 120 req/s burst a router that placed
+	// nearly everything at once read arrivals of 21/s.
+	Booked map[string]int
 	// Unserved counts, cumulatively, the requests answered without
 	// reaching a worker because of load: shed at admission or expired in
 	// the router's queue (see Unserved). They are demand the workers'

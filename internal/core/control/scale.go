@@ -63,7 +63,7 @@ type poolRead struct {
 // forecast and recommends its undamped size.
 func (c *Controller) readPool(ps *poolState, hbs []*schemas.Heartbeat, in Inputs, queued, unserved float64, highMiss bool) poolRead {
 	now := in.Now
-	live, inSystem, waiting, done := c.countWorkers(hbs)
+	live, inSystem, waiting, done := c.countWorkers(hbs, in.Booked)
 	current := live + in.Starting[ps.Key()]
 	if !ps.started {
 		ps.started, ps.desired, ps.firstAt = true, clamp(current, ps.Min, ps.Max), now
@@ -119,14 +119,17 @@ func (c *Controller) finishPool(ps *poolState, pr poolRead, in Inputs, highMiss 
 
 // countWorkers reads a pool's heartbeats: the replicas serving (not
 // draining), the requests in the system and waiting on them, and those
-// completed or failed since the last decision.
-func (c *Controller) countWorkers(hbs []*schemas.Heartbeat) (live, inSystem, waiting int, done float64) {
+// completed or failed since the last decision. A request booked on a
+// worker since its heartbeat (booked) is in the system and waiting for
+// its first token, as it will read in the next heartbeat.
+func (c *Controller) countWorkers(hbs []*schemas.Heartbeat, booked map[string]int) (live, inSystem, waiting int, done float64) {
 	for _, hb := range hbs {
 		if !hb.Draining {
 			live++
 		}
-		inSystem += hb.Running + hb.Waiting
-		waiting += hb.Waiting + hb.Prefilling
+		b := booked[hb.WorkerID]
+		inSystem += hb.Running + hb.Waiting + b
+		waiting += hb.Waiting + hb.Prefilling + b
 		st := c.workers[hb.WorkerID]
 		if st == nil {
 			st = &workerState{}

@@ -165,6 +165,7 @@ type autoscaler struct {
 	queued   map[string]int
 	slo      map[string]control.Attainment
 	starting map[string]int
+	booked   map[string]int // by worker ID: bookings no heartbeat has absorbed (control.Inputs.Booked)
 	// shelves and switches are, by worker index, the models parked on a
 	// worker whose GPU changes model and its switch under way (shift.go);
 	// byModel the router queue per model.
@@ -413,6 +414,17 @@ func (a *autoscaler) inputs(r *runner) control.Inputs {
 		}
 	}
 	in.Workers = a.workers
+	if a.booked == nil {
+		a.booked = map[string]int{}
+	}
+	clear(a.booked)
+	fl := r.core.Fleet()
+	for i := range a.workers {
+		if w := fl.Get(a.workers[i].WorkerID); w != nil && w.BookedRequests > 0 {
+			a.booked[w.ID] = w.BookedRequests
+		}
+	}
+	in.Booked = a.booked
 	for _, p := range schemas.Priorities {
 		a.queued[p] = r.core.QueuedClass(p)
 	}
