@@ -41,6 +41,11 @@ type outcomeLine struct {
 	ITLMs float64 `json:"itl_ms,omitempty"`
 	// HeldReason: why the router first held it unplaced (sim.Outcome).
 	HeldReason string `json:"held_reason,omitempty"`
+	// What its placement predicted (sim.Outcome.Predicted*): TTFT from
+	// placement, TPOT, and the queue term of that TTFT.
+	PredictedTTFTMs  float64 `json:"predicted_ttft_ms,omitempty"`
+	PredictedTPOTMs  float64 `json:"predicted_tpot_ms,omitempty"`
+	PredictedQueueMs float64 `json:"predicted_queue_ms,omitempty"`
 	// Workflow steps: the workflow, this step's place in it, and the
 	// whole workflow's deadline (seconds after its first step's arrival),
 	// so a late workflow can be read step by step.
@@ -118,7 +123,8 @@ func (o *jsonLines) record(policy string, scale float64) func(sim.Outcome) {
 			Preemptions: out.Preemptions, HeldReason: out.HeldReason,
 			PromptTokens: out.Request.PromptTokens, OutputTokens: out.Request.OutputTokens,
 			TTFTTargetMs: ms(out.Request.TTFTTarget), TPOTTargetMs: ms(out.Request.TPOTTarget),
-			DeadlineS: out.Request.Deadline.Seconds(), ITLMs: out.ITL * 1000}
+			DeadlineS: out.Request.Deadline.Seconds(), ITLMs: out.ITL * 1000,
+			PredictedTTFTMs: out.PredictedTTFT * 1000, PredictedTPOTMs: out.PredictedTPOT * 1000, PredictedQueueMs: out.PredictedQueue * 1000}
 		if !out.Placed.IsZero() {
 			l.PlacedS = secs(out.Placed)
 		}

@@ -56,6 +56,12 @@ type Outcome struct {
 	// own), empty when it was placed on arrival: the first thing to read when
 	// a class's queue wait is long.
 	HeldReason string
+	// PredictedTTFT, PredictedTPOT and PredictedQueue are what the
+	// placement of its last whole attempt predicted (seconds; 0 when never
+	// placed whole, or by a policy that predicts none): TTFT from placement,
+	// TPOT, and the queue_s term of the TTFT, to read each prediction's
+	// error against TTFT and ITL.
+	PredictedTTFT, PredictedTPOT, PredictedQueue float64
 }
 
 // Request outcomes.
@@ -93,6 +99,10 @@ type reqState struct {
 	firstTokenAt  int64
 	prefillCached int
 	transfer      int64
+	// predTTFT, predTPOT and predQueue are the placement's TTFT, TPOT and
+	// queue_s predictions for the attempt last dispatched whole (seconds;
+	// Outcome.Predicted*).
+	predTTFT, predTPOT, predQueue float32
 }
 
 // runner is one simulation in progress.
@@ -301,6 +311,9 @@ func (r *runner) act(a *routing.Action) {
 		} else {
 			st.status, st.placeAt = stPlaced, r.now
 		}
+		if a.Phase == "" {
+			st.predTTFT, st.predTPOT, st.predQueue = float32(a.Terms.TTFTSeconds), float32(a.Terms.TPOTSeconds), float32(a.Terms.QueueSeconds)
+		}
 		r.h.pushAB(r.now+delay, evDeliver, i, st.attempt)
 	case routing.ActFail:
 		i, ok := r.byID[a.ID]
@@ -456,7 +469,8 @@ func (r *runner) outcome(i int32, status uint8) {
 	o := Outcome{
 		Request: &r.tr.Requests[i], SLOMet: st.sloMet, Submitted: at(st.submitAt), Done: at(st.doneAt),
 		TTFT: st.ttft, ITL: st.itl, Preemptions: int(st.preempt), Code: st.code, Attempts: int(st.attempt) + 1,
-		HeldReason: r.heldReason[i],
+		HeldReason:    r.heldReason[i],
+		PredictedTTFT: float64(st.predTTFT), PredictedTPOT: float64(st.predTPOT), PredictedQueue: float64(st.predQueue),
 	}
 	delete(r.heldReason, i)
 	switch status {
