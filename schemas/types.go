@@ -408,8 +408,10 @@ type Heartbeat struct {
 	Waiting      int `json:"waiting"`
 	QueuedTokens int `json:"queued_tokens"` // prompt tokens not yet prefilled
 	// Prefilling is how many of Running have not produced their first
-	// token (their prompt is still being prefilled); 0 where the engine
-	// does not say.
+	// token (their prompt is still being prefilled): the simulated
+	// engine's own count; in front of a real engine, the worker's requests
+	// sent with no byte back beyond the engine's waiting count (no engine
+	// reports the split).
 	Prefilling     int       `json:"prefilling,omitempty"`
 	MaxBatch       int       `json:"max_batch"`
 	TokensPerSec   float64   `json:"tokens_per_s"`

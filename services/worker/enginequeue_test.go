@@ -59,7 +59,9 @@ func vllmWorker(t *testing.T, env bustest.Env, id, page string) *Worker {
 // The heartbeat of a worker in front of vLLM carries the engine's queue and
 // KV cache: its waiting requests as queued tokens (this worker's own at
 // their prompt lengths, the rest at the mean it has seen), its KV blocks
-// from cache_config_info and their use from kv_cache_usage_perc (issue 29).
+// from cache_config_info and their use from kv_cache_usage_perc (issue 29),
+// and as prefilling its own requests with no byte back beyond the
+// engine's waiting count.
 func TestHeartbeatCarriesTheEnginesQueueAndKV(t *testing.T) {
 	env := bustest.Start(t)
 	for _, tc := range []struct {
@@ -70,12 +72,17 @@ func TestHeartbeatCarriesTheEnginesQueueAndKV(t *testing.T) {
 		mean                        float64
 		wantQueued, wantKVFree      int
 		wantRunning, wantHBWaitings int
+		// wantPrefilling: ours at the engine, no byte back, more than its
+		// waiting count holds.
+		wantPrefilling int
 	}{
-		{"idle", 0, 0, nil, nil, 0, 0, 27153, 0, 0},
-		{"others' requests waiting", 4, 10, nil, nil, 400, 10 * 400, 27153 / 2, 4, 10},
-		{"ours among them", 4, 10, map[string]int{"a": 500, "b": 300}, []string{"a", "b"}, 400, 800 + 8*400, 27153 / 2, 4, 10},
+		{"idle", 0, 0, nil, nil, 0, 0, 27153, 0, 0, 0},
+		{"others' requests waiting", 4, 10, nil, nil, 400, 10 * 400, 27153 / 2, 4, 10, 0},
+		{"ours among them", 4, 10, map[string]int{"a": 500, "b": 300}, []string{"a", "b"}, 400, 800 + 8*400, 27153 / 2, 4, 10, 0},
 		// c waits for a slot of this worker's, not in the engine's count.
-		{"one of ours not sent yet", 4, 10, map[string]int{"a": 500, "b": 300, "c": 100}, []string{"a", "b"}, 400, 900 + 8*400, 27153 / 2, 4, 10},
+		{"one of ours not sent yet", 4, 10, map[string]int{"a": 500, "b": 300, "c": 100}, []string{"a", "b"}, 400, 900 + 8*400, 27153 / 2, 4, 10, 0},
+		{"ours prefilling, nothing waiting", 4, 0, map[string]int{"a": 500, "b": 300}, []string{"a", "b"}, 400, 800, 27153 / 2, 4, 0, 2},
+		{"one of ours waiting, one prefilling", 4, 1, map[string]int{"a": 500, "b": 300}, []string{"a", "b"}, 400, 800, 27153 / 2, 4, 1, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			usage := 0.0
@@ -98,10 +105,10 @@ func TestHeartbeatCarriesTheEnginesQueueAndKV(t *testing.T) {
 					hb.KVBlocksTotal, hb.BlockSize, w.replica.KVBlocks(16, perf.DefaultMemUtil))
 			}
 			if hb.Running != tc.wantRunning || hb.Waiting != tc.wantHBWaitings || hb.QueuedTokens != tc.wantQueued ||
-				hb.KVBlocksFree != tc.wantKVFree || hb.QueuedTokensByClass != nil {
-				t.Fatalf("running %d waiting %d queued %d (by class %v) kv free %d; want %d %d %d (no split) %d",
-					hb.Running, hb.Waiting, hb.QueuedTokens, hb.QueuedTokensByClass, hb.KVBlocksFree,
-					tc.wantRunning, tc.wantHBWaitings, tc.wantQueued, tc.wantKVFree)
+				hb.KVBlocksFree != tc.wantKVFree || hb.QueuedTokensByClass != nil || hb.Prefilling != tc.wantPrefilling {
+				t.Fatalf("running %d waiting %d prefilling %d queued %d (by class %v) kv free %d; want %d %d %d %d (no split) %d",
+					hb.Running, hb.Waiting, hb.Prefilling, hb.QueuedTokens, hb.QueuedTokensByClass, hb.KVBlocksFree,
+					tc.wantRunning, tc.wantHBWaitings, tc.wantPrefilling, tc.wantQueued, tc.wantKVFree)
 			}
 		})
 	}

@@ -473,8 +473,16 @@ const promptMeanWindow = 100
 // gave the placer a queue_s of 0. The tokens carry no per-class split: the
 // engines queue first come, first served, so all of them are ahead of a
 // new request whatever its class (fleet reads a missing split that way).
+//
+// prefilling is this worker's requests at the engine with no byte back
+// that the engine's waiting count cannot hold: running, their prompts not
+// all computed (the heartbeat's prefilling, which the controller counts as
+// backlog beside waiting). No engine reports that split; the worker sees
+// its own first bytes, and counts its requests as waiting first, so the
+// figure is at least the true one's least. Without engine metrics
+// (Ollama) every request sent and not answered yet counts.
 // Callers hold w.mu.
-func (w *Worker) remoteQueue() (running, waiting, queuedTokens int) {
+func (w *Worker) remoteQueue() (running, waiting, prefilling, queuedTokens int) {
 	r := w.remote
 	own, ownAtEngine := 0, 0
 	for id, n := range r.unprefilled {
@@ -483,14 +491,15 @@ func (w *Worker) remoteQueue() (running, waiting, queuedTokens int) {
 			ownAtEngine++ // in the engine's waiting count (or prefilling)
 		}
 	}
-	running, waiting, queuedTokens = r.running, 0, own
+	running, waiting, prefilling, queuedTokens = r.running, 0, ownAtEngine, own
 	if r.scraped && !r.engine.ollama { // Ollama has no metrics: count what is in flight here
 		running, waiting = max(0, r.metrics.Running), max(0, r.metrics.Waiting)
+		prefilling = max(0, min(ownAtEngine-waiting, running))
 		if foreign := waiting - ownAtEngine; foreign > 0 {
 			queuedTokens += int(float64(foreign) * max(r.promptMean, 1))
 		}
 	}
-	return running, waiting, queuedTokens
+	return running, waiting, prefilling, queuedTokens
 }
 
 // remoteKVBlocks is the KV capacity in 16-token blocks: the engine's own
@@ -517,14 +526,14 @@ func (w *Worker) remoteHeartbeat() schemas.Heartbeat {
 		total, free, name = r.gpu.MemoryTotal, r.gpu.MemoryFree, r.gpu.Name
 	}
 	blocks := w.remoteKVBlocks()
-	running, waiting, queued := w.remoteQueue()
+	running, waiting, prefilling, queued := w.remoteQueue()
 	return schemas.Heartbeat{
 		V: schemas.Version, WorkerID: w.cfg.ID, Pool: w.cfg.Pool, GPU: g.Name, GPUName: name, Arch: g.Arch,
 		Simulated: false, Backend: "openai", TP: w.cfg.TP,
 		HBMTotalBytes: total, HBMFreeBytes: free,
 		KVBlocksTotal: blocks, KVBlocksFree: int(float64(blocks) * (1 - max(0, r.metrics.KVUsage))), BlockSize: 16,
 		Models:  w.remoteModels(),
-		Running: running, Waiting: waiting, QueuedTokens: queued, MaxBatch: cap(r.sem),
+		Running: running, Waiting: waiting, Prefilling: prefilling, QueuedTokens: queued, MaxBatch: cap(r.sem),
 		// A switch of model under way drains too (switch.go).
 		Draining: w.draining || r.engine.down || r.stalled || w.shift.order != nil,
 		Seq:      w.hbSeq, SentAt: w.sh.Now(), PricePerHour: w.replica.PricePerHour(),
