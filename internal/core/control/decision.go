@@ -69,7 +69,8 @@ type Inputs struct {
 	// dispatched at once leaves the router's queue before any heartbeat
 	// counts it, so without them a burst's first decision reads only the
 	// share the routers held: at a 120 req/s burst a router that placed
-	// nearly everything at once read arrivals of 21/s.
+	// nearly everything at once read arrivals of 21/s. They count as
+	// arrivals in the system, not as backlog.
 	Booked map[string]int
 	// Unserved counts, cumulatively, the requests answered without
 	// reaching a worker because of load: shed at admission or expired in

@@ -120,8 +120,13 @@ func (c *Controller) finishPool(ps *poolState, pr poolRead, in Inputs, highMiss 
 // countWorkers reads a pool's heartbeats: the replicas serving (not
 // draining), the requests in the system and waiting on them, and those
 // completed or failed since the last decision. A request booked on a
-// worker since its heartbeat (booked) is in the system and waiting for
-// its first token, as it will read in the next heartbeat.
+// worker since its heartbeat (booked) is in the system, so the arrivals
+// count it at once; it is not backlog: the router placed it where there
+// was room, and the next heartbeat says whether it waits there. Counted as
+// backlog too, the drain term bought replicas for work already being
+// served: the autoscaled Azure code 1×, Azure 4× and Mooncake conversation
+// runs cost 16-17 % more GPU-hours than without bookings, against 4-7 %
+// counted in the system only, for the same attainment.
 func (c *Controller) countWorkers(hbs []*schemas.Heartbeat, booked map[string]int) (live, inSystem, waiting int, done float64) {
 	for _, hb := range hbs {
 		if !hb.Draining {
@@ -129,7 +134,7 @@ func (c *Controller) countWorkers(hbs []*schemas.Heartbeat, booked map[string]in
 		}
 		b := booked[hb.WorkerID]
 		inSystem += hb.Running + hb.Waiting + b
-		waiting += hb.Waiting + hb.Prefilling + b
+		waiting += hb.Waiting + hb.Prefilling
 		st := c.workers[hb.WorkerID]
 		if st == nil {
 			st = &workerState{}
