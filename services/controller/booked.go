@@ -105,3 +105,10 @@ func (b *bookedBook) byWorker() map[string]int {
 	}
 	return out
 }
+
+// total is the bookings no heartbeat has absorbed, over every worker.
+func (b *bookedBook) total() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.f.Bookings()
+}

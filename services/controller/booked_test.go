@@ -61,6 +61,13 @@ func TestBookedBook(t *testing.T) {
 			if got := b.byWorker(); !maps.Equal(got, tc.want) || (got == nil) != (tc.want == nil) {
 				t.Fatalf("booked %v, want %v", got, tc.want)
 			}
+			sum := 0
+			for _, n := range tc.want {
+				sum += n
+			}
+			if n := b.total(); n != sum { // switchyard_controller_booked_requests
+				t.Errorf("total %d, want %d", n, sum)
+			}
 		})
 	}
 }

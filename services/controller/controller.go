@@ -121,6 +121,7 @@ func New(sh *svc.Shell, cfg Config) (*Controller, error) {
 		})
 		svc.StartAtZero(sh.Metrics, fmt.Sprintf(`switchyard_scale_ups_total{pool=%q}`, key))
 	}
+	sh.Metrics.NewGauge(`switchyard_controller_booked_requests`, func() float64 { return float64(c.booked.total()) })
 	return c, nil
 }
 
