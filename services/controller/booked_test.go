@@ -7,15 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchyard-ai/switchyard/internal/core/catalog"
 	"github.com/switchyard-ai/switchyard/internal/core/control"
 	"github.com/switchyard-ai/switchyard/internal/core/fleet"
-	"github.com/switchyard-ai/switchyard/internal/core/perf"
 	"github.com/switchyard-ai/switchyard/internal/core/routing"
 	"github.com/switchyard-ai/switchyard/internal/testkit/bustest"
 	"github.com/switchyard-ai/switchyard/internal/testkit/waitfor"
 	"github.com/switchyard-ai/switchyard/schemas"
-	"github.com/switchyard-ai/switchyard/services/router"
 	"github.com/switchyard-ai/switchyard/services/svc"
 	"github.com/switchyard-ai/switchyard/subjects"
 )
@@ -82,32 +79,8 @@ func TestInputsCountRoutersDispatches(t *testing.T) {
 	env := bustest.StartProvisioned(t, subjects.StreamOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	shell := func(service, instance string) *svc.Shell {
-		sh, err := svc.New(service, instance, env.NC, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return sh
-	}
-	run := func(name string, fn func(context.Context) error) {
-		rctx, stop := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- fn(rctx) }()
-		t.Cleanup(func() {
-			stop()
-			if err := <-done; err != nil {
-				t.Errorf("%s: %v", name, err)
-			}
-		})
-	}
-	r := router.New(shell("router", "r1"), router.Config{Cost: perf.NewPredictor(catalog.Default())})
-	run("router", r.Run)
-	c, err := New(shell("controller", "c1"), Config{Control: control.Config{
+	c := withRouter(t, ctx, env, Config{Control: control.Config{
 		Pools: []control.Pool{{GPU: "h100", Model: llama, Max: 2}}, Interval: time.Hour}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run("controller", c.Run)
 	// A worker heartbeating every 200 ms with nothing running: it never
 	// takes its dispatches, so only their bookings say they exist.
 	hbCtx, stopHB := context.WithCancel(ctx)
@@ -132,19 +105,9 @@ func TestInputsCountRoutersDispatches(t *testing.T) {
 		return err == nil
 	})
 	time.Sleep(300 * time.Millisecond) // the router has heard the worker
-	now := time.Now()
 	const n = 5
 	for i := range n {
-		adm := schemas.Admitted{V: schemas.Version, Tenant: "acme", Priority: schemas.PriorityStandard, Model: llama,
-			SubmittedAt: now, Deadline: now.Add(time.Minute), PromptTokens: 4,
-			Request: schemas.Request{V: schemas.Version, ID: fmt.Sprintf("b-%d", i), Model: llama, Prompt: "hello", MaxTokens: 4}}
-		m, err := svc.Encode(subjects.Admitted(adm.Priority, subjects.DeadlineBucket(time.Minute), "acme"), schemas.Msgpack, adm, adm.Request.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := env.JS.PublishMsg(ctx, m); err != nil {
-			t.Fatal(err)
-		}
+		admit(t, ctx, env, fmt.Sprintf("b-%d", i), llama)
 	}
 	// Every booking lives at least the settle time; poll well inside it.
 	var got control.Inputs

@@ -7,14 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchyard-ai/switchyard/internal/core/catalog"
 	"github.com/switchyard-ai/switchyard/internal/core/control"
-	"github.com/switchyard-ai/switchyard/internal/core/perf"
 	"github.com/switchyard-ai/switchyard/internal/testkit/bustest"
 	"github.com/switchyard-ai/switchyard/internal/testkit/waitfor"
 	"github.com/switchyard-ai/switchyard/schemas"
-	"github.com/switchyard-ai/switchyard/services/router"
-	"github.com/switchyard-ai/switchyard/services/svc"
 	"github.com/switchyard-ai/switchyard/subjects"
 )
 
@@ -78,35 +74,11 @@ func TestInputsCarryRoutersQueueByModel(t *testing.T) {
 	env := bustest.StartProvisioned(t, subjects.StreamOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	shell := func(service, instance string) *svc.Shell {
-		sh, err := svc.New(service, instance, env.NC, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return sh
-	}
-	run := func(name string, fn func(context.Context) error) {
-		rctx, stop := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- fn(rctx) }()
-		t.Cleanup(func() {
-			stop()
-			if err := <-done; err != nil {
-				t.Errorf("%s: %v", name, err)
-			}
-		})
-	}
-	r := router.New(shell("router", "r1"), router.Config{Cost: perf.NewPredictor(catalog.Default())})
-	run("router", r.Run)
-	c, err := New(shell("controller", "c1"), Config{Control: control.Config{
+	c := withRouter(t, ctx, env, Config{Control: control.Config{
 		Pools:       []control.Pool{{GPU: "h100", Model: llama, Max: 2}, {GPU: "h100", Model: qwen, Max: 2}},
 		Interval:    200 * time.Millisecond,
 		ShiftModels: true, Inventory: map[string]int{"h100": 2},
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run("controller", c.Run)
 	waitfor.True(t, "the router's consumers", 10*time.Second, func() bool {
 		for _, class := range schemas.Priorities {
 			if _, err := env.JS.Consumer(ctx, subjects.StreamAdmitted, subjects.RouterConsumer(class)); err != nil {
@@ -115,18 +87,8 @@ func TestInputsCarryRoutersQueueByModel(t *testing.T) {
 		}
 		return true
 	})
-	now := time.Now()
 	for i, model := range []string{qwen, qwen, llama, qwen, llama} {
-		adm := schemas.Admitted{V: schemas.Version, Tenant: "acme", Priority: schemas.PriorityStandard, Model: model,
-			SubmittedAt: now, Deadline: now.Add(time.Minute), PromptTokens: 4,
-			Request: schemas.Request{V: schemas.Version, ID: fmt.Sprintf("q-%d", i), Model: model, Prompt: "hello", MaxTokens: 4}}
-		m, err := svc.Encode(subjects.Admitted(adm.Priority, subjects.DeadlineBucket(time.Minute), "acme"), schemas.Msgpack, adm, adm.Request.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := env.JS.PublishMsg(ctx, m); err != nil {
-			t.Fatal(err)
-		}
+		admit(t, ctx, env, fmt.Sprintf("q-%d", i), model)
 	}
 	want := map[string]int{qwen: 3, llama: 2}
 	var got control.Inputs
