@@ -412,7 +412,14 @@ type Heartbeat struct {
 	// engine's own count; in front of a real engine, the worker's requests
 	// sent with no byte back beyond the engine's waiting count (no engine
 	// reports the split).
-	Prefilling     int       `json:"prefilling,omitempty"`
+	Prefilling int `json:"prefilling,omitempty"`
+	// StepCap: the engine cuts its prefill chunks to what fits in a step
+	// beside its decodes' TPOT targets (Switchyard's engine,
+	// engine.Config.TargetStepCap), so the prompts it is prefilling share
+	// each step rather than run one after another. A real engine's
+	// worker leaves it false: vLLM, SGLang and Ollama fix their token
+	// budget at start.
+	StepCap        bool      `json:"step_cap,omitempty"`
 	MaxBatch       int       `json:"max_batch"`
 	TokensPerSec   float64   `json:"tokens_per_s"`
 	SpecDecode     bool      `json:"spec_decode"`

@@ -42,7 +42,7 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	tenants := fs.String("tenants", "", "tenant profiles JSON (default: the demo's acme critical, globex interactive, initech standard, umbrella batch)")
 	sleepOnRelease := fs.Bool("sleep-on-release", false, "autoscale: put a replica past its release hold to sleep (weights to host memory, its GPU still held and counted) instead of releasing it when its level's recent returns say it is wanted again within another hold; woken in about a second before any cold start. The run then prints the weight-tier timeline")
 	startTier := fs.String("start-tier", "", "autoscale: the weight tier a started replica loads from (hbm, host, page_cache, disk, remote; default disk): a what-if for the bound a faster cold start sets")
-	policy := fs.String("policy", "switchyard", "the router's placement policy: switchyard, its opt-in variant switchyard-short-yield, or a baseline ("+strings.Join(baselines.Names(), ", ")+") with its own queue and flow control; everything else, the load included, stays the same")
+	policy := fs.String("policy", "switchyard", "the router's placement policy: switchyard, its opt-in variant switchyard-short-yield, switchyard-shared-queue (standard and batch queues priced as the engine shares its prefill steps), or a baseline ("+strings.Join(baselines.Names(), ", ")+") with its own queue and flow control; everything else, the load included, stays the same")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

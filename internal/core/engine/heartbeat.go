@@ -38,7 +38,7 @@ func (e *Engine) FillHeartbeat(hb *schemas.Heartbeat) {
 	hb.KVBlocksTotal, hb.KVBlocksFree, hb.BlockSize = st.KVBlocksTotal, st.KVBlocksFree, tokens.BlockSize
 	hb.Utilization, hb.TokensPerSec, hb.SpecDecode = st.Utilization, st.TokensPerSec, st.SpecDecode
 	hb.Running, hb.Waiting, hb.QueuedTokens, hb.MaxBatch = st.Running, st.Waiting, st.QueuedTokens, st.MaxBatch
-	hb.Prefilling = st.Prefilling
+	hb.Prefilling, hb.StepCap = st.Prefilling, e.cfg.TargetStepCap
 	hb.QueuedTokensByClass = st.ClassMap(hb.QueuedTokensByClass)
 	hb.WaitingByClass = st.WaitingClassMap(hb.WaitingByClass)
 	hb.KVBlocksByClass = st.KVClassMap(hb.KVBlocksByClass)

@@ -53,8 +53,9 @@ func TestGPUSecondsAttributed(t *testing.T) {
 }
 
 // TestFillHeartbeat: the one heartbeat builder reports the replica, its
-// memory (weights plus the occupied share of the KV pool) and the model's
-// window, and reuses the caller's maps.
+// memory (weights plus the occupied share of the KV pool), the model's
+// window and whether it shares its prefill steps, and reuses the caller's
+// maps.
 func TestFillHeartbeat(t *testing.T) {
 	e := newEngine(t, Config{})
 	var hb schemas.Heartbeat
@@ -79,5 +80,14 @@ func TestFillHeartbeat(t *testing.T) {
 	}
 	if &hb.Models[0] != models {
 		t.Fatal("FillHeartbeat reallocated the models slice")
+	}
+	// Whether the engine shares its prefill steps (placement prices its
+	// queue by it) is the engine's own setting.
+	for _, capOn := range []bool{false, true} {
+		var hb schemas.Heartbeat
+		newEngine(t, Config{TargetStepCap: capOn}).FillHeartbeat(&hb)
+		if hb.StepCap != capOn {
+			t.Errorf("TargetStepCap %v: heartbeat step_cap %v", capOn, hb.StepCap)
+		}
 	}
 }

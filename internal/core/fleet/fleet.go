@@ -103,6 +103,11 @@ type Worker struct {
 	Models                      []schemas.ModelState
 
 	Running, Waiting, QueuedTokens, MaxBatch int
+	// Prefilling is the running sequences without their first token, and
+	// StepCap whether the engine shares each step among the prompts it
+	// prefills (heartbeat prefilling, step_cap).
+	Prefilling int
+	StepCap    bool
 	// QueuedByClass splits QueuedTokens by class rank (schemas.PriorityRank)
 	// from the heartbeat's QueuedTokensByClass; tokens a heartbeat does not
 	// attribute to a known class count as critical.
@@ -334,6 +339,7 @@ func (f *Fleet) ApplyHeartbeat(hb *schemas.Heartbeat, now time.Time) (needSnapsh
 		m.Name, m.Dtype, m.State = f.intern(m.Name), f.intern(m.Dtype), f.intern(m.State)
 	}
 	w.Running, w.Waiting, w.QueuedTokens, w.MaxBatch = hb.Running, hb.Waiting, hb.QueuedTokens, hb.MaxBatch
+	w.Prefilling, w.StepCap = hb.Prefilling, hb.StepCap
 	w.QueuedByClass = [NumClasses]int{}
 	attributed := 0
 	for class, n := range hb.QueuedTokensByClass {

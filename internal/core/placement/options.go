@@ -100,6 +100,13 @@ type Options struct {
 	// (see the headroom axis); default critical only. A nil map means the
 	// default; an empty one, no class.
 	Reclaim map[string]bool
+	// SharedPrefill lists the classes whose queue wait, on a worker whose
+	// engine shares its steps among the prompts it prefills
+	// (fleet.Worker.StepCap), is priced as that sharing runs rather than
+	// first come, first served (see queueTerm and sharedQueue); default
+	// none. The policy "switchyard-shared-queue" sets standard and batch
+	// (see docs/benchmarks.md, "The shared prefill queue").
+	SharedPrefill map[string]bool
 	// HeadroomKnee is the KV fill above which preemption risk starts
 	// (default 0.8).
 	HeadroomKnee float64

@@ -71,7 +71,8 @@ var (
 	// reclaim too cost interactive attainment at 10× (0.901 → 0.863): it
 	// is half the traffic, and its preemptions of standard and batch work
 	// cost more recompute than they saved.
-	DefaultReclaim   = map[string]bool{schemas.PriorityCritical: true}
+	DefaultReclaim = map[string]bool{schemas.PriorityCritical: true}
+
 	DefaultKVCeiling = map[string]float64{
 		schemas.PriorityCritical: 1, schemas.PriorityInteractive: 1,
 		schemas.PriorityStandard: 0.95, schemas.PriorityBatch: 0.85,
@@ -229,8 +230,13 @@ type reqParams struct {
 	// as free (Options.Reclaim); reclaimValue is USD per second of
 	// reclaim_s: the next lower class's value of time, the most any
 	// victim's second is worth.
-	reclaim        bool
-	reclaimValue   float64
+	reclaim      bool
+	reclaimValue float64
+	// sharedPrefill: the class's queue is priced as a step-sharing engine
+	// runs it (Options.SharedPrefill); promptTokens is the request's
+	// prompt, the uncached tokens of a worker holding none of it.
+	sharedPrefill  bool
+	promptTokens   int
 	workflowFactor float64 // as workflowTerm computes it
 	fp8            bool
 	// phase is the request's phase (takesWhole, takesPrefill,
@@ -297,6 +303,7 @@ func (p *Placer) params(prio string) reqParams {
 		rp.rank = r
 	}
 	rp.heldKVDecode = p.on[axPriority] && rp.rank == 0
+	rp.sharedPrefill = p.opts.SharedPrefill[prio]
 	if p.on[axPriority] && p.opts.Reclaim[prio] && rp.rank+1 < len(schemas.Priorities) {
 		rp.reclaim = true
 		rp.reclaimValue = p.opts.ValueOfTime[schemas.Priorities[rp.rank+1]]
@@ -372,6 +379,7 @@ func (p *Placer) place(f *fleet.Fleet, req *Request, now time.Time) *Decision {
 		p.rp = p.params(r.Priority)
 	}
 	p.rp.fp8 = isFP8(r.Dtype)
+	p.rp.promptTokens = r.PromptTokens
 	p.rp.deadlineIn, p.rp.workflowDeadlineIn = secondsUntil(r.Deadline, now), secondsUntil(r.WorkflowDeadline, now)
 	p.touched = p.touched[:0]
 	for _, prepare := range p.stages.prepare {

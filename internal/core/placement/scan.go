@@ -311,6 +311,11 @@ func (p *Placer) groupBoundAt(cl *class, gr *group, lo int, queuedTokens int) fl
 	}
 	decode := p.groupDecode(cl, gr, lo)
 	price := min(cl.pricePerSecond, gr.minOwnPricePerSecond)
+	if p.rp.sharedPrefill && gr.minPrefills != notShared {
+		// The members hold none of the prompt (those that do are bounded
+		// one by one), and a member's own count is at least the least.
+		queuedTokens = sharedQueue(queuedTokens, gr.minPrefills, p.rp.promptTokens)
+	}
 	queue := 0.0
 	if queuedTokens > 0 {
 		queue = float64(queuedTokens) * cl.queueRate
@@ -461,8 +466,8 @@ func insertAscending(s []bounded, b bounded, k int) []bounded {
 // evaluated, and its reason recorded, only if too few workers pass to fill
 // the list.
 func (p *Placer) lowerBound(h *hotRow, cl *class, i int32, r *Request) (lb, completion, deadline, ttft float64) {
-	queue := queueSeconds(p, h, cl)
 	cached := cachedTokens(p, h, i, r)
+	queue := queueSeconds(p, h, cl, cached)
 	prefill := prefillSeconds(p, cl, r, cached)
 	decode := p.decode(cl, r, h, p.view.held[i], cached)
 	load := warmLoad(cl, p.residencyAt(i, r))

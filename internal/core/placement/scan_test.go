@@ -3,6 +3,7 @@ package placement
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -339,6 +340,10 @@ func variedFleetNamed(t *testing.T, seed uint64, rename map[string]string) (*fle
 		}
 		if idle {
 			hb.Running, hb.QueuedTokens = 0, 0
+		} else if rng.IntN(2) == 0 {
+			// An engine that shares its prefill steps (sharedQueue): the
+			// bounds must price the queue as queueTerm does.
+			hb.StepCap, hb.Prefilling, hb.Waiting = true, rng.IntN(6), rng.IntN(3)
 		}
 		seen := now
 		switch rng.IntN(9) {
@@ -409,6 +414,15 @@ func TestPruningKeepsTheWinnerAcrossOptions(t *testing.T) {
 	variants := map[string]Options{"defaults": {}, "weights": {WeightBytes: weights}, "explain 1": {Explain: 1}, "explain 3": {Explain: 3}}
 	for _, a := range Axes {
 		variants["no "+a] = Options{Disabled: map[string]bool{a: true}, WeightBytes: weights}
+	}
+	// The queue priced as shared (sharedQueue) in every class, under each
+	// variant: its bounds must hold wherever the scan takes them.
+	for name, o := range maps.Clone(variants) {
+		o.SharedPrefill = map[string]bool{}
+		for _, c := range schemas.Priorities {
+			o.SharedPrefill[c] = true
+		}
+		variants["shared prefill, "+name] = o
 	}
 	for _, cm := range costModels {
 		f, reqs := variedFleetNamed(t, 11, cm.rename)

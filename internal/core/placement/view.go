@@ -82,6 +82,7 @@ type group struct {
 	// minHeld is over the members' view.held, 0 for one without KV.
 	maxOthers, minHeld float64
 	minQueue           [fleet.NumClasses]int // by rank, as hotRow.queue
+	minPrefills        uint8                 // as hotRow.prefills
 	// minFrac and maxFrac bound the members' decodeFrac: decode time is
 	// linear in it between the bucket's ends, so its least is at one of
 	// them. maxFrac > 0 when some member interpolates past the bucket.
@@ -96,7 +97,7 @@ const bands = 4
 
 // emptyGroup is the summary of no workers, which any member lowers.
 func emptyGroup() group {
-	gr := group{minOwnPricePerSecond: math.Inf(1), minInvBatch: 1, minOthers: math.Inf(1), minHeld: math.Inf(1), minFrac: 1}
+	gr := group{minOwnPricePerSecond: math.Inf(1), minInvBatch: 1, minOthers: math.Inf(1), minHeld: math.Inf(1), minFrac: 1, minPrefills: notShared}
 	for k := range gr.minQueue {
 		gr.minQueue[k] = math.MaxInt
 	}
@@ -112,6 +113,7 @@ func (gr *group) merge(o *group) {
 	for k := range gr.minQueue {
 		gr.minQueue[k] = min(gr.minQueue[k], o.minQueue[k])
 	}
+	gr.minPrefills = min(gr.minPrefills, o.minPrefills)
 	gr.minFrac, gr.maxFrac = min(gr.minFrac, o.minFrac), max(gr.maxFrac, o.maxFrac)
 	gr.n += o.n
 }
@@ -155,7 +157,21 @@ type hotRow struct {
 	decodeLo   uint8
 	band       uint8 // which quarter of the bucket batch lies in (see group)
 	flags      rowFlags
+	// prefills is the prompts a request queued there would share its
+	// prefill steps with (see sharedQueue): the sequences prefilling and
+	// waiting plus those booked, on an engine that shares its steps,
+	// capped at maxPrefills; notShared where the engine runs them one
+	// after another.
+	prefills uint8
 }
+
+// The hot row's prefills beyond a count: notShared for an engine that
+// does not share its prefill steps, maxPrefills the largest count kept
+// (more read as that many, so a bound from it stays a bound).
+const (
+	notShared   = math.MaxUint8
+	maxPrefills = notShared - 1
+)
 
 // coldRow is read only for workers that survive the lower bound.
 type coldRow struct {
@@ -300,6 +316,7 @@ func (p *Placer) summarize(g int32) {
 		for k := range gr.minQueue {
 			gr.minQueue[k] = min(gr.minQueue[k], int(h.queue[k]))
 		}
+		gr.minPrefills = min(gr.minPrefills, h.prefills)
 		gr.minFrac, gr.maxFrac = min(gr.minFrac, h.decodeFrac), max(gr.maxFrac, h.decodeFrac)
 		if h.ownPricePerSecond > 0 {
 			gr.minOwnPricePerSecond = min(gr.minOwnPricePerSecond, h.ownPricePerSecond)
@@ -380,6 +397,10 @@ func (p *Placer) copyRow(i int32, w *fleet.Worker) {
 		q += w.QueuedByClass[k] + w.BookedPromptByClass[k]
 		c.queue[k] = q
 		h.queue[k] = int32(min(q, math.MaxInt32))
+	}
+	h.prefills = notShared
+	if w.StepCap {
+		h.prefills = uint8(min(max(w.Prefilling+w.Waiting+w.BookedRequests, 0), maxPrefills))
 	}
 	batch := w.Running + w.BookedRequests + 1
 	h.decodeLo, h.decodeFrac = decodePoint(batch)

@@ -32,7 +32,7 @@ type Policy struct {
 // PolicyNames lists the policies NewPolicy knows, ablations included.
 func PolicyNames() []string {
 	names := append([]string{}, baselines.Names()...)
-	names = append(names, "switchyard", routing.PolicyShortYield)
+	names = append(names, "switchyard", routing.PolicyShortYield, routing.PolicySharedQueue)
 	for _, a := range placement.Axes {
 		names = append(names, "switchyard-no-"+a)
 	}
@@ -42,12 +42,13 @@ func PolicyNames() []string {
 // NewPolicy builds a fresh policy by name, through routing.PolicyNamed as
 // the live router does: a baseline (internal/core/baselines), "switchyard", or
 // "switchyard-no-<axis>" with one placement axis disabled, or
-// "switchyard-short-yield" (routing.PolicyShortYield).
+// "switchyard-short-yield" (routing.PolicyShortYield), or
+// "switchyard-shared-queue" (routing.PolicySharedQueue).
 func NewPolicy(name string, pred *perf.Predictor) (Policy, error) {
 	p, err := routing.PolicyNamed(name, catalog.Default(), pred)
 	if err != nil {
 		return Policy{}, fmt.Errorf("sim: %w (known: %s)", err, strings.Join(PolicyNames(), ", "))
 	}
-	ours := name == "switchyard" || name == routing.PolicyShortYield || strings.HasPrefix(name, "switchyard-no-")
+	ours := name == "switchyard" || name == routing.PolicyShortYield || name == routing.PolicySharedQueue || strings.HasPrefix(name, "switchyard-no-")
 	return Policy{Name: name, Policy: p, Admission: ours, EngineTargets: ours}, nil
 }
