@@ -50,20 +50,12 @@ func (b *bookedBook) follow(nc *nats.Conn, now func() time.Time) (func(), error)
 	return func() { _ = sub.Unsubscribe() }, nil
 }
 
-// book applies bookings and releases. A booking on a worker not heard
-// from yet is skipped, as the routers skip a peer's: its first heartbeat
-// counts the request.
+// book applies bookings and releases as a router applies its peers'
+// (routing.ApplyBookings).
 func (b *bookedBook) book(bs []routing.PeerBooking, now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for i := range bs {
-		k := &bs[i]
-		if k.Released {
-			b.f.Unreserve(k.ID)
-			continue
-		}
-		_ = b.f.Reserve(k.Worker, k.ID, k.Class, k.Prefill, k.Output, k.Blocks, now)
-	}
+	routing.ApplyBookings(b.f, bs, now, nil)
 }
 
 // heartbeat absorbs the bookings the worker's heartbeat now counts.

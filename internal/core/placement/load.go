@@ -28,12 +28,23 @@ package placement
 // sharedQueue), the queue is not served first come, first served, and for
 // the classes in Options.SharedPrefill it is priced as shared.
 func queueTerm(p *Placer, c *cand, r *Request) {
-	q := c.row.queue[p.rp.rank]
-	if p.rp.sharedPrefill && c.h.prefills != notShared {
-		q = sharedQueue(q, c.h.prefills, r.PromptTokens-cachedTokens(p, c.h, c.i, r))
+	cached := 0
+	if p.rp.sharedPrefill {
+		cached = cachedTokens(p, c.h, c.i, r)
 	}
-	c.t.QueueSeconds = queueFor(q, c.c)
+	c.t.QueueSeconds = queueFor(p.queuedAhead(c.row.queue[p.rp.rank], c.h, cached), c.c)
 	c.batch = c.row.batch
+}
+
+// queuedAhead is the prompt tokens of q queued on row h that the request,
+// holding cached tokens of its prompt there, waits for: all of them, or
+// as the engine shares its steps (sharedQueue) where it does and the
+// class is priced so.
+func (p *Placer) queuedAhead(q int, h *hotRow, cached int) int {
+	if p.rp.sharedPrefill && h.prefills != notShared {
+		return sharedQueue(q, h.prefills, p.rp.promptTokens-cached)
+	}
+	return q
 }
 
 // sharedQueue is the queued prompt tokens a request of uncached tokens
@@ -56,11 +67,7 @@ func sharedQueue(queued int, prefills uint8, uncached int) int {
 // capped (hotRow.queue), so this is at most what queueTerm predicts;
 // cached is the request's prompt tokens the worker holds.
 func queueSeconds(p *Placer, h *hotRow, cl *class, cached int) float64 {
-	q := int(h.queue[p.rp.rank])
-	if p.rp.sharedPrefill && h.prefills != notShared {
-		q = sharedQueue(q, h.prefills, p.rp.promptTokens-cached)
-	}
-	return queueFor(q, cl)
+	return queueFor(p.queuedAhead(int(h.queue[p.rp.rank]), h, cached), cl)
 }
 
 func queueFor(q int, cl *class) float64 {

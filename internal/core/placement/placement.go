@@ -71,8 +71,7 @@ var (
 	// reclaim too cost interactive attainment at 10× (0.901 → 0.863): it
 	// is half the traffic, and its preemptions of standard and batch work
 	// cost more recompute than they saved.
-	DefaultReclaim = map[string]bool{schemas.PriorityCritical: true}
-
+	DefaultReclaim   = map[string]bool{schemas.PriorityCritical: true}
 	DefaultKVCeiling = map[string]float64{
 		schemas.PriorityCritical: 1, schemas.PriorityInteractive: 1,
 		schemas.PriorityStandard: 0.95, schemas.PriorityBatch: 0.85,

@@ -6,6 +6,8 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 	"github.com/vmihailenco/msgpack/v5/msgpcode"
+
+	"github.com/switchyard-ai/switchyard/internal/core/fleet"
 )
 
 // InPeerBooking carries bookings another router made (active-active
@@ -46,21 +48,31 @@ type PeerBooking struct {
 // adopted it). A release that freed capacity lets waiting work be placed,
 // as the router's own results do.
 func (c *Core) peerBookings(bs []PeerBooking, now time.Time) {
-	freed := false
+	mine := func(id string) bool { _, ok := c.placedOn[id]; return ok }
+	if ApplyBookings(c.fleet, bs, now, mine) {
+		c.placeReady(now)
+	}
+}
+
+// ApplyBookings books bs's bookings in f and ends its releases, skipping
+// the requests skip names (nil: none) and bookings on a worker f has not
+// heard from (its first heartbeat counts the request anyway). It reports
+// whether a release freed capacity. A router applies its peers' bookings
+// with it, and the controller every router's (control.Inputs.Booked), so
+// both count a booking alike.
+func ApplyBookings(f *fleet.Fleet, bs []PeerBooking, now time.Time, skip func(id string) bool) (freed bool) {
 	for i := range bs {
 		b := &bs[i]
-		if _, mine := c.placedOn[b.ID]; mine {
+		if skip != nil && skip(b.ID) {
 			continue
 		}
 		if b.Released {
-			freed = c.fleet.Unreserve(b.ID) || freed
+			freed = f.Unreserve(b.ID) || freed
 			continue
 		}
-		_ = c.fleet.Reserve(b.Worker, b.ID, b.Class, b.Prefill, b.Output, b.Blocks, now)
+		_ = f.Reserve(b.Worker, b.ID, b.Class, b.Prefill, b.Output, b.Blocks, now)
 	}
-	if freed {
-		c.placeReady(now)
-	}
+	return freed
 }
 
 // peerBookingFields is how many values a PeerBooking's msgpack array holds.
